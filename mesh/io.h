@@ -1,0 +1,41 @@
+#pragma once
+// Mesh files in and out: assimp formats in (OBJ+MTL, glTF/GLB, PLY, STL, FBX, OFF, ...), GLB / OBJ /
+// PLY out, with the base-colour texture.
+
+#include <string>
+
+#include "mesh/mesh.h"
+
+namespace gen3d::mesh {
+
+// Loads every triangle of every mesh in the file into one Mesh:
+// - polygons are triangulated and node transforms applied (the result is in world space);
+// - points and lines are dropped with a warning;
+// - positions are welded by exact value, in order of first use by the faces (the file's own vertex
+//   order is not kept: assimp does not preserve it for OBJ);
+// - UV channel 0 is kept with its own index buffer (uv_faces), welded by exact value; UVs follow
+//   the OBJ convention (v up, texture row 0 at v = 1) whatever the format;
+// - per-vertex normals and colours (channel 0) are averaged over the welded corners;
+// - the base-colour (or diffuse) texture of the material that covers most faces is loaded,
+//   embedded ("*0" in GLB) or from a file next to the model (Windows "\" paths accepted).
+// Throws MeshError naming the file for: missing file, unsupported format, parse failure, no
+// triangles, non-finite positions, out-of-range indices.
+Mesh load_mesh(const std::string& path);
+
+// Writes the mesh in the format given by the extension:
+// - ".glb": binary glTF 2.0, seam vertices split (one UV per vertex), NORMAL (given or
+//   area-weighted), TEXCOORD_0, COLOR_0, texture embedded as PNG as baseColorTexture, metallic 0,
+//   roughness 1;
+// - ".obj": OBJ with vt/vn, plus <stem>.mtl and <stem>.png next to it when there is a texture;
+// - ".ply": binary little-endian PLY with vertex colours when present (no UVs).
+// Every file is written to a temporary file in the same directory and renamed into place, so a
+// failure leaves no partial file. Throws MeshError naming the file.
+void save_mesh(const Mesh& mesh, const std::string& path);
+
+// Image files (PNG, JPEG, ... through OpenCV) as float RGB(A) in [0, 1], row 0 at the top.
+Image load_image(const std::string& path);
+// Writes 8-bit PNG/JPEG by extension (values are clamped to [0, 1] and rounded); atomic like
+// save_mesh.
+void save_image(const Image& image, const std::string& path);
+
+}  // namespace gen3d::mesh

@@ -1,0 +1,382 @@
+// load_mesh through assimp. We deliberately skip aiProcess_JoinIdenticalVertices: it welds only
+// corners whose position, normal and UV all agree, which would split positions at UV seams. We
+// weld positions and UVs separately instead, so connectivity is kept and seams stay exact.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <unordered_map>
+
+#include <assimp/Importer.hpp>
+#include <assimp/material.h>
+#include <assimp/postprocess.h>
+#include <assimp/scene.h>
+#include <spdlog/spdlog.h>
+
+#include "mesh/error.h"
+#include "mesh/image_codec.h"
+#include "mesh/io.h"
+#include "mesh/precheck.h"
+
+namespace gen3d::mesh {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// Welds small float vectors by exact value (-0 and +0 count as equal), numbering them in order of
+// first insertion.
+template <size_t N>
+class Welder {
+ public:
+  struct Key {
+    std::array<uint32_t, N> bits;
+    bool operator==(const Key&) const = default;
+  };
+  struct Hash {
+    size_t operator()(const Key& k) const {
+      uint64_t h = 0x9e3779b97f4a7c15ull;
+      for (uint32_t b : k.bits) h = (h ^ b) * 0xff51afd7ed558ccdull;
+      return size_t(h ^ (h >> 32));
+    }
+  };
+  uint32_t insert(const std::array<float, N>& v, std::vector<std::array<float, N>>& out) {
+    Key key;
+    for (size_t i = 0; i < N; ++i) {
+      const float x = v[i] == 0.0f ? 0.0f : v[i];
+      std::memcpy(&key.bits[i], &x, sizeof x);
+    }
+    auto [it, inserted] = map_.try_emplace(key, uint32_t(out.size()));
+    if (inserted) out.push_back(v);
+    return it->second;
+  }
+  void reserve(size_t n) { map_.reserve(n); }
+
+ private:
+  std::unordered_map<Key, uint32_t, Hash> map_;
+};
+
+// Finds a texture file referenced by a material: relative to the model, with Windows separators
+// and "./" prefixes tolerated, falling back to the bare file name and a case-insensitive match.
+std::string resolve_texture_path(const std::string& ref, const fs::path& model_dir) {
+  std::string p = ref;
+  std::replace(p.begin(), p.end(), '\\', '/');
+  while (p.rfind("./", 0) == 0) p = p.substr(2);
+  std::vector<fs::path> candidates;
+  const fs::path rel(p);
+  if (rel.is_absolute()) candidates.push_back(rel);
+  candidates.push_back(model_dir / rel);
+  candidates.push_back(model_dir / rel.filename());
+  std::error_code ec;
+  for (const auto& c : candidates) {
+    if (fs::is_regular_file(c, ec)) return c.string();
+  }
+  const std::string want = lower(rel.filename().string());
+  for (const auto& entry : fs::directory_iterator(model_dir.empty() ? "." : model_dir, ec)) {
+    if (entry.is_regular_file(ec) && lower(entry.path().filename().string()) == want) {
+      return entry.path().string();
+    }
+  }
+  return {};
+}
+
+std::shared_ptr<const Image> load_material_texture(const aiScene& scene, const aiMaterial& mat,
+                                                   const std::string& model_path) {
+  aiString ref;
+  bool found = false;
+  for (aiTextureType type : {aiTextureType_BASE_COLOR, aiTextureType_DIFFUSE}) {
+    if (mat.GetTextureCount(type) > 0 && mat.GetTexture(type, 0, &ref) == aiReturn_SUCCESS) {
+      found = true;
+      break;
+    }
+  }
+  if (!found || ref.length == 0) return nullptr;
+  const std::string name = ref.C_Str();
+  try {
+    if (const aiTexture* tex = scene.GetEmbeddedTexture(name.c_str())) {
+      const std::string what = model_path + " (embedded texture " + name + ")";
+      if (tex->mHeight == 0) {  // compressed: mWidth bytes of PNG/JPEG
+        return std::make_shared<const Image>(detail::decode_image(
+            reinterpret_cast<const uint8_t*>(tex->pcData), tex->mWidth, what));
+      }
+      auto img = std::make_shared<Image>(int(tex->mWidth), int(tex->mHeight), 4);
+      for (size_t i = 0; i < size_t(tex->mWidth) * tex->mHeight; ++i) {
+        const aiTexel& t = tex->pcData[i];
+        float* px = img->pixels.data() + 4 * i;
+        px[0] = t.r / 255.0f;
+        px[1] = t.g / 255.0f;
+        px[2] = t.b / 255.0f;
+        px[3] = t.a / 255.0f;
+      }
+      return img;
+    }
+    if (!name.empty() && name[0] == '*') {
+      spdlog::warn("{}: embedded texture {} is missing; loading without texture", model_path, name);
+      return nullptr;
+    }
+    const std::string file = resolve_texture_path(name, fs::path(model_path).parent_path());
+    if (file.empty()) {
+      spdlog::warn("{}: texture '{}' not found; loading without texture", model_path, name);
+      return nullptr;
+    }
+    return std::make_shared<const Image>(load_image(file));
+  } catch (const MeshError& e) {
+    spdlog::warn("{}: {}; loading without texture", model_path, e.what());
+    return nullptr;
+  }
+}
+
+// One placement of a mesh in the scene: its world transform (node chain product).
+struct Instance {
+  unsigned mesh;
+  aiMatrix4x4 transform;
+};
+
+// Applies node transforms ourselves instead of aiProcess_PreTransformVertices: that step fails on
+// scenes without faces ("all meshes are orphaned") and does not fix the winding under mirroring.
+void collect_instances(const aiNode* node, const aiMatrix4x4& parent, unsigned depth,
+                       std::vector<Instance>& out, const std::string& path) {
+  if (!node) return;
+  if (depth > 1000) throw MeshError("cannot load mesh '" + path + "': node hierarchy too deep");
+  const aiMatrix4x4 world = parent * node->mTransformation;
+  for (unsigned i = 0; i < node->mNumMeshes; ++i) {
+    if (node->mMeshes) out.push_back({node->mMeshes[i], world});
+  }
+  for (unsigned c = 0; c < node->mNumChildren; ++c) {
+    if (node->mChildren) collect_instances(node->mChildren[c], world, depth + 1, out, path);
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw MeshError("cannot load mesh '" + path + "': cannot open the file");
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+Mesh load_mesh(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw MeshError("cannot load mesh '" + path + "': no such file");
+  if (!fs::is_regular_file(path, ec)) {
+    throw MeshError("cannot load mesh '" + path + "': not a regular file");
+  }
+  if (fs::file_size(path, ec) == 0) throw MeshError("cannot load mesh '" + path + "': empty file");
+
+  Assimp::Importer importer;
+  const std::string ext = lower(fs::path(path).extension().string());
+  if (ext.empty() || !importer.IsExtensionSupported(ext)) {
+    throw MeshError("cannot load mesh '" + path + "': unsupported format '" + ext + "'");
+  }
+  // Keep points and lines out of the way but present, so we can count and report them.
+  if (ext == ".off" || ext == ".ply" || ext == ".obj") {
+    detail::precheck_mesh_file(path, ext, read_file(path));
+  }
+  // No aiProcess_ValidateDataStructure: it rejects face-less meshes (point clouds) with a cryptic
+  // message; we check what we use ourselves (null arrays, index ranges, finite positions).
+  const unsigned flags = aiProcess_Triangulate | aiProcess_SortByPType;
+  const aiScene* scene = nullptr;
+  try {
+    scene = importer.ReadFile(path, flags);
+  } catch (const std::exception& e) {  // assimp catches most, but not every, internal exception
+    throw MeshError("cannot load mesh '" + path + "': " + e.what());
+  }
+  if (!scene) {
+    throw MeshError("cannot load mesh '" + path + "': " + importer.GetErrorString());
+  }
+  if ((scene->mFlags & AI_SCENE_FLAGS_INCOMPLETE) || !scene->mRootNode) {
+    throw MeshError("cannot load mesh '" + path + "': the file holds no complete scene");
+  }
+
+  Mesh out;
+  Welder<3> pos_welder;
+  Welder<2> uv_welder;
+  std::vector<Vec3> normal_sum;
+  std::vector<Vec4> color_sum;
+  std::vector<uint32_t> color_count;
+  bool any_uvs = false, all_uvs = true, any_normals = false, all_normals = true;
+  bool any_colors = false, all_colors = true;
+  size_t dropped = 0;
+  std::map<unsigned, size_t> faces_per_material;
+
+  std::vector<Instance> instances;
+  collect_instances(scene->mRootNode, aiMatrix4x4(), 0, instances, path);
+  for (const Instance& inst : instances) {
+    const unsigned mi = inst.mesh;
+    if (mi >= scene->mNumMeshes || !scene->mMeshes) {
+      throw MeshError("cannot load mesh '" + path + "': a node references missing mesh " +
+                      std::to_string(mi));
+    }
+    const aiMesh* m = scene->mMeshes[mi];
+    const aiMatrix4x4& xf = inst.transform;
+    // Normals transform by the inverse transpose; a mirroring transform (negative determinant)
+    // turns CCW faces into CW ones, so their corner order is reversed to keep CCW-outward.
+    aiMatrix3x3 normal_xf(xf);
+    const bool mirrored = normal_xf.Determinant() < 0;
+    normal_xf.Inverse().Transpose();
+    if (!m || !(m->mPrimitiveTypes & aiPrimitiveType_TRIANGLE)) {
+      if (m) dropped += m->mNumFaces;
+      continue;
+    }
+    if ((m->mNumVertices > 0 && !m->mVertices) || (m->mNumFaces > 0 && !m->mFaces)) {
+      throw MeshError("cannot load mesh '" + path + "': mesh " + std::to_string(mi) +
+                      " has no vertex or face data");
+    }
+    std::vector<aiVector3D> world(m->mNumVertices);
+    for (unsigned v = 0; v < m->mNumVertices; ++v) {
+      const aiVector3D& p = m->mVertices[v];
+      world[v] = xf * p;
+      const aiVector3D& w = world[v];
+      if (!std::isfinite(w.x) || !std::isfinite(w.y) || !std::isfinite(w.z)) {
+        throw MeshError("cannot load mesh '" + path + "': vertex " + std::to_string(v) +
+                        " of mesh " + std::to_string(mi) + " has a non-finite position (NaN/Inf)");
+      }
+    }
+    const bool has_uv = m->HasTextureCoords(0);
+    const bool has_n = m->HasNormals();
+    const bool has_c = m->HasVertexColors(0);
+    // Per-mesh maps from assimp vertex to welded index; only referenced vertices are welded.
+    std::vector<int64_t> pos_of(m->mNumVertices, -1), uv_of(m->mNumVertices, -1);
+    size_t mesh_tris = 0;
+    for (unsigned fi = 0; fi < m->mNumFaces; ++fi) {
+      const aiFace& face = m->mFaces[fi];
+      if (face.mNumIndices != 3 || !face.mIndices) {
+        ++dropped;
+        continue;
+      }
+      Tri tri{}, uv_tri{};
+      for (int k = 0; k < 3; ++k) {
+        const unsigned idx = face.mIndices[mirrored ? 2 - k : k];
+        if (idx >= m->mNumVertices) {
+          throw MeshError("cannot load mesh '" + path + "': face " + std::to_string(fi) +
+                          " of mesh " + std::to_string(mi) + " uses vertex " + std::to_string(idx) +
+                          " but there are only " + std::to_string(m->mNumVertices));
+        }
+        if (pos_of[idx] < 0) {
+          const aiVector3D& p = world[idx];
+          const size_t before = out.positions.size();
+          pos_of[idx] = pos_welder.insert({p.x, p.y, p.z}, out.positions);
+          if (out.positions.size() > before) {
+            normal_sum.push_back({0, 0, 0});
+            color_sum.push_back({0, 0, 0, 0});
+            color_count.push_back(0);
+          }
+          const uint32_t w = uint32_t(pos_of[idx]);
+          if (has_n) {
+            const aiVector3D n = normal_xf * m->mNormals[idx];
+            normal_sum[w] = {normal_sum[w][0] + n.x, normal_sum[w][1] + n.y,
+                             normal_sum[w][2] + n.z};
+          }
+          if (has_c) {
+            const aiColor4D& c = m->mColors[0][idx];
+            color_sum[w] = {color_sum[w][0] + c.r, color_sum[w][1] + c.g, color_sum[w][2] + c.b,
+                            color_sum[w][3] + c.a};
+            ++color_count[w];
+          }
+        }
+        tri[k] = uint32_t(pos_of[idx]);
+        if (has_uv) {
+          if (uv_of[idx] < 0) {
+            const aiVector3D& t = m->mTextureCoords[0][idx];
+            uv_of[idx] = uv_welder.insert({t.x, t.y}, out.uvs);
+          }
+          uv_tri[k] = uint32_t(uv_of[idx]);
+        }
+      }
+      out.faces.push_back(tri);
+      out.uv_faces.push_back(uv_tri);  // trimmed below when some mesh lacks UVs
+      ++mesh_tris;
+    }
+    if (mesh_tris == 0) continue;
+    faces_per_material[m->mMaterialIndex] += mesh_tris;
+    any_uvs |= has_uv;
+    all_uvs &= has_uv;
+    any_normals |= has_n;
+    all_normals &= has_n;
+    any_colors |= has_c;
+    all_colors &= has_c;
+  }
+
+  if (dropped > 0) {
+    spdlog::warn("{}: dropped {} point/line primitives (only triangles are kept)", path, dropped);
+  }
+  if (out.faces.empty()) {
+    throw MeshError("cannot load mesh '" + path + "': the file contains no triangles");
+  }
+  if (any_uvs && !all_uvs) {
+    spdlog::warn("{}: some meshes have no UVs; dropping UVs for the whole mesh", path);
+  }
+  if (!all_uvs) {
+    out.uvs.clear();
+    out.uv_faces.clear();
+  }
+  for (const Vec2& t : out.uvs) {
+    if (!std::isfinite(t[0]) || !std::isfinite(t[1])) {
+      spdlog::warn("{}: non-finite UVs; dropping UVs", path);
+      out.uvs.clear();
+      out.uv_faces.clear();
+      break;
+    }
+  }
+  if (all_normals) {
+    out.normals.resize(out.positions.size());
+    bool bad = false;
+    for (size_t v = 0; v < out.positions.size(); ++v) {
+      const Vec3& s = normal_sum[v];
+      const float len = std::sqrt(s[0] * s[0] + s[1] * s[1] + s[2] * s[2]);
+      if (!(len > 0.0f) || !std::isfinite(len)) {
+        bad = true;
+        break;
+      }
+      out.normals[v] = {s[0] / len, s[1] / len, s[2] / len};
+    }
+    if (bad) {
+      spdlog::warn("{}: zero or non-finite normals in the file; dropping them", path);
+      out.normals.clear();
+    }
+  } else if (any_normals) {
+    spdlog::warn("{}: some meshes have no normals; dropping normals", path);
+  }
+  if (all_colors) {
+    out.colors.resize(out.positions.size());
+    for (size_t v = 0; v < out.positions.size(); ++v) {
+      const float n = float(std::max<uint32_t>(color_count[v], 1));
+      for (int c = 0; c < 4; ++c) out.colors[v][c] = color_sum[v][c] / n;
+    }
+  } else if (any_colors) {
+    spdlog::warn("{}: some meshes have no vertex colours; dropping colours", path);
+  }
+
+  // One texture per Mesh: take the material covering most faces.
+  if (out.has_uvs() && !faces_per_material.empty()) {
+    const auto best = std::max_element(faces_per_material.begin(), faces_per_material.end(),
+                                       [](auto& a, auto& b) { return a.second < b.second; });
+    if (best->first < scene->mNumMaterials) {
+      out.texture = load_material_texture(*scene, *scene->mMaterials[best->first], path);
+      size_t textured_materials = 0;
+      for (const auto& [mat, count] : faces_per_material) {
+        aiString ref;
+        const aiMaterial* am = mat < scene->mNumMaterials ? scene->mMaterials[mat] : nullptr;
+        if (am && (am->GetTexture(aiTextureType_BASE_COLOR, 0, &ref) == aiReturn_SUCCESS ||
+                   am->GetTexture(aiTextureType_DIFFUSE, 0, &ref) == aiReturn_SUCCESS)) {
+          ++textured_materials;
+        }
+      }
+      if (textured_materials > 1 && out.texture) {
+        spdlog::warn("{}: {} textured materials; keeping only the texture of the largest one",
+                     path, textured_materials);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace gen3d::mesh

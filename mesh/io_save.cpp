@@ -1,0 +1,305 @@
+// save_mesh: GLB written by hand with nlohmann-json (assimp's glTF2 exporter does not give control
+// over the layout and material we need), OBJ+MTL+PNG and binary PLY as plain text/bytes.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "mesh/atomic_write.h"
+#include "mesh/error.h"
+#include "mesh/image_codec.h"
+#include "mesh/io.h"
+#include "mesh/normals.h"
+#include "mesh/seams.h"
+
+namespace gen3d::mesh {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+void check_writable(const Mesh& mesh, const std::string& path) {
+  if (mesh.faces.empty()) throw MeshError("cannot write '" + path + "': the mesh has no faces");
+  const size_t nv = mesh.positions.size();
+  for (size_t f = 0; f < mesh.faces.size(); ++f) {
+    for (uint32_t v : mesh.faces[f]) {
+      if (v >= nv) {
+        throw MeshError("cannot write '" + path + "': face " + std::to_string(f) +
+                        " uses vertex " + std::to_string(v) + " of " + std::to_string(nv));
+      }
+    }
+  }
+  for (const Vec3& p : mesh.positions) {
+    if (!std::isfinite(p[0]) || !std::isfinite(p[1]) || !std::isfinite(p[2])) {
+      throw MeshError("cannot write '" + path + "': the mesh has non-finite positions");
+    }
+  }
+  if (mesh.has_uvs() && mesh.uv_faces.size() != mesh.faces.size()) {
+    throw MeshError("cannot write '" + path + "': uv_faces and faces differ in length");
+  }
+  if (!mesh.normals.empty() && mesh.normals.size() != nv) {
+    throw MeshError("cannot write '" + path + "': normals and positions differ in length");
+  }
+  if (!mesh.colors.empty() && mesh.colors.size() != nv) {
+    throw MeshError("cannot write '" + path + "': colors and positions differ in length");
+  }
+}
+
+// Unit normals for export: the mesh's own when present and usable, else area-weighted ones.
+// Vertices without a defined normal get +Z, since glTF requires unit length.
+std::vector<Vec3> export_normals(const Mesh& mesh) {
+  std::vector<Vec3> n = mesh.normals.size() == mesh.positions.size()
+                            ? mesh.normals
+                            : vertex_normals_area_weighted(mesh);
+  for (Vec3& v : n) {
+    const float len = std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    if (len > 0.0f && std::isfinite(len)) {
+      v = {v[0] / len, v[1] / len, v[2] / len};
+    } else {
+      v = {0.0f, 0.0f, 1.0f};
+    }
+  }
+  return n;
+}
+
+// Shortest text that reads back to the same float.
+void append_float(std::string& s, float x) {
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof buf, x);
+  s.append(buf, r.ptr);
+}
+
+template <class T>
+void append_bytes(std::string& s, const T* data, size_t count) {
+  s.append(reinterpret_cast<const char*>(data), count * sizeof(T));
+}
+
+void pad4(std::string& s, char fill) {
+  while (s.size() % 4) s.push_back(fill);
+}
+
+std::string build_glb(const Mesh& input, const std::string& path) {
+  const Mesh mesh = split_uv_seams(input);
+  const std::vector<Vec3> normals = export_normals(mesh);
+  const size_t nv = mesh.positions.size();
+  std::string bin;
+  json views = json::array(), accessors = json::array();
+
+  auto add_view = [&](const void* data, size_t bytes, int target) {
+    pad4(bin, '\0');
+    json v = {{"buffer", 0}, {"byteOffset", bin.size()}, {"byteLength", bytes}};
+    if (target) v["target"] = target;
+    bin.append(static_cast<const char*>(data), bytes);
+    views.push_back(v);
+    return views.size() - 1;
+  };
+  auto add_accessor = [&](size_t view, int component, size_t count, const char* type) {
+    accessors.push_back(
+        {{"bufferView", view}, {"componentType", component}, {"count", count}, {"type", type}});
+    return accessors.size() - 1;
+  };
+  constexpr int kFloat = 5126, kUint = 5125, kArray = 34962, kElements = 34963;
+
+  const size_t idx_acc = add_accessor(
+      add_view(mesh.faces.data(), mesh.faces.size() * sizeof(Tri), kElements), kUint,
+      mesh.faces.size() * 3, "SCALAR");
+  json attributes;
+  {
+    Vec3 lo = mesh.positions[0], hi = mesh.positions[0];
+    for (const Vec3& p : mesh.positions) {
+      for (int i = 0; i < 3; ++i) {
+        lo[i] = std::min(lo[i], p[i]);
+        hi[i] = std::max(hi[i], p[i]);
+      }
+    }
+    const size_t a =
+        add_accessor(add_view(mesh.positions.data(), nv * sizeof(Vec3), kArray), kFloat, nv, "VEC3");
+    accessors[a]["min"] = {lo[0], lo[1], lo[2]};
+    accessors[a]["max"] = {hi[0], hi[1], hi[2]};
+    attributes["POSITION"] = a;
+  }
+  attributes["NORMAL"] =
+      add_accessor(add_view(normals.data(), nv * sizeof(Vec3), kArray), kFloat, nv, "VEC3");
+  if (mesh.has_uvs()) {
+    std::vector<Vec2> uv(nv);  // glTF puts v = 0 at the top of the image
+    for (size_t i = 0; i < nv; ++i) uv[i] = {mesh.uvs[i][0], 1.0f - mesh.uvs[i][1]};
+    attributes["TEXCOORD_0"] =
+        add_accessor(add_view(uv.data(), nv * sizeof(Vec2), kArray), kFloat, nv, "VEC2");
+  }
+  if (!mesh.colors.empty()) {
+    std::vector<Vec4> c(nv);
+    for (size_t i = 0; i < nv; ++i) {
+      for (int k = 0; k < 4; ++k) {
+        const float x = mesh.colors[i][k];
+        c[i][k] = std::isfinite(x) ? std::clamp(x, 0.0f, 1.0f) : 0.0f;
+      }
+    }
+    attributes["COLOR_0"] =
+        add_accessor(add_view(c.data(), nv * sizeof(Vec4), kArray), kFloat, nv, "VEC4");
+  }
+
+  json pbr = {{"metallicFactor", 0.0}, {"roughnessFactor", 1.0}};
+  json doc = {{"asset", {{"version", "2.0"}, {"generator", "gen3d"}}},
+              {"scene", 0},
+              {"scenes", json::array({{{"nodes", {0}}}})},
+              {"nodes", json::array({{{"mesh", 0}}})}};
+  if (mesh.texture && mesh.has_uvs()) {
+    const std::string png = detail::encode_image(*mesh.texture, ".png", path + " (texture)");
+    const size_t view = add_view(png.data(), png.size(), 0);
+    doc["images"] = json::array({{{"bufferView", view}, {"mimeType", "image/png"}}});
+    doc["samplers"] = json::array({{{"magFilter", 9729}, {"minFilter", 9729}}});
+    doc["textures"] = json::array({{{"source", 0}, {"sampler", 0}}});
+    pbr["baseColorTexture"] = {{"index", 0}, {"texCoord", 0}};
+  }
+  doc["materials"] = json::array({{{"name", "material0"}, {"pbrMetallicRoughness", pbr}}});
+  doc["meshes"] = json::array({{{"primitives", json::array({{{"attributes", attributes},
+                                                               {"indices", idx_acc},
+                                                               {"material", 0},
+                                                               {"mode", 4}}})}}});
+  pad4(bin, '\0');
+  doc["accessors"] = accessors;
+  doc["bufferViews"] = views;
+  doc["buffers"] = json::array({{{"byteLength", bin.size()}}});
+
+  std::string js = doc.dump();
+  pad4(js, ' ');
+  std::string glb;
+  auto u32 = [&](uint32_t v) { append_bytes(glb, &v, 1); };
+  u32(0x46546C67);  // "glTF"
+  u32(2);
+  u32(uint32_t(12 + 8 + js.size() + 8 + bin.size()));
+  u32(uint32_t(js.size()));
+  u32(0x4E4F534A);  // "JSON"
+  glb += js;
+  u32(uint32_t(bin.size()));
+  u32(0x004E4942);  // "BIN\0"
+  glb += bin;
+  return glb;
+}
+
+std::vector<detail::PendingFile> build_obj(const Mesh& mesh, const std::string& path) {
+  const fs::path p(path);
+  const std::string stem = p.stem().string();
+  const bool textured = mesh.texture && mesh.has_uvs();
+  const std::vector<Vec3> normals = export_normals(mesh);
+  std::string obj = "# written by gen3d\n";
+  std::vector<detail::PendingFile> files;
+  if (textured) {
+    obj += "mtllib " + stem + ".mtl\nusemtl material0\n";
+    const std::string mtl = "newmtl material0\nKa 1 1 1\nKd 1 1 1\nKs 0 0 0\nd 1\nillum 1\nmap_Kd " +
+                            stem + ".png\n";
+    const std::string png = (p.parent_path() / (stem + ".png")).string();
+    files.push_back({(p.parent_path() / (stem + ".mtl")).string(), mtl});
+    files.push_back({png, detail::encode_image(*mesh.texture, ".png", png)});
+  }
+  obj.reserve(mesh.positions.size() * 80 + mesh.faces.size() * 40);
+  for (size_t i = 0; i < mesh.positions.size(); ++i) {
+    obj += "v ";
+    for (int k = 0; k < 3; ++k) {
+      append_float(obj, mesh.positions[i][k]);
+      obj += k < 2 ? " " : "";
+    }
+    if (!mesh.colors.empty()) {  // the common "v x y z r g b" extension
+      for (int k = 0; k < 3; ++k) {
+        obj += ' ';
+        append_float(obj, mesh.colors[i][k]);
+      }
+    }
+    obj += '\n';
+  }
+  for (const Vec2& t : mesh.uvs) {
+    obj += "vt ";
+    append_float(obj, t[0]);
+    obj += ' ';
+    append_float(obj, t[1]);
+    obj += '\n';
+  }
+  for (const Vec3& n : normals) {
+    obj += "vn ";
+    for (int k = 0; k < 3; ++k) {
+      append_float(obj, n[k]);
+      obj += k < 2 ? " " : "";
+    }
+    obj += '\n';
+  }
+  for (size_t f = 0; f < mesh.faces.size(); ++f) {
+    obj += 'f';
+    for (int k = 0; k < 3; ++k) {
+      const std::string v = std::to_string(mesh.faces[f][k] + 1);
+      obj += ' ' + v + '/';
+      if (mesh.has_uvs()) obj += std::to_string(mesh.uv_faces[f][k] + 1);
+      obj += '/' + v;
+    }
+    obj += '\n';
+  }
+  files.insert(files.begin(), {path, std::move(obj)});
+  return files;
+}
+
+std::string build_ply(const Mesh& input) {
+  const Mesh mesh = split_uv_seams(input);
+  const std::vector<Vec3> normals = export_normals(mesh);
+  const bool uv = mesh.has_uvs(), color = !mesh.colors.empty();
+  std::string s = "ply\nformat binary_little_endian 1.0\ncomment written by gen3d\n";
+  s += "element vertex " + std::to_string(mesh.positions.size()) + "\n";
+  s += "property float x\nproperty float y\nproperty float z\n";
+  s += "property float nx\nproperty float ny\nproperty float nz\n";
+  if (uv) s += "property float s\nproperty float t\n";
+  if (color) {
+    s += "property uchar red\nproperty uchar green\nproperty uchar blue\nproperty uchar alpha\n";
+  }
+  s += "element face " + std::to_string(mesh.faces.size()) + "\n";
+  s += "property list uchar int vertex_indices\nend_header\n";
+  for (size_t i = 0; i < mesh.positions.size(); ++i) {
+    append_bytes(s, mesh.positions[i].data(), 3);
+    append_bytes(s, normals[i].data(), 3);
+    if (uv) append_bytes(s, mesh.uvs[i].data(), 2);
+    if (color) {
+      for (int k = 0; k < 4; ++k) {
+        const float x = std::isfinite(mesh.colors[i][k]) ? mesh.colors[i][k] : 0.0f;
+        s.push_back(char(uint8_t(std::lround(std::clamp(x, 0.0f, 1.0f) * 255.0f))));
+      }
+    }
+  }
+  for (const Tri& f : mesh.faces) {
+    s.push_back(char(3));
+    for (uint32_t v : f) {
+      const int32_t i = int32_t(v);
+      append_bytes(s, &i, 1);
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+void save_mesh(const Mesh& mesh, const std::string& path) {
+  const std::string ext = lower(fs::path(path).extension().string());
+  if (ext != ".glb" && ext != ".obj" && ext != ".ply") {
+    throw MeshError("cannot write '" + path + "': unsupported extension '" + ext +
+                    "' (use .glb, .obj or .ply)");
+  }
+  check_writable(mesh, path);
+  std::error_code ec;
+  const fs::path dir = fs::path(path).parent_path();
+  if (!dir.empty() && !fs::is_directory(dir, ec)) {
+    throw MeshError("cannot write '" + path + "': directory does not exist");
+  }
+  if (ext == ".glb") {
+    detail::write_files_atomically({{path, build_glb(mesh, path)}});
+  } else if (ext == ".obj") {
+    detail::write_files_atomically(build_obj(mesh, path));
+  } else {
+    detail::write_files_atomically({{path, build_ply(mesh)}});
+  }
+}
+
+}  // namespace gen3d::mesh

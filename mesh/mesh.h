@@ -1,0 +1,39 @@
+#pragma once
+// Mesh: the triangle-mesh value type every module passes around.
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "mesh/image.h"
+
+namespace gen3d::mesh {
+
+using Vec2 = std::array<float, 2>;
+using Vec3 = std::array<float, 3>;
+using Vec4 = std::array<float, 4>;
+using Tri = std::array<uint32_t, 3>;
+
+// UVs have their own index buffer (like OBJ's vt): uv_faces[f][k] indexes `uvs` for corner k of
+// face f. This keeps positions welded (normals, connectivity) while UV seams stay exact; the baker
+// reads per-corner UVs directly and exporters split seam vertices where a format needs it.
+struct Mesh {
+  std::vector<Vec3> positions;  // V x 3
+  std::vector<Tri> faces;       // F x 3, counter-clockwise seen from outside
+  std::vector<Vec3> normals;    // empty or V x 3 (per vertex)
+  std::vector<Vec2> uvs;        // empty or T x 2, v up (glTF/OBJ files store v as given)
+  std::vector<Tri> uv_faces;    // empty or F x 3, corner -> index into uvs
+  std::vector<Vec4> colors;     // empty or V x 4, RGBA in [0, 1]
+  std::shared_ptr<const Image> texture;  // optional base-colour texture
+
+  size_t vertex_count() const { return positions.size(); }
+  size_t face_count() const { return faces.size(); }
+  bool has_uvs() const { return !uv_faces.empty(); }
+
+  // Content hash of positions, faces and UVs: equal meshes give equal fingerprints. Used as a cache
+  // key by the renderer, so it must change whenever the geometry does.
+  uint64_t fingerprint() const;
+};
+
+}  // namespace gen3d::mesh

@@ -1,0 +1,173 @@
+#include "mesh/precheck.h"
+
+#include <charconv>
+#include <cstdint>
+#include <map>
+#include <sstream>
+#include <string_view>
+#include <vector>
+
+#include "mesh/error.h"
+
+namespace gen3d::mesh::detail {
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw MeshError("cannot load mesh '" + path + "': " + what);
+}
+
+std::vector<std::string_view> split_ws(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
+    const size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t' && line[i] != '\r') ++i;
+    if (i > start) out.push_back(line.substr(start, i - start));
+  }
+  return out;
+}
+
+bool parse_count(std::string_view s, uint64_t& out) {
+  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+// Iterates lines (without the '\n') starting at `pos`.
+bool next_line(const std::string& bytes, size_t& pos, std::string_view& line) {
+  if (pos >= bytes.size()) return false;
+  size_t end = bytes.find('\n', pos);
+  if (end == std::string::npos) end = bytes.size();
+  line = std::string_view(bytes).substr(pos, end - pos);
+  pos = end + 1;
+  return true;
+}
+
+// OFF: "OFF" [newline] "nv nf ne", then nv vertex lines and nf face lines. assimp reserves and
+// loops on the header counts, so absurd counts hang or exhaust memory.
+void check_off(const std::string& path, const std::string& bytes) {
+  size_t pos = 0;
+  std::string_view line;
+  std::vector<std::string_view> tokens;
+  while (next_line(bytes, pos, line)) {  // collect header tokens, skipping comments
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    for (auto t : split_ws(line)) tokens.push_back(t);
+    if (tokens.size() >= 4) break;
+  }
+  if (tokens.empty() || tokens[0].find("OFF") == std::string_view::npos) {
+    fail(path, "not an OFF file (missing OFF header)");
+  }
+  if (tokens[0] != "OFF" && tokens[0] != "COFF" && tokens[0] != "NOFF" && tokens[0] != "CNOFF" &&
+      tokens[0] != "STOFF") {
+    return;  // variants assimp rejects itself
+  }
+  uint64_t nv = 0, nf = 0;
+  if (tokens.size() < 3 || !parse_count(tokens[1], nv) || !parse_count(tokens[2], nf)) {
+    fail(path, "bad OFF header: expected vertex and face counts");
+  }
+  uint64_t lines = 0;
+  while (next_line(bytes, pos, line)) {
+    const auto t = split_ws(line.substr(0, line.find('#')));
+    lines += !t.empty();
+  }
+  if (nv + nf > lines) {
+    fail(path, "OFF header announces " + std::to_string(nv) + " vertices and " +
+                   std::to_string(nf) + " faces but the file has only " + std::to_string(lines) +
+                   " data lines");
+  }
+}
+
+// PLY: the header must end with end_header, use known types, and the announced elements must fit
+// in the file. assimp 5.2 crashes on truncated headers.
+void check_ply(const std::string& path, const std::string& bytes) {
+  static const std::map<std::string_view, int> kSize = {
+      {"char", 1},   {"uchar", 1},   {"int8", 1},  {"uint8", 1},  {"short", 2},  {"ushort", 2},
+      {"int16", 2},  {"uint16", 2},  {"int", 4},   {"uint", 4},   {"int32", 4},  {"uint32", 4},
+      {"float", 4},  {"float32", 4}, {"double", 8}, {"float64", 8}};
+  const size_t end = bytes.find("end_header");
+  if (bytes.rfind("ply", 0) != 0) fail(path, "not a PLY file (missing 'ply' magic)");
+  if (end == std::string::npos || end > (1u << 20)) fail(path, "PLY header has no end_header");
+  size_t data = bytes.find('\n', end);
+  data = data == std::string::npos ? bytes.size() : data + 1;
+  struct Element {
+    uint64_t count = 0;
+    uint64_t min_bytes = 0;   // binary bytes per row at least
+    uint64_t min_tokens = 0;  // ascii tokens per row at least
+  };
+  std::vector<Element> elements;
+  std::string format;
+  size_t pos = 0;
+  std::string_view line;
+  next_line(bytes, pos, line);  // "ply"
+  int line_no = 1;
+  while (pos < end && next_line(bytes, pos, line)) {
+    ++line_no;
+    const auto t = split_ws(line);
+    if (t.empty() || t[0] == "comment" || t[0] == "obj_info") continue;
+    const std::string where = "PLY header line " + std::to_string(line_no);
+    if (t[0] == "format") {
+      if (t.size() < 2) fail(path, where + ": incomplete format line");
+      format = std::string(t[1]);
+      if (format != "ascii" && format != "binary_little_endian" && format != "binary_big_endian") {
+        fail(path, where + ": unknown format '" + format + "'");
+      }
+    } else if (t[0] == "element") {
+      uint64_t n = 0;
+      if (t.size() < 3 || !parse_count(t[2], n)) fail(path, where + ": bad element line");
+      elements.push_back({n, 0, 0});
+    } else if (t[0] == "property") {
+      if (elements.empty()) fail(path, where + ": property before any element");
+      if (t.size() >= 2 && t[1] == "list") {
+        if (t.size() < 5 || !kSize.count(t[2]) || !kSize.count(t[3])) {
+          fail(path, where + ": bad list property");
+        }
+        elements.back().min_bytes += kSize.at(t[2]);
+        elements.back().min_tokens += 1;
+      } else {
+        if (t.size() < 3 || !kSize.count(t[1])) fail(path, where + ": bad property line");
+        elements.back().min_bytes += kSize.at(t[1]);
+        elements.back().min_tokens += 1;
+      }
+    } else if (t[0] != "end_header") {
+      fail(path, where + ": unexpected keyword '" + std::string(t[0]) + "'");
+    }
+  }
+  if (format.empty()) fail(path, "PLY header has no format line");
+  const uint64_t available = bytes.size() - data;
+  long double need = 0;  // long double: counts near 2^64 must not wrap
+  for (const auto& e : elements) {
+    need += (long double)e.count * (format == "ascii" ? e.min_tokens * 2 : e.min_bytes);
+  }
+  // ASCII rows need at least one character and one separator per token.
+  if (need > (long double)available + 1) {
+    fail(path, "PLY header announces more data than the file holds (" + std::to_string(available) +
+                   " bytes after the header)");
+  }
+}
+
+// OBJ: a face line needs at least three vertex references. assimp silently drops shorter ones,
+// which hides damaged files.
+void check_obj(const std::string& path, const std::string& bytes) {
+  size_t pos = 0;
+  std::string_view line;
+  uint64_t line_no = 0;
+  while (next_line(bytes, pos, line)) {
+    ++line_no;
+    if (line.empty() || line[0] != 'f') continue;
+    if (line.size() > 1 && line[1] != ' ' && line[1] != '\t' && line[1] != '\r') continue;
+    const auto t = split_ws(line);
+    if (t.size() < 4) {
+      fail(path, "OBJ line " + std::to_string(line_no) + ": face with fewer than 3 vertices");
+    }
+  }
+}
+
+}  // namespace
+
+void precheck_mesh_file(const std::string& path, const std::string& ext, const std::string& bytes) {
+  if (ext == ".off") check_off(path, bytes);
+  if (ext == ".ply") check_ply(path, bytes);
+  if (ext == ".obj") check_obj(path, bytes);
+}
+
+}  // namespace gen3d::mesh::detail

@@ -1,0 +1,72 @@
+#pragma once
+// Automatic UV atlas generation (our own, no xatlas): charts grown by normal deviation, each
+// parameterized (planar projection or LSCM), packed without overlap into a square texture.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "mesh/mesh.h"
+
+namespace gen3d::mesh {
+
+struct UnwrapOptions {
+  // Atlas resolution in texels (square); gutter and packing are measured in its texels.
+  int texture_size = 2048;
+  // Minimum number of empty texels between two charts (protects against bleeding when baking and
+  // mip-mapping).
+  int gutter = 4;
+  // Largest angle (degrees) between a face normal and its chart's mean normal while growing.
+  // Larger gives fewer, larger charts (better packing) with more distortion to undo by LSCM.
+  float max_chart_angle_deg = 70.0f;
+  // Growth order weights: normal deviation vs. boundary length (compact charts, short seams).
+  float normal_weight = 1.0f;
+  float seam_weight = 0.5f;
+  // Charts stop growing at this many faces (0 = no limit).
+  size_t max_chart_faces = 0;
+  // Solve least-squares conformal maps for curved charts (planar projection is used for flat
+  // charts, when LSCM folds a chart, and after half of max_seconds).
+  bool use_lscm = true;
+  // Charts whose normals all lie within this angle (degrees) of their mean are treated as flat.
+  float flat_angle_deg = 5.0f;
+  // Try 90-degree rotated placements while packing (denser atlas, a little slower).
+  bool rotate_charts = true;
+  // Wall-clock budget. Past half of it LSCM is skipped; packing stops refining the scale once it is
+  // spent (it always finishes with a valid, non-overlapping layout).
+  double max_seconds = 10.0;
+};
+
+struct UnwrapMetrics {
+  size_t charts = 0;            // number of charts
+  size_t lscm_charts = 0;       // charts parameterized by LSCM (the rest are planar)
+  double utilization = 0.0;     // UV area of all faces / atlas area
+  double area_distortion = 0.0; // area-weighted mean |log(uv area share / 3D area share)|
+  double angle_distortion = 0.0;// area-weighted mean of (sigma_max / sigma_min - 1) per face
+  double seam_length = 0.0;     // 3D length of edges whose two faces lie in different charts
+  double texels_per_unit = 0.0; // packing scale: texels per 3D length unit
+  int pack_passes = 0;          // packing attempts made to find the scale
+  double seconds = 0.0;         // wall time of the whole unwrap
+};
+
+struct UnwrapResult {
+  Mesh mesh;                       // input with new uvs / uv_faces (positions and faces untouched)
+  std::vector<uint32_t> face_chart;  // chart id of every face
+  UnwrapMetrics metrics;
+};
+
+// Unwraps the mesh. Deterministic: the same input and options give the same UVs whatever the
+// number of threads. Throws MeshError on invalid meshes or when the charts cannot fit the texture.
+UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& options = {});
+
+// Diagnostics of existing UVs rasterized at texture_size x texture_size (texel centres, top-left
+// fill rule, so faces that merely share an edge do not count as overlapping).
+struct UvCheckResult {
+  size_t covered_texels = 0;      // texels covered by at least one face
+  size_t overlapping_texels = 0;  // texels covered by two or more faces
+  double overlap_fraction = 0.0;  // overlapping / covered
+  size_t out_of_range = 0;        // UV coordinates outside [0, 1] (or non-finite)
+  size_t degenerate_faces = 0;    // faces with zero UV area
+};
+UvCheckResult check_uvs(const Mesh& mesh, int texture_size);
+
+}  // namespace gen3d::mesh

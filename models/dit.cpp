@@ -1,0 +1,536 @@
+#include "models/dit.h"
+
+#include <spdlog/spdlog.h>
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "models/dtype.h"
+#include "models/error.h"
+#include "models/kernels/activations.h"
+#include "models/kernels/attention.h"
+#include "models/kernels/fused.h"
+#include "models/kernels/linear.h"
+#include "models/safetensors.h"
+
+namespace gen3d::models {
+
+namespace {
+
+using kernels::Act;
+using i64 = std::int64_t;
+
+constexpr float kNormEps = 1e-6f;  // LayerNorm (no affine) and RMSNorm eps
+constexpr int kTimeEmbedDim = 256;
+
+// Where load() gets a tensor: a checkpoint (WeightMap::take) or a random generator.
+using TakeFn = std::function<Tensor(const std::string& name, const Shape& shape)>;
+
+struct LoadCtx {
+  TakeFn take;
+  WeightStorage storage;
+  i64 params = 0;
+  std::size_t bytes = 0;
+  Tensor get(const std::string& name, const Shape& shape) {
+    params += shape.numel();
+    return take(name, shape);
+  }
+};
+
+// nn.Linear(in, out): weight [out, in], bias [out]; y = x W^T + b.
+struct Linear {
+  i64 in = 0, out = 0;
+  Tensor weight;                        // [out, in] (kF32 storage)
+  std::vector<std::uint16_t> weight16;  // [out, in] IEEE half bits (kF16 storage)
+  Tensor bias;                          // [out] or empty
+
+  void load(LoadCtx& c, const std::string& name, i64 in_features, i64 out_features, bool has_bias) {
+    in = in_features;
+    out = out_features;
+    Tensor w = c.get(name + ".weight", {out, in});
+    if (c.storage == WeightStorage::kF16) {
+      weight16.resize(static_cast<std::size_t>(w.numel()));
+      for (std::size_t i = 0; i < weight16.size(); ++i) weight16[i] = float_to_half(w.data()[i]);
+      c.bytes += weight16.size() * 2;
+    } else {
+      weight = std::move(w);
+      c.bytes += static_cast<std::size_t>(weight.numel()) * 4;
+    }
+    if (has_bias) {
+      bias = c.get(name + ".bias", {out});
+      c.bytes += static_cast<std::size_t>(out) * 4;
+    }
+  }
+  // y[rows, out] (stride ldy) = act(x[rows, in] (stride ldx) W^T + b)
+  void operator()(float* y, i64 ldy, const float* x, i64 ldx, i64 rows,
+                  Act act = Act::kNone) const {
+    const float* b = bias.empty() ? nullptr : bias.data();
+    if (!weight16.empty()) {
+      kernels::linear_f16w(y, ldy, x, ldx, weight16.data(), b, rows, in, out, act);
+    } else {
+      kernels::linear(y, ldy, x, ldx, weight.data(), b, rows, in, out, act);
+    }
+  }
+};
+
+// RMSNorm(dim): learned `scale` [dim].
+struct RMSNorm {
+  Tensor scale;
+  void load(LoadCtx& c, const std::string& name, i64 dim) {
+    scale = c.get(name + ".scale", {dim});
+    c.bytes += static_cast<std::size_t>(dim) * 4;
+  }
+};
+
+// QKNorm: RMSNorm over the head dim of q and of k.
+struct QKNorm {
+  RMSNorm query_norm, key_norm;
+  void load(LoadCtx& c, const std::string& name, i64 head_dim) {
+    query_norm.load(c, name + ".query_norm", head_dim);
+    key_norm.load(c, name + ".key_norm", head_dim);
+  }
+};
+
+// SelfAttention(dim, heads, qkv_bias): qkv Linear (columns (3, heads, D)), QKNorm, proj.
+struct SelfAttention {
+  Linear qkv;
+  QKNorm norm;
+  Linear proj;
+  void load(LoadCtx& c, const std::string& name, i64 H, i64 D, bool qkv_bias) {
+    qkv.load(c, name + ".qkv", H, 3 * H, qkv_bias);
+    norm.load(c, name + ".norm", D);
+    proj.load(c, name + ".proj", H, H, true);
+  }
+};
+
+// Modulation(dim, double): lin(SiLU(vec)) -> chunks shift, scale, gate (x2 if double).
+struct Modulation {
+  Linear lin;
+  void load(LoadCtx& c, const std::string& name, i64 H, int multiplier) {
+    lin.load(c, name + ".lin", H, multiplier * H, true);
+  }
+};
+
+// nn.Sequential(Linear, GELU(tanh), Linear): members named after the Sequential indices.
+struct Mlp {
+  Linear fc0;  // "<name>.0"
+  Linear fc2;  // "<name>.2"
+  void load(LoadCtx& c, const std::string& name, i64 H, i64 hidden) {
+    fc0.load(c, name + ".0", H, hidden, true);
+    fc2.load(c, name + ".2", hidden, H, true);
+  }
+};
+
+// MLPEmbedder(in_dim, hidden): out_layer(SiLU(in_layer(x))).
+struct MLPEmbedder {
+  Linear in_layer, out_layer;
+  void load(LoadCtx& c, const std::string& name, i64 in_dim, i64 H) {
+    in_layer.load(c, name + ".in_layer", in_dim, H, true);
+    out_layer.load(c, name + ".out_layer", H, H, true);
+  }
+};
+
+struct DoubleStreamBlock {
+  Modulation img_mod, txt_mod;
+  SelfAttention img_attn, txt_attn;
+  Mlp img_mlp, txt_mlp;
+  void load(LoadCtx& c, const std::string& name, const DiTConfig& cfg) {
+    const i64 H = cfg.hidden_size, D = cfg.head_dim(), M = cfg.mlp_hidden();
+    img_mod.load(c, name + ".img_mod", H, 6);
+    img_attn.load(c, name + ".img_attn", H, D, cfg.qkv_bias);
+    img_mlp.load(c, name + ".img_mlp", H, M);
+    txt_mod.load(c, name + ".txt_mod", H, 6);
+    txt_attn.load(c, name + ".txt_attn", H, D, cfg.qkv_bias);
+    txt_mlp.load(c, name + ".txt_mlp", H, M);
+  }
+};
+
+struct SingleStreamBlock {
+  Linear linear1;  // H -> 3H + mlp_hidden
+  Linear linear2;  // H + mlp_hidden -> H
+  QKNorm norm;
+  Modulation modulation;
+  void load(LoadCtx& c, const std::string& name, const DiTConfig& cfg) {
+    const i64 H = cfg.hidden_size, D = cfg.head_dim(), M = cfg.mlp_hidden();
+    linear1.load(c, name + ".linear1", H, 3 * H + M, true);
+    linear2.load(c, name + ".linear2", H + M, H, true);
+    norm.load(c, name + ".norm", D);
+    modulation.load(c, name + ".modulation", H, 3);
+  }
+};
+
+struct LastLayer {
+  Linear linear;              // H -> in_channels
+  Linear adaLN_modulation_1;  // "adaLN_modulation.1": H -> 2H (shift, scale)
+  void load(LoadCtx& c, const std::string& name, i64 H, i64 out_channels) {
+    linear.load(c, name + ".linear", H, out_channels, true);
+    adaLN_modulation_1.load(c, name + ".adaLN_modulation.1", H, 2 * H, true);
+  }
+};
+
+// Copies rows [r0, r0 + n) of each batch item out of a [B, T, ld] buffer (columns [c0, c0+w)).
+Tensor gather_rows(const float* base, i64 B, i64 T, i64 ld, i64 r0, i64 n, i64 c0, i64 w) {
+  Tensor out({B, n, w});
+  for (i64 b = 0; b < B; ++b)
+    for (i64 t = 0; t < n; ++t)
+      std::copy_n(base + (b * T + r0 + t) * ld + c0, w, out.data() + (b * n + t) * w);
+  return out;
+}
+
+// Heads of rows [r0, r0 + n) in packed rows as [B, heads, n, D] (the golden trace layout).
+Tensor gather_heads(const float* base, i64 B, i64 T, i64 ld, i64 r0, i64 n, i64 col0, i64 heads,
+                    i64 D) {
+  Tensor out({B, heads, n, D});
+  for (i64 b = 0; b < B; ++b)
+    for (i64 h = 0; h < heads; ++h)
+      for (i64 t = 0; t < n; ++t)
+        std::copy_n(base + (b * T + r0 + t) * ld + col0 + h * D, D,
+                    out.data() + ((b * heads + h) * n + t) * D);
+  return out;
+}
+
+void check_shape(const Tensor& t, const char* what, std::initializer_list<i64> expect) {
+  bool ok = !t.empty() && t.rank() == static_cast<int>(expect.size());
+  int i = 0;
+  for (i64 d : expect) {
+    if (ok && d >= 0 && t.shape()[i] != d) ok = false;
+    ++i;
+  }
+  if (!ok) {
+    std::string w = "[";
+    i = 0;
+    for (i64 d : expect) w += (i++ ? ", " : "") + (d < 0 ? std::string("*") : std::to_string(d));
+    throw ModelError(std::string("Hunyuan3DDiT::forward: ") + what + " has shape " +
+                     t.shape().str() + ", expected " + w + "]");
+  }
+}
+
+}  // namespace
+
+struct Hunyuan3DDiT::Impl {
+  DiTConfig cfg;
+  std::vector<float> freqs;  // [128] sinusoid frequencies
+  i64 params = 0;
+  std::size_t bytes = 0;
+
+  Linear latent_in;     // in_channels -> H
+  MLPEmbedder time_in;  // 256 -> H
+  bool has_guidance = false;
+  MLPEmbedder guidance_in;  // 256 -> H (guidance_embed only)
+  Linear cond_in;           // context_in_dim -> H
+  std::vector<DoubleStreamBlock> double_blocks;
+  std::vector<SingleStreamBlock> single_blocks;
+  LastLayer final_layer;
+
+  void load(LoadCtx& c) {
+    const i64 H = cfg.hidden_size;
+    latent_in.load(c, "latent_in", cfg.in_channels, H, true);
+    time_in.load(c, "time_in", kTimeEmbedDim, H);
+    has_guidance = cfg.guidance_embed;
+    if (has_guidance) guidance_in.load(c, "guidance_in", kTimeEmbedDim, H);
+    cond_in.load(c, "cond_in", cfg.context_in_dim, H, true);
+    double_blocks.resize(static_cast<std::size_t>(cfg.depth));
+    for (int i = 0; i < cfg.depth; ++i)
+      double_blocks[static_cast<std::size_t>(i)].load(c, "double_blocks." + std::to_string(i), cfg);
+    single_blocks.resize(static_cast<std::size_t>(cfg.depth_single_blocks));
+    for (int i = 0; i < cfg.depth_single_blocks; ++i)
+      single_blocks[static_cast<std::size_t>(i)].load(c, "single_blocks." + std::to_string(i), cfg);
+    final_layer.load(c, "final_layer", H, cfg.in_channels);
+    params = c.params;
+    bytes = c.bytes;
+  }
+
+  // Mirrors the reference's float32 arithmetic: a_i = float32(float32(i * float32(-ln P)) / 128),
+  // f_i = exp(a_i) rounded to float32 (P = time_factor, the effective max_period).
+  void init_freqs() {
+    const int half = kTimeEmbedDim / 2;
+    const float neg_log_period = static_cast<float>(-std::log(cfg.time_factor));
+    freqs.resize(static_cast<std::size_t>(half));
+    for (int i = 0; i < half; ++i) {
+      const float a = static_cast<float>(i) * neg_log_period / static_cast<float>(half);
+      freqs[static_cast<std::size_t>(i)] = static_cast<float>(std::exp(static_cast<double>(a)));
+    }
+  }
+
+  // [B] -> [B, 256]
+  Tensor embed(const float* t, i64 B) const {
+    const i64 half = kTimeEmbedDim / 2;
+    Tensor e({B, kTimeEmbedDim});
+    for (i64 b = 0; b < B; ++b) {
+      const float tt = t[b] * 1000.0f;  // float32, like the reference
+      for (i64 i = 0; i < half; ++i) {
+        const float a = tt * freqs[static_cast<std::size_t>(i)];
+        e.data()[b * kTimeEmbedDim + i] = static_cast<float>(std::cos(static_cast<double>(a)));
+        e.data()[b * kTimeEmbedDim + half + i] =
+            static_cast<float>(std::sin(static_cast<double>(a)));
+      }
+    }
+    return e;
+  }
+
+  Tensor forward(const Tensor& x, const Tensor& t, const Tensor& context, const Tensor* guidance,
+                 const TraceFn* trace) const;
+};
+
+Tensor Hunyuan3DDiT::Impl::forward(const Tensor& x, const Tensor& t, const Tensor& context,
+                                   const Tensor* guidance, const TraceFn* trace) const {
+  check_shape(x, "x", {-1, -1, cfg.in_channels});
+  const i64 B = x.dim(0), L = x.dim(1);
+  check_shape(t, "t", {B});
+  check_shape(context, "context", {B, -1, cfg.context_in_dim});
+  if (has_guidance && !guidance)
+    throw ModelError("Hunyuan3DDiT::forward: guidance_embed model needs a guidance tensor [B]");
+  if (guidance) check_shape(*guidance, "guidance", {B});
+  const i64 Lc = context.dim(1);
+  const i64 T = Lc + L;  // joint tokens, context first
+  const i64 H = cfg.hidden_size, nh = cfg.num_heads, D = cfg.head_dim(), M = cfg.mlp_hidden();
+  auto tr = [&](const std::string& name, const Tensor& v) {
+    if (trace) (*trace)(name, v);
+  };
+
+  // Conditioning vector.
+  Tensor emb = embed(t.data(), B);  // [B, 256]
+  tr("act.timestep_freqs", emb);
+  Tensor vec({B, H});  // [B, H]
+  {
+    Tensor h1({B, H});                                             // [B, H]
+    time_in.in_layer(h1.data(), H, emb.data(), kTimeEmbedDim, B);  // [B, H]
+    tr("trace.time_in.in_layer.out", h1);
+    kernels::act_inplace(Act::kSilu, h1.data(), B * H);  // [B, H]
+    time_in.out_layer(vec.data(), H, h1.data(), H, B);   // [B, H]
+    tr("trace.time_in.out_layer.out", vec);
+    if (has_guidance && guidance) {
+      Tensor gemb = embed(guidance->data(), B);                                       // [B, 256]
+      guidance_in.in_layer(h1.data(), H, gemb.data(), kTimeEmbedDim, B, Act::kSilu);  // [B, H]
+      Tensor g({B, H});                                                               // [B, H]
+      guidance_in.out_layer(g.data(), H, h1.data(), H, B);                            // [B, H]
+      for (i64 i = 0; i < B * H; ++i) vec.data()[i] += g.data()[i];                   // [B, H]
+    }
+  }
+  tr("act.vec", vec);
+  Tensor svec = vec.clone();                             // [B, H]
+  kernels::act_inplace(Act::kSilu, svec.data(), B * H);  // [B, H] SiLU(vec), shared by all mods
+
+  // Joint residual stream X [B, T, H]: context rows [0, Lc), latent rows [Lc, T).
+  Tensor X({B, T, H});
+  for (i64 b = 0; b < B; ++b) {
+    cond_in(X.data() + b * T * H, H, context.data() + b * Lc * cfg.context_in_dim,
+            cfg.context_in_dim, Lc);  // [Lc, H]
+    latent_in(X.data() + (b * T + Lc) * H, H, x.data() + b * L * cfg.in_channels, cfg.in_channels,
+              L);  // [L, H]
+  }
+  if (trace) {
+    tr("act.cond_in", gather_rows(X.data(), B, T, H, 0, Lc, 0, H));
+    tr("act.latent_in", gather_rows(X.data(), B, T, H, Lc, L, 0, H));
+  }
+
+  const i64 W1 = 3 * H + M;                        // single-block linear1 width
+  const i64 W2 = H + M;                            // single-block linear2 input width
+  Tensor XM({B, T, H});                            // [B, T, H] modulated input
+  Tensor QKV({B * T * std::max<i64>(3 * H, W1)});  // [B, T, 3H] or [B, T, 3H+M]
+  Tensor ATT({B * T * std::max<i64>(H, W2)});      // [B, T, H] or [B, T, H+M]
+  Tensor P({B, T, H});                             // [B, T, H] projection outputs
+  Tensor HID({B * T * M});                         // [rows, M] MLP hidden
+  const i64 mod_rows = B;
+
+  // ---- double-stream blocks ----
+  for (std::size_t bi = 0; bi < double_blocks.size(); ++bi) {
+    const DoubleStreamBlock& blk = double_blocks[bi];
+    const std::string pre = "trace.double_blocks." + std::to_string(bi) + ".";
+    struct Stream {
+      const char* name;
+      const Modulation* mod;
+      const SelfAttention* attn;
+      const Mlp* mlp;
+      i64 r0, n;
+      Tensor m;  // [B, 6H] shift1, scale1, gate1, shift2, scale2, gate2
+    };
+    Stream streams[2] = {{"txt", &blk.txt_mod, &blk.txt_attn, &blk.txt_mlp, 0, Lc, Tensor()},
+                         {"img", &blk.img_mod, &blk.img_attn, &blk.img_mlp, Lc, L, Tensor()}};
+    for (Stream& s : streams) {
+      const std::string sp = pre + s.name;
+      s.m = Tensor({B, 6 * H});                                 // [B, 6H]
+      s.mod->lin(s.m.data(), 6 * H, svec.data(), H, mod_rows);  // [B, 6H]
+      tr(sp + "_mod.lin.out", s.m);
+      kernels::ln_modulate(XM.data() + s.r0 * H, T * H, X.data() + s.r0 * H, T * H, B, s.n, H,
+                           s.m.data(), s.m.data() + H, 6 * H, kNormEps);  // [B, n, H]
+      for (i64 b = 0; b < B; ++b)
+        s.attn->qkv(QKV.data() + (b * T + s.r0) * 3 * H, 3 * H, XM.data() + (b * T + s.r0) * H, H,
+                    s.n);  // [n, 3H]
+      if (trace)
+        tr(sp + "_attn.qkv.out", gather_rows(QKV.data(), B, T, 3 * H, s.r0, s.n, 0, 3 * H));
+      for (i64 b = 0; b < B; ++b)
+        kernels::qk_rmsnorm(QKV.data() + (b * T + s.r0) * 3 * H, s.n, 3 * H, nh, D, D, 0, H,
+                            s.attn->norm.query_norm.scale.data(),
+                            s.attn->norm.key_norm.scale.data(), kNormEps);  // [n, 3H]
+      if (trace) {
+        tr(sp + "_attn.norm.query_norm.out",
+           gather_heads(QKV.data(), B, T, 3 * H, s.r0, s.n, 0, nh, D));  // [B, nh, n, D]
+        tr(sp + "_attn.norm.key_norm.out",
+           gather_heads(QKV.data(), B, T, 3 * H, s.r0, s.n, H, nh, D));  // [B, nh, n, D]
+      }
+    }
+    // Joint attention over [txt; img]: q, k, v columns (3, nh, D) of QKV [B, T, 3H].
+    kernels::attention({ATT.data(), T * H, H, D}, {QKV.data(), T * 3 * H, 3 * H, D},
+                       {QKV.data() + H, T * 3 * H, 3 * H, D},
+                       {QKV.data() + 2 * H, T * 3 * H, 3 * H, D},
+                       {B, nh, T, T, D, 0.0f});  // [B, T, H]
+    for (Stream& s : streams) {
+      const std::string sp = pre + s.name;
+      for (i64 b = 0; b < B; ++b)
+        s.attn->proj(P.data() + (b * T + s.r0) * H, H, ATT.data() + (b * T + s.r0) * H, H,
+                     s.n);  // [n, H]
+      if (trace) {
+        tr(sp + "_attn.proj.in", gather_rows(ATT.data(), B, T, H, s.r0, s.n, 0, H));
+        tr(sp + "_attn.proj.out", gather_rows(P.data(), B, T, H, s.r0, s.n, 0, H));
+      }
+      kernels::gated_residual(X.data() + s.r0 * H, T * H, P.data() + s.r0 * H, T * H, B, s.n, H,
+                              s.m.data() + 2 * H, 6 * H);  // [B, n, H]
+      kernels::ln_modulate(XM.data() + s.r0 * H, T * H, X.data() + s.r0 * H, T * H, B, s.n, H,
+                           s.m.data() + 3 * H, s.m.data() + 4 * H, 6 * H, kNormEps);  // [B, n, H]
+      for (i64 b = 0; b < B; ++b) {
+        s.mlp->fc0(HID.data(), M, XM.data() + (b * T + s.r0) * H, H, s.n,
+                   Act::kGeluTanh);                                        // [n, M]
+        s.mlp->fc2(P.data() + (b * T + s.r0) * H, H, HID.data(), M, s.n);  // [n, H]
+      }
+      if (trace) tr(sp + "_mlp.2.out", gather_rows(P.data(), B, T, H, s.r0, s.n, 0, H));
+      kernels::gated_residual(X.data() + s.r0 * H, T * H, P.data() + s.r0 * H, T * H, B, s.n, H,
+                              s.m.data() + 5 * H, 6 * H);  // [B, n, H]
+    }
+    if (trace) {
+      const std::string ap = "act.double_blocks." + std::to_string(bi) + ".";
+      tr(ap + "img", gather_rows(X.data(), B, T, H, Lc, L, 0, H));
+      tr(ap + "txt", gather_rows(X.data(), B, T, H, 0, Lc, 0, H));
+    }
+  }
+
+  // ---- single-stream blocks over the joint sequence ----
+  for (std::size_t bi = 0; bi < single_blocks.size(); ++bi) {
+    const SingleStreamBlock& blk = single_blocks[bi];
+    const std::string sp = "trace.single_blocks." + std::to_string(bi) + ".";
+    Tensor m({B, 3 * H});                                           // [B, 3H]
+    blk.modulation.lin(m.data(), 3 * H, svec.data(), H, mod_rows);  // [B, 3H] shift, scale, gate
+    tr(sp + "modulation.lin.out", m);
+    kernels::ln_modulate(XM.data(), T * H, X.data(), T * H, B, T, H, m.data(), m.data() + H, 3 * H,
+                         kNormEps);                    // [B, T, H]
+    blk.linear1(QKV.data(), W1, XM.data(), H, B * T);  // [B, T, 3H + M]
+    if (trace) tr(sp + "linear1.out", gather_rows(QKV.data(), B, T, W1, 0, T, 0, W1));
+    kernels::qk_rmsnorm(QKV.data(), B * T, W1, nh, D, D, 0, H, blk.norm.query_norm.scale.data(),
+                        blk.norm.key_norm.scale.data(), kNormEps);  // [B, T, 3H + M]
+    if (trace) {
+      tr(sp + "norm.query_norm.out", gather_heads(QKV.data(), B, T, W1, 0, T, 0, nh, D));
+      tr(sp + "norm.key_norm.out", gather_heads(QKV.data(), B, T, W1, 0, T, H, nh, D));
+    }
+    kernels::attention({ATT.data(), T * W2, W2, D}, {QKV.data(), T * W1, W1, D},
+                       {QKV.data() + H, T * W1, W1, D}, {QKV.data() + 2 * H, T * W1, W1, D},
+                       {B, nh, T, T, D, 0.0f});  // ATT[:, :, :H] = attn
+    kernels::act_copy(Act::kGeluTanh, ATT.data() + H, W2, QKV.data() + 3 * H, W1, B * T,
+                      M);  // ATT[:, :, H:] = GELU(mlp)
+    if (trace) tr(sp + "linear2.in", gather_rows(ATT.data(), B, T, W2, 0, T, 0, W2));
+    blk.linear2(P.data(), H, ATT.data(), W2, B * T);  // [B, T, H]
+    if (trace) tr(sp + "linear2.out", P);
+    kernels::gated_residual(X.data(), T * H, P.data(), T * H, B, T, H, m.data() + 2 * H,
+                            3 * H);  // [B, T, H]
+    if (trace) tr("act.single_blocks." + std::to_string(bi), X);
+  }
+
+  // ---- final layer on the latent tokens ----
+  if (trace) tr("act.final_layer_in", gather_rows(X.data(), B, T, H, Lc, L, 0, H));
+  Tensor fm({B, 2 * H});                                                // [B, 2H] shift, scale
+  final_layer.adaLN_modulation_1(fm.data(), 2 * H, svec.data(), H, B);  // [B, 2H]
+  tr("trace.final_layer.adaLN_modulation.1.out", fm);
+  kernels::ln_modulate(XM.data(), L * H, X.data() + Lc * H, T * H, B, L, H, fm.data(),
+                       fm.data() + H, 2 * H, kNormEps);                  // [B, L, H]
+  Tensor out({B, L, cfg.in_channels});                                   // [B, L, C]
+  final_layer.linear(out.data(), cfg.in_channels, XM.data(), H, B * L);  // [B, L, C]
+  tr("out", out);
+  return out;
+}
+
+Hunyuan3DDiT::Hunyuan3DDiT(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Hunyuan3DDiT::Hunyuan3DDiT(Hunyuan3DDiT&&) noexcept = default;
+Hunyuan3DDiT& Hunyuan3DDiT::operator=(Hunyuan3DDiT&&) noexcept = default;
+Hunyuan3DDiT::~Hunyuan3DDiT() = default;
+
+Hunyuan3DDiT Hunyuan3DDiT::load(const DiTConfig& config, const std::string& path, Options opt) {
+  return load(config, SafetensorsFile::open(path), opt);
+}
+
+Hunyuan3DDiT Hunyuan3DDiT::load(const DiTConfig& config,
+                                std::shared_ptr<const SafetensorsFile> file, Options opt) {
+  WeightMap w = WeightMap::for_submodel(std::move(file), "model");
+  return load(config, w, opt);
+}
+
+Hunyuan3DDiT Hunyuan3DDiT::load(const DiTConfig& config, WeightMap& weights, Options opt) {
+  config.validate();
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = config;
+  impl->init_freqs();
+  LoadCtx ctx{
+      [&](const std::string& name, const Shape& shape) { return weights.take(name, shape); },
+      opt.storage};
+  impl->load(ctx);
+  weights.finish("Hunyuan3DDiT");
+  spdlog::info("Hunyuan3DDiT: loaded {} parameters from {} ({} MiB in memory)", impl->params,
+               weights.file().path(), impl->bytes >> 20);
+  return Hunyuan3DDiT(std::move(impl));
+}
+
+Hunyuan3DDiT Hunyuan3DDiT::random(const DiTConfig& config, std::uint64_t seed, Options opt) {
+  config.validate();
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = config;
+  impl->init_freqs();
+  std::mt19937_64 rng(seed);
+  auto ends_with = [](const std::string& s, const char* suf) {
+    const std::string x(suf);
+    return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+  };
+  LoadCtx ctx{[&](const std::string& name, const Shape& shape) {
+                Tensor t(shape);
+                const bool mod = name.find("_mod.") != std::string::npos ||
+                                 name.find("modulation") != std::string::npos ||
+                                 name.find("time_in") != std::string::npos ||
+                                 name.find("guidance_in") != std::string::npos;
+                double mean = 0.0, stddev = 0.1;  // biases
+                if (ends_with(name, ".scale")) {
+                  mean = 1.0;
+                  stddev = 0.15;
+                } else if (ends_with(name, ".weight")) {
+                  stddev = (mod ? 1.25 : 1.0) / std::sqrt(static_cast<double>(shape[1]));
+                }
+                std::normal_distribution<float> dist(static_cast<float>(mean),
+                                                     static_cast<float>(stddev));
+                for (auto& v : t.span()) v = dist(rng);
+                return t;
+              },
+              opt.storage};
+  impl->load(ctx);
+  return Hunyuan3DDiT(std::move(impl));
+}
+
+const DiTConfig& Hunyuan3DDiT::config() const {
+  return impl_->cfg;
+}
+std::int64_t Hunyuan3DDiT::num_parameters() const {
+  return impl_->params;
+}
+std::size_t Hunyuan3DDiT::weight_bytes() const {
+  return impl_->bytes;
+}
+const std::vector<float>& Hunyuan3DDiT::time_freqs() const {
+  return impl_->freqs;
+}
+
+Tensor Hunyuan3DDiT::timestep_embedding(const Tensor& t) const {
+  if (t.rank() != 1) throw ModelError("timestep_embedding: t must be [B], got " + t.shape().str());
+  return impl_->embed(t.data(), t.dim(0));
+}
+
+Tensor Hunyuan3DDiT::forward(const Tensor& x, const Tensor& t, const Tensor& context,
+                             const Tensor* guidance, const TraceFn* trace) const {
+  return impl_->forward(x, t, context, guidance, trace);
+}
+
+}  // namespace gen3d::models

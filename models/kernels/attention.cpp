@@ -1,0 +1,197 @@
+#include "models/kernels/attention.h"
+
+#include <cblas.h>
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "models/blas_threads.h"
+
+namespace gen3d::models::kernels {
+
+namespace {
+
+constexpr std::int64_t kBlockQ = 64;
+constexpr std::int64_t kBlockK = 128;
+
+// exp(x) for x <= 0 (softmax after max subtraction): range reduction x = n ln2 + r, degree-7
+// Taylor polynomial on |r| <= ln2/2 (relative error < 1e-7, about 1 ulp), 2^n from the exponent
+// bits. Branch-free so the loop below vectorizes; inputs below -87 flush to 0.
+inline float exp_nonpositive(float x) {
+  const float xc = x > -87.0f ? x : -87.0f;
+  const float t = xc * 1.4426950408889634f;
+  const float n = static_cast<float>(static_cast<int>(t - 0.5f));  // round to nearest for t <= 0
+  const float r = (xc - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const float scale =
+      std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<int>(n) + 127) << 23);
+  return x < -87.0f ? 0.0f : p * scale;
+}
+
+// s[j] = exp(s[j] - m) for j < n; returns the sum. Two loops so both vectorize (the sum uses
+// 8 partial sums; a single float accumulator would pin the loop to sequential order).
+float exp_shift_sum(float* s, std::int64_t n, float m) {
+  for (std::int64_t j = 0; j < n; ++j) s[j] = exp_nonpositive(s[j] - m);
+  float part[8] = {};
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int u = 0; u < 8; ++u) part[u] += s[j + u];
+  float sum = 0.0f;
+  for (; j < n; ++j) sum += s[j];
+  for (float p : part) sum += p;
+  return sum;
+}
+
+float effective_scale(const AttentionShape& s) {
+  return s.scale != 0.0f ? s.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+}
+
+struct Scratch {
+  std::vector<float> scores;  // [kBlockQ, kBlockK]
+  std::vector<float> acc;     // [kBlockQ, head_dim]
+  std::vector<float> row_max;
+  std::vector<float> row_sum;
+};
+
+// One (batch, head, query block): online softmax over key blocks.
+void attend_block(const HeadsOut& out, const HeadsView& q, const HeadsView& k, const HeadsView& v,
+                  const AttentionShape& s, float scale, std::int64_t b, std::int64_t h,
+                  std::int64_t q0, std::int64_t nq, Scratch& w) {
+  const std::int64_t D = s.head_dim;
+  w.scores.resize(static_cast<std::size_t>(kBlockQ * kBlockK));
+  w.acc.assign(static_cast<std::size_t>(nq * D), 0.0f);
+  w.row_max.assign(static_cast<std::size_t>(nq), -INFINITY);
+  w.row_sum.assign(static_cast<std::size_t>(nq), 0.0f);
+  const float* qb = q.data + b * q.batch_stride + h * q.head_stride + q0 * q.token_stride;
+  const float* kb = k.data + b * k.batch_stride + h * k.head_stride;
+  const float* vb = v.data + b * v.batch_stride + h * v.head_stride;
+  float* S = w.scores.data();
+  float* O = w.acc.data();
+
+  for (std::int64_t k0 = 0; k0 < s.kv_len; k0 += kBlockK) {
+    const std::int64_t nk = std::min(kBlockK, s.kv_len - k0);
+    // S[nq, nk] = scale * Q[nq, D] · K[k0:k0+nk, D]^T
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nq), static_cast<int>(nk),
+                static_cast<int>(D), scale, qb, static_cast<int>(q.token_stride),
+                kb + k0 * k.token_stride, static_cast<int>(k.token_stride), 0.0f, S,
+                static_cast<int>(kBlockK));
+    for (std::int64_t i = 0; i < nq; ++i) {
+      float* srow = S + i * kBlockK;
+      float m_blk = -INFINITY;
+      for (std::int64_t j = 0; j < nk; ++j) m_blk = std::max(m_blk, srow[j]);
+      const float m_old = w.row_max[static_cast<std::size_t>(i)];
+      const float m_new = std::max(m_old, m_blk);
+      const float sum = exp_shift_sum(srow, nk, m_new);
+      if (m_old != m_new) {  // rescale what was accumulated under the old max
+        const float corr = std::exp(m_old - m_new);  // 0 on the first block
+        w.row_sum[static_cast<std::size_t>(i)] *= corr;
+        float* orow = O + i * D;
+        for (std::int64_t d = 0; d < D; ++d) orow[d] *= corr;
+      }
+      w.row_sum[static_cast<std::size_t>(i)] += sum;
+      w.row_max[static_cast<std::size_t>(i)] = m_new;
+    }
+    // O[nq, D] += P[nq, nk] · V[k0:k0+nk, D]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nq),
+                static_cast<int>(D), static_cast<int>(nk), 1.0f, S, static_cast<int>(kBlockK),
+                vb + k0 * v.token_stride, static_cast<int>(v.token_stride), 1.0f, O,
+                static_cast<int>(D));
+  }
+  for (std::int64_t i = 0; i < nq; ++i) {
+    const float inv = 1.0f / w.row_sum[static_cast<std::size_t>(i)];
+    float* dst =
+        out.data + b * out.batch_stride + h * out.head_stride + (q0 + i) * out.token_stride;
+    for (std::int64_t d = 0; d < D; ++d) dst[d] = O[i * D + d] * inv;
+  }
+}
+
+}  // namespace
+
+void attention(const HeadsOut& out, const HeadsView& q, const HeadsView& k, const HeadsView& v,
+               const AttentionShape& s) {
+  if (s.batch <= 0 || s.heads <= 0 || s.q_len <= 0 || s.head_dim <= 0) return;
+  if (s.kv_len <= 0) {  // softmax over nothing: define the output as zero
+    for (std::int64_t b = 0; b < s.batch; ++b)
+      for (std::int64_t h = 0; h < s.heads; ++h)
+        for (std::int64_t t = 0; t < s.q_len; ++t)
+          std::fill_n(out.data + b * out.batch_stride + h * out.head_stride + t * out.token_stride,
+                      s.head_dim, 0.0f);
+    return;
+  }
+  ensure_serial_blas();
+  const float scale = effective_scale(s);
+  const std::int64_t q_blocks = (s.q_len + kBlockQ - 1) / kBlockQ;
+  const std::int64_t tasks = s.batch * s.heads * q_blocks;
+  static tbb::enumerable_thread_specific<Scratch> scratch;
+  auto run = [&](std::int64_t task) {
+    const std::int64_t qb = task % q_blocks;
+    const std::int64_t h = (task / q_blocks) % s.heads;
+    const std::int64_t b = task / (q_blocks * s.heads);
+    const std::int64_t q0 = qb * kBlockQ;
+    attend_block(out, q, k, v, s, scale, b, h, q0, std::min(kBlockQ, s.q_len - q0),
+                 scratch.local());
+  };
+  if (tasks == 1 || s.q_len * s.kv_len * s.head_dim * s.batch * s.heads < (1 << 16)) {
+    for (std::int64_t t = 0; t < tasks; ++t) run(t);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, tasks, 1),
+                    [&](const tbb::blocked_range<std::int64_t>& r) {
+                      for (std::int64_t t = r.begin(); t < r.end(); ++t) run(t);
+                    });
+}
+
+namespace ref {
+
+void attention(const HeadsOut& out, const HeadsView& q, const HeadsView& k, const HeadsView& v,
+               const AttentionShape& s) {
+  const double scale = effective_scale(s);
+  std::vector<double> p(static_cast<std::size_t>(std::max<std::int64_t>(s.kv_len, 1)));
+  std::vector<double> o(static_cast<std::size_t>(s.head_dim));
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    for (std::int64_t h = 0; h < s.heads; ++h) {
+      for (std::int64_t i = 0; i < s.q_len; ++i) {
+        const float* qi = q.data + b * q.batch_stride + h * q.head_stride + i * q.token_stride;
+        double m = -INFINITY;
+        for (std::int64_t j = 0; j < s.kv_len; ++j) {
+          const float* kj = k.data + b * k.batch_stride + h * k.head_stride + j * k.token_stride;
+          double dot = 0.0;
+          for (std::int64_t d = 0; d < s.head_dim; ++d) dot += static_cast<double>(qi[d]) * kj[d];
+          p[static_cast<std::size_t>(j)] = dot * scale;
+          m = std::max(m, p[static_cast<std::size_t>(j)]);
+        }
+        double sum = 0.0;
+        for (std::int64_t j = 0; j < s.kv_len; ++j) {
+          p[static_cast<std::size_t>(j)] = std::exp(p[static_cast<std::size_t>(j)] - m);
+          sum += p[static_cast<std::size_t>(j)];
+        }
+        std::fill(o.begin(), o.end(), 0.0);
+        for (std::int64_t j = 0; j < s.kv_len; ++j) {
+          const float* vj = v.data + b * v.batch_stride + h * v.head_stride + j * v.token_stride;
+          for (std::int64_t d = 0; d < s.head_dim; ++d)
+            o[static_cast<std::size_t>(d)] += p[static_cast<std::size_t>(j)] * vj[d];
+        }
+        float* dst = out.data + b * out.batch_stride + h * out.head_stride + i * out.token_stride;
+        for (std::int64_t d = 0; d < s.head_dim; ++d)
+          dst[d] = s.kv_len > 0 ? static_cast<float>(o[static_cast<std::size_t>(d)] / sum) : 0.0f;
+      }
+    }
+  }
+}
+
+}  // namespace ref
+
+}  // namespace gen3d::models::kernels

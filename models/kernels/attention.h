@@ -1,0 +1,44 @@
+#pragma once
+// Multi-head softmax attention o = softmax(q k^T * scale) v over strided head views, so packed qkv
+// Linear outputs are read in place (DiT (3, heads, D) columns, VAE (heads, 3, D) columns).
+// ref:: scores one query at a time against all keys (double accumulation). The fast path is
+// blocked over keys with an online softmax (never materializes Lq x Lk), uses BLAS for the
+// block products, and is TBB-parallel over batch x heads x query blocks.
+
+#include <cstdint>
+
+namespace gen3d::models::kernels {
+
+// Element (b, t, h, d) is at data[b * batch_stride + t * token_stride + h * head_stride + d]
+// (the head dim is contiguous).
+struct HeadsView {
+  const float* data = nullptr;
+  std::int64_t batch_stride = 0;
+  std::int64_t token_stride = 0;
+  std::int64_t head_stride = 0;
+};
+struct HeadsOut {
+  float* data = nullptr;
+  std::int64_t batch_stride = 0;
+  std::int64_t token_stride = 0;
+  std::int64_t head_stride = 0;
+};
+
+struct AttentionShape {
+  std::int64_t batch = 1;
+  std::int64_t heads = 1;
+  std::int64_t q_len = 0;
+  std::int64_t kv_len = 0;
+  std::int64_t head_dim = 0;
+  float scale = 0.0f;  // 0 means 1 / sqrt(head_dim)
+};
+
+void attention(const HeadsOut& out, const HeadsView& q, const HeadsView& k, const HeadsView& v,
+               const AttentionShape& s);
+
+namespace ref {
+void attention(const HeadsOut& out, const HeadsView& q, const HeadsView& k, const HeadsView& v,
+               const AttentionShape& s);
+}  // namespace ref
+
+}  // namespace gen3d::models::kernels

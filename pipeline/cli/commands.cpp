@@ -1,0 +1,98 @@
+#include "pipeline/cli/commands.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "pipeline/atomic_file.h"
+#include "pipeline/config.h"
+#include "pipeline/describe.h"
+#include "pipeline/error.h"
+#include "pipeline/executor.h"
+#include "pipeline/graph.h"
+#include "pipeline/run_report.h"
+#include "stages/register.h"
+
+namespace gen3d::cli {
+
+using namespace gen3d::pipeline;
+
+std::atomic<bool>& interrupt_flag() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+namespace {
+
+const Registry& registry() {
+  static const Registry reg = [] {
+    Registry r;
+    stages::register_all_stages(r);
+    return r;
+  }();
+  return reg;
+}
+
+Graph load_graph(const std::string& path, const std::vector<std::string>& sets) {
+  PipelineConfig cfg = load_config(path);
+  apply_overrides(cfg, sets);
+  return build_graph(cfg, registry());
+}
+
+}  // namespace
+
+int cmd_run(const RunOptions& o) {
+  const Graph graph = load_graph(o.config, o.sets);
+  Profiler profiler;
+  ExecutorOptions exec;
+  exec.max_threads = o.threads;
+  exec.model_concurrency = o.model_concurrency;
+  exec.interrupt = &interrupt_flag();
+  spdlog::info("running {} ({} nodes)", graph.name.empty() ? o.config : graph.name,
+               graph.nodes.size());
+  const RunResult run = execute(graph, profiler, exec);
+
+  if (!o.quiet) fmt::print(stderr, "\n{}", format_summary(graph, run, profiler));
+  // Trace and metrics are written for failed runs too: they show where it stopped.
+  if (!o.trace_path.empty()) {
+    write_file_atomic(o.trace_path, profiler.chrome_trace_json());
+    spdlog::info("trace written to {} (open in https://ui.perfetto.dev)", o.trace_path);
+  }
+  if (!o.metrics_path.empty())
+    write_file_atomic(o.metrics_path, metrics_json(graph, run, profiler));
+
+  if (run.interrupted) {
+    spdlog::error("interrupted: nodes not yet started were skipped");
+    return 130;
+  }
+  if (run.error) {
+    spdlog::error("{}", *run.error);
+    return 1;
+  }
+  return 0;
+}
+
+int cmd_validate(const std::string& config, const std::vector<std::string>& sets, bool dump) {
+  PipelineConfig cfg = load_config(config);
+  apply_overrides(cfg, sets);
+  const Graph graph = build_graph(cfg, registry());
+  if (dump) fmt::print("{}\n", cfg.to_json().dump(2));
+  spdlog::info("{}: valid ({} nodes)", config, graph.nodes.size());
+  return 0;
+}
+
+int cmd_stages(bool as_json) {
+  fmt::print("{}", as_json ? stages_json(registry()) + "\n" : stages_text(registry()));
+  return 0;
+}
+
+int cmd_schema() {
+  fmt::print("{}\n", pipeline_schema(registry()));
+  return 0;
+}
+
+int cmd_graph(const std::string& config, const std::vector<std::string>& sets) {
+  fmt::print("{}", load_graph(config, sets).to_dot());
+  return 0;
+}
+
+}  // namespace gen3d::cli

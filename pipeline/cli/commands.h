@@ -1,0 +1,30 @@
+#pragma once
+// The gen3d subcommands. Each returns the process exit code:
+// 0 success, 1 run failure, 2 config/usage error, 130 interrupted.
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+namespace gen3d::cli {
+
+struct RunOptions {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string trace_path;
+  std::string metrics_path;
+  int threads = 0;
+  int model_concurrency = 1;
+  bool quiet = false;
+};
+
+// Set by the SIGINT handler; the executor skips nodes not yet started and stages poll it.
+std::atomic<bool>& interrupt_flag();
+
+int cmd_run(const RunOptions& options);
+int cmd_validate(const std::string& config, const std::vector<std::string>& sets, bool dump);
+int cmd_stages(bool as_json);
+int cmd_schema();
+int cmd_graph(const std::string& config, const std::vector<std::string>& sets);
+
+}  // namespace gen3d::cli

@@ -1,0 +1,89 @@
+// gen3d: run, validate and inspect 3D generation pipelines.
+
+#include <csignal>
+
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+
+#include "pipeline/cli/commands.h"
+#include "pipeline/error.h"
+#include "pipeline/log.h"
+
+namespace {
+
+extern "C" void on_sigint(int) {
+  gen3d::cli::interrupt_flag().store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gen3d: native 3D generation pipelines (texgen, shapegen) on a oneTBB flow graph"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("gen3d ") + GEN3D_VERSION);
+  int verbosity = 0;
+  bool quiet = false;
+  app.add_flag("-v,--verbose", verbosity,
+               "more logging (-vv for trace); GEN3D_LOG_LEVEL overrides");
+  app.add_flag("-q,--quiet", quiet, "warnings and errors only, no summary table");
+  app.fallthrough();
+
+  gen3d::cli::RunOptions run;
+  auto* run_cmd = app.add_subcommand("run", "Validate and run a pipeline config");
+  run_cmd->add_option("config", run.config, "pipeline JSON file")->required();
+  run_cmd->add_option("--set", run.sets, "override: var=value or node.param=value (repeatable)");
+  run_cmd->add_option("--trace", run.trace_path, "write a Chrome trace (open in Perfetto UI)");
+  run_cmd->add_option("--metrics", run.metrics_path, "write run metrics as JSON");
+  run_cmd->add_option("-j,--threads", run.threads, "worker threads (default: all cores)")
+      ->check(CLI::Range(1, 1024));
+  run_cmd
+      ->add_option("--model-concurrency", run.model_concurrency,
+                   "model-class stages allowed to run at once")
+      ->check(CLI::Range(1, 64));
+
+  std::string config;
+  std::vector<std::string> sets;
+  bool dump = false;
+  auto* validate_cmd = app.add_subcommand(
+      "validate", "Check a pipeline config against every stage contract without running it");
+  validate_cmd->add_option("config", config, "pipeline JSON file")->required();
+  validate_cmd->add_option("--set", sets, "override: var=value or node.param=value (repeatable)");
+  validate_cmd->add_flag("--dump", dump, "print the effective config after overrides");
+
+  bool as_json = false;
+  auto* stages_cmd = app.add_subcommand("stages", "List every stage with its ports and parameters");
+  stages_cmd->add_flag("--json", as_json, "machine-readable output");
+
+  auto* schema_cmd = app.add_subcommand(
+      "schema", "Print a JSON Schema for pipeline files (for editor completion)");
+
+  auto* graph_cmd = app.add_subcommand("graph", "Print a pipeline as a Graphviz dot graph");
+  graph_cmd->add_option("config", config, "pipeline JSON file")->required();
+  graph_cmd->add_option("--set", sets, "override: var=value or node.param=value (repeatable)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  gen3d::pipeline::init_logging(quiet ? -1 : verbosity);
+  run.quiet = quiet;
+  std::signal(SIGINT, on_sigint);
+
+  try {
+    if (*run_cmd) return gen3d::cli::cmd_run(run);
+    if (*validate_cmd) return gen3d::cli::cmd_validate(config, sets, dump);
+    if (*stages_cmd) return gen3d::cli::cmd_stages(as_json);
+    if (*schema_cmd) return gen3d::cli::cmd_schema();
+    if (*graph_cmd) return gen3d::cli::cmd_graph(config, sets);
+  } catch (const gen3d::pipeline::ConfigError& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  return 2;
+}

@@ -1,0 +1,68 @@
+#pragma once
+// Executor: runs a validated Graph on a oneTBB flow graph. A node fires when all of its producers
+// have finished; independent nodes run concurrently; model-class stages share a concurrency limit.
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipeline/graph.h"
+#include "pipeline/profiler.h"
+#include "pipeline/stage.h"
+
+namespace gen3d::pipeline {
+
+struct ExecutorOptions {
+  int max_threads = 0;        // 0: every core; otherwise caps TBB's worker count (the CLI's -j)
+  int model_concurrency = 1;  // how many model-class stages may run at once
+  // Set from outside (e.g. a SIGINT handler) to cancel: nodes not yet started are skipped.
+  const std::atomic<bool>* interrupt = nullptr;
+};
+
+enum class NodeStatus { Pending, Done, Failed, Skipped };
+
+struct NodeRun {
+  std::string id;
+  std::string stage;
+  NodeStatus status = NodeStatus::Pending;
+  int thread = -1;
+  double start_ms = 0;  // since the run began
+  double wall_ms = 0;
+};
+
+struct RunResult {
+  std::string pipeline;
+  double wall_ms = 0;
+  std::vector<NodeRun> nodes;        // in config order
+  std::optional<std::string> error;  // first failure: node, stage and cause
+  bool interrupted = false;
+  // Outputs of every node that finished, by node then port: what a caller or a test reads back.
+  std::vector<std::map<std::string, Value, std::less<>>> outputs;
+
+  bool ok() const { return !error && !interrupted; }
+  template <class T>
+  std::shared_ptr<const T> output(const Graph& g, const std::string& node,
+                                  const std::string& port) const;
+};
+
+// Runs `graph`, recording into `profiler`. Never throws for stage failures: they land in
+// RunResult::error (the first one; later ones are logged). `shared` may be supplied to share
+// heavy state across runs (e.g. loaded weights in a batch); a fresh one is used otherwise.
+RunResult execute(const Graph& graph, Profiler& profiler, const ExecutorOptions& options = {},
+                  SharedState* shared = nullptr);
+
+template <class T>
+std::shared_ptr<const T> RunResult::output(const Graph& g, const std::string& node,
+                                           const std::string& port) const {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].id != node || i >= outputs.size()) continue;
+    const auto it = outputs[i].find(port);
+    if (it == outputs[i].end() || !(it->second.type == port_type<T>())) return nullptr;
+    return std::static_pointer_cast<const T>(it->second.data);
+  }
+  return nullptr;
+}
+
+}  // namespace gen3d::pipeline

@@ -1,0 +1,356 @@
+#include "pipeline/graph.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "pipeline/error.h"
+
+namespace gen3d::pipeline {
+
+using nlohmann::json;
+
+namespace {
+
+template <class Specs>
+std::vector<std::string> names_of(const Specs& specs) {
+  std::vector<std::string> out;
+  for (const auto& s : specs) out.push_back(s.name);
+  return out;
+}
+
+// Replaces "$var" with the variable's value (keeping its JSON type) and "${var}" inside longer
+// strings with its text. Recurses into arrays. Unknown variables are reported.
+json resolve(const json& value, const json& vars, const std::string& path,
+             std::vector<std::string>& unresolved) {
+  if (value.is_array()) {
+    json out = json::array();
+    for (size_t i = 0; i < value.size(); ++i)
+      out.push_back(resolve(value[i], vars, path + "/" + std::to_string(i), unresolved));
+    return out;
+  }
+  if (!value.is_string()) return value;
+  const std::string s = value.get<std::string>();
+  if (s.size() > 1 && s[0] == '$' && s[1] != '{') {
+    const std::string name = s.substr(1);
+    if (vars.contains(name)) return vars[name];
+    unresolved.push_back(name);
+    return value;
+  }
+  std::string out;
+  size_t pos = 0;
+  while (true) {
+    const auto open = s.find("${", pos);
+    if (open == std::string::npos) break;
+    const auto close = s.find('}', open);
+    if (close == std::string::npos) break;
+    out += s.substr(pos, open - pos);
+    const std::string name = s.substr(open + 2, close - open - 2);
+    if (!vars.contains(name)) {
+      unresolved.push_back(name);
+    } else {
+      const json& v = vars[name];
+      out += v.is_string() ? v.get<std::string>() : v.dump();
+    }
+    pos = close + 1;
+  }
+  out += s.substr(pos);
+  return json(out);
+}
+
+bool is_integer(const json& v) {
+  if (v.is_number_integer()) return true;
+  return false;
+}
+
+// Converts a JSON value to the parameter's type, or returns an error sentence.
+std::optional<std::string> convert(const ParamSpec& spec, const json& v, ParamValue& out) {
+  const auto expected = [&] {
+    return fmt::format("expected {}, got {}", spec.describe_type(), v.dump());
+  };
+  const auto in_range = [&](double x) {
+    return !((spec.min && x < *spec.min) || (spec.max && x > *spec.max));
+  };
+  switch (spec.type) {
+    case ParamType::Bool:
+      if (!v.is_boolean()) return expected();
+      out = v.get<bool>();
+      return std::nullopt;
+    case ParamType::Int:
+      if (!is_integer(v) || !in_range(v.get<double>())) return expected();
+      out = v.get<int64_t>();
+      return std::nullopt;
+    case ParamType::Float:
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || !in_range(v.get<double>()))
+        return expected();
+      out = v.get<double>();
+      return std::nullopt;
+    case ParamType::String:
+      if (!v.is_string()) return expected();
+      if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(),
+                                             v.get<std::string>()) == spec.choices.end())
+        return expected() + suggestion(v.get<std::string>(), spec.choices);
+      out = v.get<std::string>();
+      return std::nullopt;
+    case ParamType::IntList: {
+      if (!v.is_array()) return expected();
+      std::vector<int64_t> items;
+      for (const json& x : v) {
+        if (!is_integer(x) || !in_range(x.get<double>())) return expected();
+        items.push_back(x.get<int64_t>());
+      }
+      out = std::move(items);
+      return std::nullopt;
+    }
+    case ParamType::FloatList: {
+      if (!v.is_array()) return expected();
+      std::vector<double> items;
+      for (const json& x : v) {
+        if (!x.is_number() || !in_range(x.get<double>())) return expected();
+        items.push_back(x.get<double>());
+      }
+      out = std::move(items);
+      return std::nullopt;
+    }
+    case ParamType::StringList: {
+      if (!v.is_array()) return expected();
+      std::vector<std::string> items;
+      for (const json& x : v) {
+        if (!x.is_string()) return expected();
+        items.push_back(x.get<std::string>());
+      }
+      out = std::move(items);
+      return std::nullopt;
+    }
+  }
+  return expected();
+}
+
+}  // namespace
+
+Graph build_graph(const PipelineConfig& cfg, const Registry& registry) {
+  std::vector<Problem> problems;
+  Graph g;
+  g.name = cfg.name;
+  const auto with_origin = [&](const std::string& path, std::string message) {
+    const auto it = cfg.overridden.find(path);
+    if (it != cfg.overridden.end()) message += " (set by --set " + it->second + ")";
+    return message;
+  };
+
+  // Ids first: edges refer to them.
+  std::map<std::string, size_t> index_of;
+  for (const NodeConfig& n : cfg.nodes) {
+    const auto [it, fresh] = index_of.emplace(n.id, g.nodes.size());
+    if (!fresh) {
+      problems.push_back({fmt::format("/nodes/{}/id", n.index), n.id,
+                          fmt::format("duplicate node id (first used at /nodes/{})",
+                                      cfg.nodes[it->second].index)});
+    }
+    GraphNode node;
+    node.id = n.id;
+    node.config_index = n.index;
+    node.stage = registry.find(n.stage);
+    node.contract = registry.contract(n.stage);
+    if (!node.stage) {
+      problems.push_back(
+          {fmt::format("/nodes/{}/stage", n.index), n.id,
+           fmt::format("unknown stage \"{}\"{}", n.stage, suggestion(n.stage, registry.names()))});
+    }
+    g.nodes.push_back(std::move(node));
+  }
+
+  for (size_t i = 0; i < cfg.nodes.size(); ++i) {
+    const NodeConfig& n = cfg.nodes[i];
+    GraphNode& node = g.nodes[i];
+    if (!node.contract) continue;
+    const StageContract& c = *node.contract;
+    const std::string at = fmt::format("/nodes/{}", n.index);
+
+    // Parameters: unknown names, $vars, types, ranges, required ones, then defaults.
+    for (const auto& [name, raw] : n.params.items()) {
+      const std::string path = at + "/params/" + pointer_token(name);
+      const ParamSpec* spec = c.find_param(name);
+      if (!spec) {
+        problems.push_back(
+            {path, n.id,
+             with_origin(path, fmt::format("stage {} has no parameter \"{}\"{}", c.name, name,
+                                           suggestion(name, names_of(c.params))))});
+        continue;
+      }
+      std::vector<std::string> unresolved;
+      json value = resolve(raw, cfg.vars, path, unresolved);
+      for (const std::string& var : unresolved) {
+        std::vector<std::string> vars;
+        for (const auto& [k, v] : cfg.vars.items()) vars.push_back(k);
+        problems.push_back(
+            {path, n.id, fmt::format("unresolved variable \"${}\"{}", var, suggestion(var, vars))});
+      }
+      if (!unresolved.empty()) continue;
+      // An override's text names a file or word when the parameter is a string.
+      const auto origin = cfg.overridden.find(path);
+      if (spec->type == ParamType::String && !value.is_string() && origin != cfg.overridden.end())
+        value = origin->second.substr(origin->second.find('=') + 1);
+      ParamValue converted;
+      if (auto err = convert(*spec, value, converted)) {
+        problems.push_back({path, n.id, with_origin(path, *err)});
+        continue;
+      }
+      node.params[name] = std::move(converted);
+    }
+    for (const ParamSpec& spec : c.params) {
+      if (node.params.count(spec.name)) continue;
+      if (spec.required() && !n.params.contains(spec.name)) {
+        problems.push_back({at + "/params", n.id,
+                            fmt::format("missing required parameter \"{}\" ({})", spec.name,
+                                        spec.describe_type())});
+      } else if (spec.default_value) {
+        node.params[spec.name] = *spec.default_value;
+      }
+    }
+
+    // Inputs: declared port, "node.port" reference, producer's output exists, types agree.
+    std::set<std::string> connected;
+    for (const auto& [port, from] : n.inputs) {
+      const std::string path = at + "/inputs/" + pointer_token(port);
+      const PortSpec* in = c.find_input(port);
+      if (!in) {
+        problems.push_back({path, n.id,
+                            fmt::format("stage {} has no input \"{}\"{}", c.name, port,
+                                        suggestion(port, names_of(c.inputs)))});
+        continue;
+      }
+      connected.insert(port);
+      const auto dot = from.find('.');
+      if (dot == std::string::npos) {
+        problems.push_back({path, n.id, fmt::format("expected \"node.port\", got \"{}\"", from)});
+        continue;
+      }
+      const std::string from_id = from.substr(0, dot), from_port = from.substr(dot + 1);
+      const auto producer = index_of.find(from_id);
+      if (producer == index_of.end()) {
+        std::vector<std::string> ids;
+        for (const auto& [id, idx] : index_of) ids.push_back(id);
+        problems.push_back({path, n.id,
+                            fmt::format("input \"{}\" refers to unknown node \"{}\"{}", port,
+                                        from_id, suggestion(from_id, ids))});
+        continue;
+      }
+      const GraphNode& p = g.nodes[producer->second];
+      if (!p.contract) continue;  // its unknown stage is reported already
+      const PortSpec* out = p.contract->find_output(from_port);
+      if (!out) {
+        problems.push_back(
+            {path, n.id,
+             fmt::format("node \"{}\" (stage {}) has no output \"{}\"{}", from_id, p.contract->name,
+                         from_port, suggestion(from_port, names_of(p.contract->outputs)))});
+        continue;
+      }
+      if (!(out->type == in->type)) {
+        problems.push_back({path, n.id,
+                            fmt::format("type mismatch: input \"{}\" expects {} but {} is {}", port,
+                                        in->type.name, from, out->type.name)});
+        continue;
+      }
+      node.inputs.push_back(Edge{port, producer->second, from_port});
+    }
+    for (const PortSpec& in : c.inputs) {
+      if (!in.optional && !connected.count(in.name))
+        problems.push_back(
+            {at + "/inputs", n.id,
+             fmt::format("required input \"{}\" ({}) is not connected", in.name, in.type.name)});
+    }
+
+    // Stage-specific semantic checks, only once the params are well-typed.
+    bool params_ok = true;
+    for (const ParamSpec& spec : c.params) params_ok = params_ok && node.params.count(spec.name);
+    if (params_ok) {
+      std::vector<std::string> stage_problems;
+      node.stage->check(node.params, stage_problems);
+      for (std::string& m : stage_problems)
+        problems.push_back({at + "/params", n.id, std::move(m)});
+    }
+  }
+
+  // Dependencies, then a topological order (Kahn); what is left over lies on or behind a cycle.
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const Edge& e : g.nodes[i].inputs) {
+      auto& after = g.nodes[i].after;
+      if (std::find(after.begin(), after.end(), e.from) == after.end()) {
+        after.push_back(e.from);
+        g.nodes[e.from].before.push_back(i);
+      }
+    }
+  }
+  std::vector<size_t> pending(g.nodes.size());
+  std::vector<size_t> ready;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    pending[i] = g.nodes[i].after.size();
+    if (pending[i] == 0) ready.push_back(i);
+  }
+  while (!ready.empty()) {
+    const size_t i = ready.front();
+    ready.erase(ready.begin());
+    g.order.push_back(i);
+    for (size_t j : g.nodes[i].before)
+      if (--pending[j] == 0) ready.push_back(j);
+  }
+  if (g.order.size() != g.nodes.size()) {
+    // Walk producer links from a stuck node until a node repeats: that loop is the cycle.
+    size_t start = 0;
+    while (pending[start] == 0) ++start;
+    std::vector<size_t> walk;
+    std::vector<int> seen_at(g.nodes.size(), -1);
+    size_t cur = start;
+    while (seen_at[cur] < 0) {
+      seen_at[cur] = static_cast<int>(walk.size());
+      walk.push_back(cur);
+      for (size_t p : g.nodes[cur].after)
+        if (pending[p] != 0) {
+          cur = p;
+          break;
+        }
+    }
+    std::vector<size_t> cycle(walk.begin() + seen_at[cur], walk.end());
+    std::reverse(cycle.begin(), cycle.end());  // producer -> consumer order
+    std::string text;
+    for (size_t k : cycle) text += g.nodes[k].id + " -> ";
+    text += g.nodes[cycle.front()].id;
+    problems.push_back({"/nodes", g.nodes[cycle.front()].id, "cycle: " + text});
+  }
+
+  if (!problems.empty()) throw ConfigError(cfg.source, std::move(problems));
+  return g;
+}
+
+std::string Graph::to_dot() const {
+  const auto quote = [](const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out + "\"";
+  };
+  std::string out = "digraph " + quote(name.empty() ? "pipeline" : name) + " {\n";
+  out += "  rankdir=LR;\n  node [shape=box, style=rounded, fontname=\"Helvetica\"];\n";
+  for (const GraphNode& n : nodes) {
+    const bool model = n.contract && n.contract->resource == ResourceClass::Model;
+    out += "  " + quote(n.id) +
+           " [label=" + quote(n.id + "\n" + (n.contract ? n.contract->name : "?")) +
+           (model ? ", style=\"rounded,filled\", fillcolor=\"#f6d7a7\"" : "") + "];\n";
+  }
+  for (const GraphNode& n : nodes) {
+    for (const Edge& e : n.inputs) {
+      out += "  " + quote(nodes[e.from].id) + " -> " + quote(n.id) +
+             " [label=" + quote(e.from_port + " → " + e.port) + "];\n";
+    }
+  }
+  return out + "}\n";
+}
+
+}  // namespace gen3d::pipeline

@@ -1,0 +1,121 @@
+#include "pipeline/run_report.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace gen3d::pipeline {
+
+namespace {
+
+const char* status_name(NodeStatus s) {
+  switch (s) {
+    case NodeStatus::Pending:
+      return "pending";
+    case NodeStatus::Done:
+      return "done";
+    case NodeStatus::Failed:
+      return "failed";
+    case NodeStatus::Skipped:
+      return "skipped";
+  }
+  return "?";
+}
+
+double node_sum_ms(const RunResult& run) {
+  double sum = 0;
+  for (const NodeRun& r : run.nodes) sum += r.wall_ms;
+  return sum;
+}
+
+}  // namespace
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+std::vector<size_t> critical_path(const Graph& graph, const RunResult& run) {
+  const size_t n = graph.nodes.size();
+  std::vector<double> finish(n, 0);
+  std::vector<long> prev(n, -1);
+  for (size_t i : graph.order) {
+    for (size_t p : graph.nodes[i].after)
+      if (prev[i] < 0 || finish[p] > finish[static_cast<size_t>(prev[i])])
+        prev[i] = static_cast<long>(p);
+    const double best = prev[i] < 0 ? 0.0 : finish[static_cast<size_t>(prev[i])];
+    finish[i] = best + run.nodes[i].wall_ms;
+  }
+  if (n == 0) return {};
+  size_t last =
+      static_cast<size_t>(std::max_element(finish.begin(), finish.end()) - finish.begin());
+  std::vector<size_t> path;
+  for (long k = static_cast<long>(last); k >= 0; k = prev[static_cast<size_t>(k)])
+    path.push_back(static_cast<size_t>(k));
+  std::reverse(path.begin(), path.end());
+  return path;
+}
+
+std::string format_summary(const Graph& graph, const RunResult& run, const Profiler& profiler) {
+  const auto path = critical_path(graph, run);
+  size_t id_w = 4, stage_w = 5;
+  for (const NodeRun& r : run.nodes) {
+    id_w = std::max(id_w, r.id.size());
+    stage_w = std::max(stage_w, r.stage.size());
+  }
+  std::string out = fmt::format("{:<{}}  {:<{}}  {:>10}  {:>6}  {}\n", "node", id_w, "stage",
+                                stage_w, "wall ms", "share", "critical path");
+  for (size_t i : graph.order) {
+    const NodeRun& r = run.nodes[i];
+    const bool critical = std::find(path.begin(), path.end(), i) != path.end();
+    const double share = run.wall_ms > 0 ? 100.0 * r.wall_ms / run.wall_ms : 0.0;
+    const std::string wall = r.status == NodeStatus::Done || r.status == NodeStatus::Failed
+                                 ? fmt::format("{:.1f}", r.wall_ms)
+                                 : std::string(status_name(r.status));
+    out += fmt::format("{:<{}}  {:<{}}  {:>10}  {:>5.1f}%  {}\n", r.id, id_w, r.stage, stage_w,
+                       wall, share, critical ? "*" : "");
+  }
+  const double concurrency = run.wall_ms > 0 ? node_sum_ms(run) / run.wall_ms : 0.0;
+  out += fmt::format("total {:.1f} ms wall, concurrency {:.2f}, peak RSS {:.0f} MiB\n", run.wall_ms,
+                     concurrency, peak_rss_mb());
+  const auto counters = profiler.counter_totals();
+  if (!counters.empty()) {
+    out += "counters:";
+    for (const auto& [name, value] : counters) out += fmt::format(" {}={}", name, value);
+    out += "\n";
+  }
+  return out;
+}
+
+std::string metrics_json(const Graph& graph, const RunResult& run, const Profiler& profiler) {
+  using nlohmann::json;
+  json nodes = json::array();
+  for (const NodeRun& r : run.nodes) {
+    nodes.push_back({{"id", r.id},
+                     {"stage", r.stage},
+                     {"status", status_name(r.status)},
+                     {"start_ms", r.start_ms},
+                     {"wall_ms", r.wall_ms},
+                     {"thread", r.thread}});
+  }
+  json path = json::array();
+  for (size_t i : critical_path(graph, run)) path.push_back(graph.nodes[i].id);
+  json counters = json::object();
+  for (const auto& [name, value] : profiler.counter_totals()) counters[name] = value;
+  json doc = {{"pipeline", run.pipeline},
+              {"ok", run.ok()},
+              {"wall_ms", run.wall_ms},
+              {"peak_rss_mb", peak_rss_mb()},
+              {"concurrency", run.wall_ms > 0 ? node_sum_ms(run) / run.wall_ms : 0.0},
+              {"critical_path", std::move(path)},
+              {"nodes", std::move(nodes)},
+              {"counters", std::move(counters)}};
+  if (run.error) doc["error"] = *run.error;
+  return doc.dump(2);
+}
+
+}  // namespace gen3d::pipeline

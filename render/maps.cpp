@@ -1,0 +1,181 @@
+#include "render/maps.h"
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "mesh/normals.h"
+#include "render/error.h"
+#include "render/interpolate.h"
+
+namespace gen3d::render {
+namespace {
+
+// Runs body(p) for every pixel index, rows in parallel.
+template <class F>
+void for_each_pixel(const Raster& r, F&& body) {
+  tbb::parallel_for(tbb::blocked_range<int>(0, r.height, 16), [&](const tbb::blocked_range<int>& rows) {
+    for (int y = rows.begin(); y < rows.end(); ++y) {
+      const size_t base = static_cast<size_t>(y) * r.width;
+      for (int x = 0; x < r.width; ++x) body(base + x);
+    }
+  });
+}
+
+void check_mesh_for_raster(const char* fn, const mesh::Mesh& mesh, const Raster& raster) {
+  if (raster.face_id.size() != raster.pixel_count() || raster.bary.size() != raster.pixel_count() * 3) {
+    throw RenderError(std::string(fn) + ": raster buffers do not match its size");
+  }
+  // Face ids are validated lazily per pixel below would cost a branch; check the maximum once.
+  int32_t max_id = 0;
+  for (int32_t id : raster.face_id) max_id = std::max(max_id, id);
+  if (static_cast<size_t>(max_id) > mesh.faces.size()) {
+    throw RenderError(std::string(fn) + ": raster refers to face " + std::to_string(max_id) +
+                      " but the mesh has " + std::to_string(mesh.faces.size()) +
+                      " faces (raster of another mesh?)");
+  }
+}
+
+std::vector<mesh::Vec3> normals_or_default(const mesh::Mesh& mesh,
+                                           const std::vector<mesh::Vec3>& normals, const char* fn) {
+  if (normals.empty()) return mesh::vertex_normals_face_mean(mesh);
+  if (normals.size() != mesh.positions.size()) {
+    throw RenderError(std::string(fn) + ": " + std::to_string(normals.size()) +
+                      " vertex normals for " + std::to_string(mesh.positions.size()) + " vertices");
+  }
+  return normals;
+}
+
+// Interpolates per-vertex attributes (indexed through mesh.faces) into an H x W x 3 image,
+// transforming covered values with enc(v) and filling `bg` elsewhere.
+template <class Enc>
+mesh::Image vertex_attr_image(const Raster& r, std::span<const mesh::Vec3> attr,
+                              std::span<const mesh::Tri> corners, float bg, Enc&& enc) {
+  mesh::Image img(r.width, r.height, 3);
+  for_each_pixel(r, [&](size_t p) {
+    float* dst = img.pixels.data() + p * 3;
+    const int32_t id = r.face_id[p];
+    if (id == 0) {
+      dst[0] = dst[1] = dst[2] = bg;
+      return;
+    }
+    const mesh::Vec3 v = interpolate_pixel<3>(&r.bary[p * 3], attr, corners[id - 1]);
+    for (int c = 0; c < 3; ++c) dst[c] = enc(v[c]);
+  });
+  return img;
+}
+
+}  // namespace
+
+mesh::Image normal_map(const mesh::Mesh& mesh, const Raster& raster,
+                       const std::vector<mesh::Vec3>& vertex_normals) {
+  check_mesh_for_raster("normal_map", mesh, raster);
+  const std::vector<mesh::Vec3> n = normals_or_default(mesh, vertex_normals, "normal_map");
+  return vertex_attr_image(raster, n, mesh.faces, 1.0f, [](float v) { return (v + 1.0f) * 0.5f; });
+}
+
+mesh::Image position_map(const mesh::Mesh& mesh, const Raster& raster, float scale_factor) {
+  check_mesh_for_raster("position_map", mesh, raster);
+  if (!(scale_factor > 0.0f)) throw RenderError("position_map: scale_factor must be > 0");
+  std::vector<mesh::Vec3> attr(mesh.positions.size());
+  for (size_t i = 0; i < attr.size(); ++i) {
+    for (int c = 0; c < 3; ++c) attr[i][c] = 0.5f - mesh.positions[i][c] / scale_factor;
+  }
+  return vertex_attr_image(raster, attr, mesh.faces, 1.0f, [](float v) { return v; });
+}
+
+mesh::Image depth_map(const Raster& raster) {
+  mesh::Image img(raster.width, raster.height, 1);
+  for_each_pixel(raster, [&](size_t p) {
+    img.pixels[p] = raster.face_id[p] != 0 ? raster.depth[p] : 1.0f;
+  });
+  return img;
+}
+
+mesh::Image coverage_mask(const Raster& raster) {
+  mesh::Image img(raster.width, raster.height, 1);
+  for_each_pixel(raster, [&](size_t p) { img.pixels[p] = raster.face_id[p] != 0 ? 1.0f : 0.0f; });
+  return img;
+}
+
+void sample_bilinear(const mesh::Image& image, float x, float y, float* out) {
+  const int w = image.width, h = image.height, ch = image.channels;
+  x = std::clamp(x, 0.0f, static_cast<float>(w - 1));
+  y = std::clamp(y, 0.0f, static_cast<float>(h - 1));
+  const int x0 = std::min(static_cast<int>(x), std::max(w - 2, 0));
+  const int y0 = std::min(static_cast<int>(y), std::max(h - 2, 0));
+  const int x1 = std::min(x0 + 1, w - 1), y1 = std::min(y0 + 1, h - 1);
+  const float fx = x - x0, fy = y - y0;
+  const float* p00 = image.at(x0, y0);
+  const float* p01 = image.at(x1, y0);
+  const float* p10 = image.at(x0, y1);
+  const float* p11 = image.at(x1, y1);
+  for (int c = 0; c < ch; ++c) {
+    const float top = p00[c] + (p01[c] - p00[c]) * fx;
+    const float bottom = p10[c] + (p11[c] - p10[c]) * fx;
+    out[c] = top + (bottom - top) * fy;
+  }
+}
+
+mesh::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float background) {
+  check_mesh_for_raster("albedo_map", mesh, raster);
+  const bool textured = mesh.texture && !mesh.texture->empty() && mesh.has_uvs();
+  if (!textured && mesh.colors.size() != mesh.positions.size()) {
+    throw RenderError("albedo_map: the mesh has neither a texture with UVs nor vertex colours");
+  }
+  if (textured && mesh.texture->channels < 3) {
+    throw RenderError("albedo_map: texture has " + std::to_string(mesh.texture->channels) +
+                      " channels, expected 3 or 4");
+  }
+  mesh::Image img(raster.width, raster.height, 3);
+  for_each_pixel(raster, [&](size_t p) {
+    float* dst = img.pixels.data() + p * 3;
+    const int32_t id = raster.face_id[p];
+    if (id == 0) {
+      dst[0] = dst[1] = dst[2] = background;
+      return;
+    }
+    const float* b = &raster.bary[p * 3];
+    if (textured) {
+      const mesh::Image& tex = *mesh.texture;
+      const auto uv = interpolate_pixel<2>(b, std::span<const mesh::Vec2>(mesh.uvs), mesh.uv_faces[id - 1]);
+      float s[4];
+      sample_bilinear(tex, uv[0] * (tex.width - 1), uv[1] * (tex.height - 1), s);
+      dst[0] = s[0];
+      dst[1] = s[1];
+      dst[2] = s[2];
+    } else {
+      const auto c = interpolate_pixel<4>(b, std::span<const mesh::Vec4>(mesh.colors), mesh.faces[id - 1]);
+      dst[0] = c[0];
+      dst[1] = c[1];
+      dst[2] = c[2];
+    }
+  });
+  return img;
+}
+
+mesh::Image texel_position_map(const mesh::Mesh& mesh, const Raster& uv_raster) {
+  check_mesh_for_raster("texel_position_map", mesh, uv_raster);
+  return vertex_attr_image(uv_raster, mesh.positions, mesh.faces, 0.0f, [](float v) { return v; });
+}
+
+mesh::Image texel_normal_map(const mesh::Mesh& mesh, const Raster& uv_raster,
+                             const std::vector<mesh::Vec3>& vertex_normals) {
+  check_mesh_for_raster("texel_normal_map", mesh, uv_raster);
+  const std::vector<mesh::Vec3> n = normals_or_default(mesh, vertex_normals, "texel_normal_map");
+  return vertex_attr_image(uv_raster, n, mesh.faces, 0.0f, [](float v) { return v; });
+}
+
+std::vector<uint8_t> to_u8(const mesh::Image& image) {
+  std::vector<uint8_t> out(image.pixels.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const float v = image.pixels[i] * 255.0f;
+    out[i] = !(v > 0.0f) ? 0 : (v >= 255.0f ? 255 : static_cast<uint8_t>(v));
+  }
+  return out;
+}
+
+}  // namespace gen3d::render

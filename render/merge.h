@@ -1,0 +1,36 @@
+#pragma once
+// The reference's `fast` multi-view merge (README §9, fast_bake_texture) and its weight maps.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "mesh/image.h"
+
+namespace gen3d::render {
+
+// Per-view merge weight: float(view_weight) * cos^exponent (pow evaluated in double, rounded).
+// cos: T x T x 1 (BackProjection::cos).  Returns T x T x 1.
+mesh::Image bake_weight(const mesh::Image& cos, double view_weight, float exponent = 4.0f);
+
+struct MergeViewStat {
+  uint64_t texels_with_weight = 0;  // a: texels where this view's weight > 0
+  uint64_t already_painted = 0;     // b: of those, texels with accumulated weight > 0 already
+  float ratio = 0.0f;               // float(b) / float(a) (NaN when a = 0)
+  bool skipped = false;             // ratio > 0.99f: the view was not merged (Q4)
+};
+
+struct MergeResult {
+  mesh::Image texture;               // T x T x C: sum(tex * w) / max(sum(w), 1e-8)
+  mesh::Image weight;                // T x T x 1: accumulated weight
+  std::vector<uint8_t> trust_mask;   // T x T: 255 where the accumulated weight > 1e-8, else 0
+  std::vector<MergeViewStat> views;  // one per input view, in order
+};
+
+// Merges per-view textures (T x T x C each) with their weight maps (T x T x 1, already
+// weight * cos^4) in view order, skipping a view when more than 99% of its weighted texels are
+// already painted. Texels are processed in parallel; the result does not depend on threads.
+// Throws RenderError on mismatched sizes or an empty input.
+MergeResult merge_fast(std::span<const mesh::Image> textures, std::span<const mesh::Image> weights);
+
+}  // namespace gen3d::render

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what gen3d builds and tests with, from Debian's packages, skipping what is present.
+# Runs as root, or through sudo otherwise. Never prompts.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libtbb-dev libopencv-dev libassimp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  libopenblas-dev libmeshoptimizer-dev libeigen3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,13 @@
+#pragma once
+// Explicit stage registration (static self-registration would be dropped from static libraries).
+
+#include "pipeline/stage.h"
+
+namespace gen3d::stages {
+
+void register_mesh_stages(pipeline::Registry& registry);
+
+// Everything the gen3d executable offers.
+void register_all_stages(pipeline::Registry& registry);
+
+}  // namespace gen3d::stages

@@ -1,0 +1,330 @@
+#include "mesh/io.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "mesh/error.h"
+#include "mesh/seams.h"
+#include "support/paths.h"
+#include "test_meshes.h"
+
+namespace gen3d::mesh {
+namespace {
+namespace fs = std::filesystem;
+
+std::string asset(const std::string& rel) {
+  return test::data_dir() + "/mesh/meshes-assimp/" + rel;
+}
+
+void expect_consistent(const Mesh& m, const std::string& what) {
+  ASSERT_FALSE(m.faces.empty()) << what;
+  for (const Tri& f : m.faces)
+    for (uint32_t v : f) ASSERT_LT(v, m.positions.size()) << what;
+  if (m.has_uvs()) {
+    ASSERT_EQ(m.uv_faces.size(), m.faces.size()) << what;
+    for (const Tri& f : m.uv_faces)
+      for (uint32_t t : f) ASSERT_LT(t, m.uvs.size()) << what;
+  }
+  for (const Vec3& p : m.positions)
+    for (float x : p) ASSERT_TRUE(std::isfinite(x)) << what;
+  if (!m.normals.empty()) {
+    ASSERT_EQ(m.normals.size(), m.positions.size()) << what;
+  }
+  if (!m.colors.empty()) {
+    ASSERT_EQ(m.colors.size(), m.positions.size()) << what;
+  }
+}
+
+// Every referenced position is used by some face and no two are equal (welded).
+void expect_welded(const Mesh& m) {
+  std::set<Vec3> seen(m.positions.begin(), m.positions.end());
+  EXPECT_EQ(seen.size(), m.positions.size());
+}
+
+// Multiset of triangles as (position, uv) corner tuples, rotation-normalized: equal for meshes that
+// describe the same geometry whatever their vertex numbering.
+std::multiset<std::array<float, 15>> corner_set(const Mesh& m) {
+  std::multiset<std::array<float, 15>> out;
+  for (size_t f = 0; f < m.faces.size(); ++f) {
+    std::array<std::array<float, 5>, 3> c;
+    for (int k = 0; k < 3; ++k) {
+      const Vec3& p = m.positions[m.faces[f][k]];
+      const Vec2 t = m.has_uvs() ? m.uvs[m.uv_faces[f][k]] : Vec2{0, 0};
+      c[k] = {p[0], p[1], p[2], t[0], t[1]};
+    }
+    const int first = int(std::min_element(c.begin(), c.end()) - c.begin());
+    std::array<float, 15> key;
+    for (int k = 0; k < 3; ++k)
+      std::copy(c[(first + k) % 3].begin(), c[(first + k) % 3].end(), key.begin() + 5 * k);
+    out.insert(key);
+  }
+  return out;
+}
+
+struct FileCase {
+  const char* path;
+  size_t min_faces;
+  bool uvs;
+  bool texture;
+};
+
+class LoadAssimpFiles : public ::testing::TestWithParam<FileCase> {};
+
+TEST_P(LoadAssimpFiles, LoadsConsistentWeldedMesh) {
+  const FileCase c = GetParam();
+  const Mesh m = load_mesh(asset(c.path));
+  expect_consistent(m, c.path);
+  expect_welded(m);
+  EXPECT_GE(m.faces.size(), c.min_faces) << c.path;
+  EXPECT_EQ(m.has_uvs(), c.uvs) << c.path;
+  EXPECT_EQ(m.texture != nullptr, c.texture) << c.path;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Mesh, LoadAssimpFiles,
+    ::testing::Values(FileCase{"OBJ/box.obj", 12, false, false},
+                      FileCase{"OBJ/spider.obj", 1000, true, true},
+                      FileCase{"OBJ/WusonOBJ.obj", 3732, true, false},
+                      FileCase{"OBJ/concave_polygon.obj", 10, false, false},
+                      FileCase{"OBJ/cube_with_vertexcolors.obj", 12, false, false},
+                      FileCase{"PLY/cube_uv.ply", 12, true, false},
+                      FileCase{"PLY/cube_binary.ply", 12, false, false},
+                      FileCase{"STL/Spider_binary.stl", 1000, false, false},
+                      FileCase{"STL/sphereWithHole.stl", 285, false, false},
+                      FileCase{"glTF2/BoxTextured.glb", 12, true, true},
+                      FileCase{"glTF2/BoxBadNormals.glb", 12, false, false},
+                      FileCase{"FBX/box.fbx", 12, false, false}));
+
+TEST(LoadMesh, BoxObjIsWeldedCube) {
+  const Mesh m = load_mesh(asset("OBJ/box.obj"));
+  EXPECT_EQ(m.positions.size(), 8u);
+  EXPECT_EQ(m.faces.size(), 12u);
+}
+
+TEST(LoadMesh, StlTrianglesAreWeldedIntoOneSurface) {
+  // STL stores three corners per triangle; welding must share them between neighbours.
+  const Mesh m = load_mesh(asset("STL/sphereWithHole.stl"));
+  EXPECT_LT(m.positions.size(), m.faces.size());
+}
+
+TEST(LoadMesh, ObjVertexColoursAreKept) {
+  const Mesh m = load_mesh(asset("OBJ/cube_with_vertexcolors.obj"));
+  ASSERT_EQ(m.colors.size(), m.positions.size());
+  std::set<std::array<float, 4>> distinct(m.colors.begin(), m.colors.end());
+  EXPECT_GT(distinct.size(), 1u);
+}
+
+TEST(LoadMesh, WindowsTexturePathIsResolved) {
+  // spider.mtl references ".\\SpiderTex.jpg"-style paths.
+  const Mesh m = load_mesh(asset("OBJ/spider.obj"));
+  ASSERT_TRUE(m.texture);
+  bool matches_some_jpg = false;
+  for (const char* f : {"wal67ar_small.jpg", "wal69ar_small.jpg", "SpiderTex.jpg", "drkwood2.jpg",
+                        "engineflare1.jpg"}) {
+    const Image img = load_image(asset(std::string("OBJ/") + f));
+    matches_some_jpg |= img.width == m.texture->width && img.height == m.texture->height &&
+                        img.pixels == m.texture->pixels;
+  }
+  EXPECT_TRUE(matches_some_jpg);
+}
+
+TEST(LoadMesh, EmbeddedGlbTextureIsDecoded) {
+  const Mesh m = load_mesh(asset("glTF2/BoxTextured.glb"));
+  ASSERT_TRUE(m.texture);
+  EXPECT_GT(m.texture->width, 0);
+  EXPECT_GE(m.texture->channels, 3);
+  // UVs of a glTF file come back in the OBJ convention, within [0, 1] for this box.
+  for (const Vec2& t : m.uvs) {
+    EXPECT_GE(t[1], -1e-6f);
+    EXPECT_LE(t[1], 1 + 1e-6f);
+  }
+}
+
+TEST(LoadMesh, NodeTransformsAreApplied) {
+  // A .gltf with one triangle instanced by two nodes, translated by +10 and -10 in x.
+  const std::string dir = test::temp_dir("mesh_io_nodes");
+  const std::string path = dir + "/two_nodes.gltf";
+  std::ofstream(path) << R"({
+    "asset": {"version": "2.0"}, "scene": 0, "scenes": [{"nodes": [0, 1]}],
+    "nodes": [{"mesh": 0, "translation": [10, 0, 0]}, {"mesh": 0, "translation": [-10, 0, 0]}],
+    "meshes": [{"primitives": [{"attributes": {"POSITION": 0}}]}],
+    "accessors": [{"bufferView": 0, "componentType": 5126, "count": 3, "type": "VEC3",
+                   "min": [0, 0, 0], "max": [1, 1, 0]}],
+    "bufferViews": [{"buffer": 0, "byteLength": 36}],
+    "buffers": [{"byteLength": 36, "uri":
+      "data:application/octet-stream;base64,AAAAAAAAAAAAAAAAAACAPwAAAAAAAAAAAAAAAAAAgD8AAAAA"}]
+  })";
+  const Mesh m = load_mesh(path);
+  ASSERT_EQ(m.faces.size(), 2u);
+  float lo = 1e9f, hi = -1e9f;
+  for (const Vec3& p : m.positions) {
+    lo = std::min(lo, p[0]);
+    hi = std::max(hi, p[0]);
+  }
+  EXPECT_FLOAT_EQ(lo, -10.0f);
+  EXPECT_FLOAT_EQ(hi, 11.0f);
+}
+
+void expect_error(const std::string& path, const std::string& fragment) {
+  try {
+    load_mesh(path);
+    ADD_FAILURE() << "no error for " << path;
+  } catch (const MeshError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(fs::path(path).filename().string()), std::string::npos) << msg;
+    EXPECT_NE(msg.find(fragment), std::string::npos) << msg;
+  }
+}
+
+TEST(LoadMeshErrors, MissingFile) { expect_error(asset("OBJ/nope.obj"), "no such file"); }
+
+TEST(LoadMeshErrors, UnsupportedFormat) {
+  const std::string path = test::temp_dir("mesh_io_unsupported") + "/model.xyz123";
+  std::ofstream(path) << "hello";
+  expect_error(path, "unsupported format");
+}
+
+TEST(LoadMeshErrors, PointsAndLinesOnly) {
+  expect_error(asset("OBJ/point_cloud.obj"), "no triangles");
+  expect_error(asset("OBJ/testline.obj"), "no triangles");
+}
+
+TEST(LoadMeshErrors, InfinitePositions) {
+  expect_error(asset("glTF2/BoxWithInfinites.glb"), "non-finite");
+}
+
+TEST(LoadMeshErrors, OutOfRangeIndices) {
+  const std::string path = test::temp_dir("mesh_io_range") + "/bad_index.obj";
+  std::ofstream(path) << "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 7\n";
+  EXPECT_THROW(load_mesh(path), MeshError);
+}
+
+// ---- saving ----
+
+TEST(SaveMesh, GlbRoundTripKeepsGeometryUvsAndTexture) {
+  const Mesh cube = testing::textured_cube();
+  const std::string path = test::temp_dir("mesh_io_glb") + "/cube.glb";
+  save_mesh(cube, path);
+  const Mesh back = load_mesh(path);
+  expect_consistent(back, path);
+  EXPECT_EQ(back.positions.size(), cube.positions.size());  // re-welded after the seam split
+  EXPECT_EQ(corner_set(back), corner_set(cube));
+  ASSERT_TRUE(back.texture);
+  ASSERT_EQ(back.texture->width, cube.texture->width);
+  ASSERT_EQ(back.texture->height, cube.texture->height);
+  ASSERT_EQ(back.texture->channels, 3);
+  for (size_t i = 0; i < back.texture->pixels.size(); ++i)
+    EXPECT_NEAR(back.texture->pixels[i], cube.texture->pixels[i], 0.5f / 255) << i;
+  EXPECT_EQ(back.normals.size(), back.positions.size());
+}
+
+TEST(SaveMesh, ObjRoundTripWritesMtlAndPng) {
+  const Mesh cube = testing::textured_cube();
+  const std::string dir = test::temp_dir("mesh_io_obj");
+  save_mesh(cube, dir + "/cube.obj");
+  EXPECT_TRUE(fs::exists(dir + "/cube.mtl"));
+  EXPECT_TRUE(fs::exists(dir + "/cube.png"));
+  const Mesh back = load_mesh(dir + "/cube.obj");
+  EXPECT_EQ(corner_set(back), corner_set(cube));
+  ASSERT_TRUE(back.texture);
+  EXPECT_EQ(back.texture->width, 4);
+}
+
+TEST(SaveMesh, PlyRoundTripKeepsColours) {
+  Mesh cube = testing::textured_cube();
+  cube.texture.reset();
+  cube.colors.resize(cube.positions.size());
+  for (size_t i = 0; i < cube.colors.size(); ++i)
+    cube.colors[i] = {float(i % 2), float(i / 4), 0.0f, 1.0f};
+  const std::string path = test::temp_dir("mesh_io_ply") + "/cube.ply";
+  save_mesh(cube, path);
+  const Mesh back = load_mesh(path);
+  EXPECT_EQ(corner_set(back), corner_set(cube));
+  ASSERT_EQ(back.colors.size(), back.positions.size());
+  for (size_t i = 0; i < back.positions.size(); ++i) {
+    const size_t src = std::find(cube.positions.begin(), cube.positions.end(), back.positions[i]) -
+                       cube.positions.begin();
+    ASSERT_LT(src, cube.positions.size());
+    for (int c = 0; c < 4; ++c) EXPECT_NEAR(back.colors[i][c], cube.colors[src][c], 1e-6f);
+  }
+}
+
+TEST(SaveMesh, FailureLeavesNoFile) {
+  const std::string dir = test::temp_dir("mesh_io_atomic");
+  Mesh bad = testing::textured_cube();
+  bad.faces[3][1] = 99;  // out of range
+  EXPECT_THROW(save_mesh(bad, dir + "/bad.glb"), MeshError);
+  EXPECT_THROW(save_mesh(testing::textured_cube(), dir + "/missing/dir/x.glb"), MeshError);
+  EXPECT_THROW(save_mesh(testing::textured_cube(), dir + "/x.stl"), MeshError);
+  // The final path is a non-empty directory: the rename fails after the temp file was written.
+  fs::create_directories(dir + "/taken.glb/inside");
+  EXPECT_THROW(save_mesh(testing::textured_cube(), dir + "/taken.glb"), MeshError);
+  size_t files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) files += e.is_regular_file();
+  EXPECT_EQ(files, 0u);
+}
+
+TEST(SaveMesh, OverwritesExistingFileAtomically) {
+  const std::string path = test::temp_dir("mesh_io_overwrite") + "/cube.glb";
+  std::ofstream(path) << "old";
+  save_mesh(testing::textured_cube(), path);
+  EXPECT_EQ(load_mesh(path).faces.size(), 12u);
+  size_t files = 0;
+  for (auto it = fs::directory_iterator(fs::path(path).parent_path()); it != fs::directory_iterator();
+       ++it)
+    ++files;
+  EXPECT_EQ(files, 1u);
+}
+
+TEST(SplitUvSeams, OneUvPerVertex) {
+  const Mesh cube = testing::textured_cube();
+  std::vector<uint32_t> src;
+  const Mesh s = split_uv_seams(cube, &src);
+  EXPECT_EQ(s.positions.size(), 24u);  // 6 faces x 4 corners, every cube edge is a seam
+  EXPECT_EQ(s.uvs.size(), s.positions.size());
+  EXPECT_EQ(s.uv_faces, s.faces);
+  ASSERT_EQ(src.size(), s.positions.size());
+  for (size_t v = 0; v < src.size(); ++v) EXPECT_EQ(s.positions[v], cube.positions[src[v]]);
+  EXPECT_EQ(corner_set(s), corner_set(cube));
+}
+
+// ---- Khronos glTF validator (node + npm package gltf-validator) ----
+
+TEST(SaveMesh, GlbPassesKhronosValidator) {
+  const std::string node_dir = test::env_or("GEN3D_NODE_DIR", GEN3D_NODE_DIR);
+  if (std::system("node --version > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "node is not installed; skipping the glTF validator check";
+  }
+  if (!fs::exists(node_dir + "/node_modules/gltf-validator")) {
+    GTEST_SKIP() << "gltf-validator is not installed in " << node_dir
+                 << " (npm install --prefix " << node_dir << " gltf-validator)";
+  }
+  const std::string dir = test::temp_dir("mesh_io_validator");
+  Mesh plain = testing::textured_cube();
+  plain.texture.reset();
+  Mesh colored = plain;
+  colored.uvs.clear();
+  colored.uv_faces.clear();
+  colored.colors.assign(colored.positions.size(), {0.2f, 0.4f, 0.6f, 1.0f});
+  std::vector<std::string> files = {dir + "/textured.glb", dir + "/plain.glb",
+                                    dir + "/colored.glb"};
+  save_mesh(testing::textured_cube(), files[0]);
+  save_mesh(plain, files[1]);
+  save_mesh(colored, files[2]);
+  if (const char* real = std::getenv("GEN3D_VALIDATE_EXTRA_GLB")) files.push_back(real);
+  for (const auto& f : files) {
+    const std::string cmd = "node " + std::string(GEN3D_MESH_TEST_DIR) + "/validate_gltf.js " +
+                            node_dir + " " + f;
+    const int rc = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(rc)) << cmd;
+    EXPECT_EQ(WEXITSTATUS(rc), 0) << "glTF validator reported errors for " << f;
+  }
+}
+
+}  // namespace
+}  // namespace gen3d::mesh

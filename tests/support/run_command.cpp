@@ -1,0 +1,29 @@
+#include "support/run_command.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <stdexcept>
+
+#include "support/paths.h"
+
+namespace gen3d::test {
+
+CommandResult run_command(const std::string& command) {
+  CommandResult r;
+  std::FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot run: " + command);
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) r.output.append(buffer, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+CommandResult run_gen3d(const std::string& args) {
+  return run_command("cd '" + source_dir() + "' && GEN3D_LOG_LEVEL=info '" + gen3d_executable() +
+                     "' " + args);
+}
+
+}  // namespace gen3d::test
