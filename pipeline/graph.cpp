@@ -67,8 +67,9 @@ bool is_integer(const json& v) {
   return false;
 }
 
-// Converts a JSON value to the parameter's type, or returns an error sentence.
-std::optional<std::string> convert(const ParamSpec& spec, const json& v, ParamValue& out) {
+}  // namespace
+
+std::optional<std::string> convert_param(const ParamSpec& spec, const json& v, ParamValue& out) {
   const auto expected = [&] {
     return fmt::format("expected {}, got {}", spec.describe_type(), v.dump());
   };
@@ -129,8 +130,6 @@ std::optional<std::string> convert(const ParamSpec& spec, const json& v, ParamVa
   }
   return expected();
 }
-
-}  // namespace
 
 Graph build_graph(const PipelineConfig& cfg, const Registry& registry) {
   std::vector<Problem> problems;
@@ -196,7 +195,7 @@ Graph build_graph(const PipelineConfig& cfg, const Registry& registry) {
       if (spec->type == ParamType::String && !value.is_string() && origin != cfg.overridden.end())
         value = origin->second.substr(origin->second.find('=') + 1);
       ParamValue converted;
-      if (auto err = convert(*spec, value, converted)) {
+      if (auto err = convert_param(*spec, value, converted)) {
         problems.push_back({path, n.id, with_origin(path, *err)});
         continue;
       }

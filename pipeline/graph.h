@@ -1,6 +1,7 @@
 #pragma once
 // Graph: a pipeline config checked against the stage contracts and ordered as a DAG.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,10 @@ struct Graph {
 // with every problem found (unknown stage/port/param, type mismatch, range, duplicate id, cycle,
 // unresolved $variable, stage-specific checks), each with its JSON pointer and node id.
 Graph build_graph(const PipelineConfig& config, const Registry& registry);
+
+// Converts one JSON value to a parameter's type, checking range and choices. Returns the error
+// sentence ("expected integer 64..16384, got \"2k\"") or nothing on success.
+std::optional<std::string> convert_param(const ParamSpec& spec, const nlohmann::json& value,
+                                         ParamValue& out);
 
 }  // namespace gen3d::pipeline
