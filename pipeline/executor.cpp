@@ -33,6 +33,8 @@ RunResult execute(const Graph& graph, Profiler& profiler, const ExecutorOptions&
 
   std::atomic<bool> cancel{false};
   std::mutex error_mutex;
+  std::mutex progress_mutex;
+  size_t finished = 0;
   const int64_t run_start = profiler.now_ns();
 
   // Runs node i on the calling thread; returns whether its consumers may fire.
@@ -77,6 +79,10 @@ RunResult execute(const Graph& graph, Profiler& profiler, const ExecutorOptions&
     const int64_t t1 = profiler.now_ns();
     rec.start_ms = static_cast<double>(t0 - run_start) / 1e6;
     rec.wall_ms = static_cast<double>(t1 - t0) / 1e6;
+    if (options.on_node_done) {
+      std::lock_guard lock(progress_mutex);
+      options.on_node_done(rec, ++finished, n);
+    }
     if (options.interrupt && options.interrupt->load()) cancel = true;
     if (failure.empty()) {
       rec.status = NodeStatus::Done;

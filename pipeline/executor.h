@@ -3,6 +3,7 @@
 // have finished; independent nodes run concurrently; model-class stages share a concurrency limit.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,8 @@ struct ExecutorOptions {
   int model_concurrency = 1;  // how many model-class stages may run at once
   // Set from outside (e.g. a SIGINT handler) to cancel: nodes not yet started are skipped.
   const std::atomic<bool>* interrupt = nullptr;
+  // Called after each node finishes (any thread, one call at a time): for progress displays.
+  std::function<void(const struct NodeRun& node, size_t finished, size_t total)> on_node_done;
 };
 
 enum class NodeStatus { Pending, Done, Failed, Skipped };

@@ -6,7 +6,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include "mesh/cleanup.h"
+#include "mesh/error.h"
 #include "mesh/io.h"
+#include "mesh/normalize.h"
+#include "mesh/simplify.h"
+#include "mesh/uv_unwrap.h"
 #include "stages/register.h"
 #include "stages/types.h"
 
@@ -76,6 +81,8 @@ class SaveMesh final : public pipeline::Stage {
                          "Write a mesh atomically; the format follows the extension (.glb, .obj, "
                          ".ply).")
         .input<mesh::Mesh>("mesh")
+        .optional_input<mesh::NormalizeTransform>(
+            "transform", "undone before writing, so the file is in the input's frame")
         .required<std::string>("path", "output file; its directory must exist");
   }
   void check(const pipeline::ParamMap& params, std::vector<std::string>& problems) const override {
@@ -90,8 +97,152 @@ class SaveMesh final : public pipeline::Stage {
   void run(StageContext& ctx) const override {
     auto m = ctx.in<mesh::Mesh>("mesh");
     const auto path = ctx.param<std::string>("path");
-    mesh::save_mesh(*m, path);
+    if (ctx.has_input("transform")) {
+      mesh::Mesh restored = *m;
+      mesh::invert_normalization(restored, *ctx.in<mesh::NormalizeTransform>("transform"));
+      mesh::save_mesh(restored, path);
+    } else {
+      mesh::save_mesh(*m, path);
+    }
     spdlog::info("{}: wrote {}", ctx.node_id(), path);
+  }
+};
+
+// The reference texgen normalization: axis change, centring, scale to the 1.15 bounding sphere,
+// v flip. The transform travels on so save_mesh can restore the user's frame.
+class NormalizeMesh final : public pipeline::Stage {
+ public:
+  StageContract contract() const override {
+    return StageContract("normalize_mesh",
+                         "Move the mesh into the renderer's frame (the reference's normalization).")
+        .input<mesh::Mesh>("mesh")
+        .output<mesh::Mesh>("mesh", "normalized: internal axes, centred, scaled, v flipped")
+        .output<mesh::NormalizeTransform>("transform", "what was applied, for save_mesh to undo")
+        .param<double>("scale_factor", 1.15, Range{0.01, 100.0},
+                       "diameter of the bounding sphere after scaling")
+        .param<bool>("auto_center", true, "centre the bounding box on the origin");
+  }
+  void run(StageContext& ctx) const override {
+    auto m = std::make_shared<mesh::Mesh>(*ctx.in<mesh::Mesh>("mesh"));
+    mesh::NormalizeOptions options;
+    options.scale_factor = ctx.param<double>("scale_factor");
+    options.auto_center = ctx.param<bool>("auto_center");
+    auto t = std::make_shared<mesh::NormalizeTransform>(mesh::normalize_mesh(*m, options));
+    ctx.out("mesh", std::move(m));
+    ctx.out("transform", std::move(t));
+  }
+};
+
+class CleanMesh final : public pipeline::Stage {
+ public:
+  StageContract contract() const override {
+    return StageContract("clean_mesh",
+                         "Remove degenerate/duplicate faces, unused vertices and small floaters.")
+        .input<mesh::Mesh>("mesh")
+        .output<mesh::Mesh>("mesh")
+        .param<double>("merge_distance", -1.0, Range{-1.0, 1e6},
+                       "merge vertices closer than this (< 0: off, 0: exact duplicates)")
+        .param<double>("min_component_faces", 0.0, Range{0.0, 1.0},
+                       "drop components with fewer faces than this fraction (0: off)")
+        .param<double>("min_component_area", 0.0, Range{0.0, 1.0},
+                       "drop components with less area than this fraction (0: off)");
+  }
+  void run(StageContext& ctx) const override {
+    mesh::CleanupOptions options;
+    options.merge_distance = ctx.param<float>("merge_distance");
+    options.min_component_faces = ctx.param<double>("min_component_faces");
+    options.min_component_area = ctx.param<double>("min_component_area");
+    mesh::CleanupReport report;
+    auto m =
+        std::make_shared<mesh::Mesh>(mesh::cleanup(*ctx.in<mesh::Mesh>("mesh"), options, &report));
+    ctx.count("clean.degenerate_faces", static_cast<double>(report.degenerate_faces));
+    ctx.count("clean.duplicate_faces", static_cast<double>(report.duplicate_faces));
+    ctx.count("clean.removed_components", static_cast<double>(report.removed_components));
+    ctx.count("clean.merged_vertices", static_cast<double>(report.merged_vertices));
+    if (m->faces.empty()) throw mesh::MeshError("clean_mesh removed every face");
+    ctx.out("mesh", std::move(m));
+  }
+};
+
+class SimplifyMesh final : public pipeline::Stage {
+ public:
+  StageContract contract() const override {
+    return StageContract("simplify_mesh",
+                         "Decimate to a face target with meshoptimizer, keeping UV seams.")
+        .input<mesh::Mesh>("mesh")
+        .output<mesh::Mesh>("mesh")
+        .param<int>("faces", 0, Range{0, 1e9}, "target face count (0: keep the mesh as it is)")
+        .param<double>("ratio", 1.0, Range{0.0, 1.0},
+                       "target as a fraction of the input, used when faces is 0 (1: keep)");
+  }
+  void run(StageContext& ctx) const override {
+    auto in = ctx.in<mesh::Mesh>("mesh");
+    const auto faces = ctx.param<int64_t>("faces");
+    const double ratio = ctx.param<double>("ratio");
+    const bool keep = faces == 0 ? ratio >= 1.0 : static_cast<size_t>(faces) >= in->face_count();
+    if (keep) {
+      ctx.out("mesh", in);
+      return;
+    }
+    mesh::SimplifyOptions options;
+    options.target_faces = static_cast<size_t>(faces);
+    options.target_ratio = static_cast<float>(ratio);
+    mesh::SimplifyReport report;
+    auto m = std::make_shared<mesh::Mesh>(mesh::simplify(*in, options, &report));
+    ctx.gauge("simplify.input_faces", static_cast<double>(report.input_faces));
+    ctx.gauge("simplify.output_faces", static_cast<double>(report.output_faces));
+    spdlog::info("{}: {} -> {} faces", ctx.node_id(), report.input_faces, report.output_faces);
+    ctx.out("mesh", std::move(m));
+  }
+};
+
+class UvUnwrap final : public pipeline::Stage {
+ public:
+  StageContract contract() const override {
+    return StageContract(
+               "uv_unwrap",
+               "Give the mesh a UV atlas: charts, parameterization, packing with a gutter.")
+        .input<mesh::Mesh>("mesh")
+        .output<mesh::Mesh>("mesh", "the mesh with uvs/uv_faces")
+        .param<int>("texture_size", 2048, Range{64, 16384}, "atlas resolution in texels")
+        .param<int>("gutter", 4, Range{0, 64}, "empty texels between charts")
+        .param<double>("max_seconds", 10.0, Range{0.01, 3600.0},
+                       "time budget; past it a faster strategy finishes the job")
+        .param<bool>("keep_existing", true, "keep the mesh's own UVs when it has them");
+  }
+  void check(const pipeline::ParamMap& params, std::vector<std::string>& problems) const override {
+    const auto size = std::get<int64_t>(params.at("texture_size"));
+    if ((size & (size - 1)) != 0)
+      problems.push_back("texture_size " + std::to_string(size) + " is not a power of two");
+  }
+  void run(StageContext& ctx) const override {
+    auto in = ctx.in<mesh::Mesh>("mesh");
+    const int size = ctx.param<int>("texture_size");
+    if (in->has_uvs() && ctx.param<bool>("keep_existing")) {
+      const mesh::UvCheckResult check = mesh::check_uvs(*in, size);
+      if (check.overlapping_texels > 0 || check.out_of_range > 0)
+        spdlog::warn(
+            "{}: keeping the mesh's own UVs: {:.2f}% of covered texels overlap, {} UVs "
+            "outside [0, 1] (set keep_existing=false to unwrap anew)",
+            ctx.node_id(), 100.0 * check.overlap_fraction, check.out_of_range);
+      ctx.gauge("uv.overlap_fraction", check.overlap_fraction);
+      ctx.out("mesh", in);
+      return;
+    }
+    mesh::UnwrapOptions options;
+    options.texture_size = size;
+    options.gutter = ctx.param<int>("gutter");
+    options.max_seconds = ctx.param<double>("max_seconds");
+    mesh::UnwrapResult result = mesh::uv_unwrap(*in, options);
+    const mesh::UnwrapMetrics& m = result.metrics;
+    ctx.gauge("uv.charts", static_cast<double>(m.charts));
+    ctx.gauge("uv.utilization", m.utilization);
+    ctx.gauge("uv.angle_distortion", m.angle_distortion);
+    ctx.gauge("uv.area_distortion", m.area_distortion);
+    ctx.gauge("uv.seam_length", m.seam_length);
+    spdlog::info("{}: {} charts, {:.1f}% of the atlas used, {:.0f} ms", ctx.node_id(), m.charts,
+                 100.0 * m.utilization, 1000.0 * m.seconds);
+    ctx.out("mesh", std::make_shared<mesh::Mesh>(std::move(result.mesh)));
   }
 };
 
@@ -101,6 +252,10 @@ void register_mesh_stages(pipeline::Registry& registry) {
   registry.add<LoadMesh>();
   registry.add<MeshInfo>();
   registry.add<SaveMesh>();
+  registry.add<NormalizeMesh>();
+  registry.add<CleanMesh>();
+  registry.add<SimplifyMesh>();
+  registry.add<UvUnwrap>();
 }
 
 }  // namespace gen3d::stages

@@ -6,6 +6,9 @@
 namespace gen3d::stages {
 
 void register_mesh_stages(pipeline::Registry& registry);
+void register_render_stages(pipeline::Registry& registry);
+void register_image_stages(pipeline::Registry& registry);
+void register_texture_stages(pipeline::Registry& registry);
 
 // Everything the gen3d executable offers.
 void register_all_stages(pipeline::Registry& registry);

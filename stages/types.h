@@ -1,9 +1,31 @@
 #pragma once
-// The names of the value types that travel between stages, as shown in contracts and messages.
+// The value types that travel between stages, and the names contracts and messages show for them.
+
+#include <vector>
 
 #include "mesh/image.h"
 #include "mesh/mesh.h"
+#include "mesh/normalize.h"
 #include "pipeline/stage.h"
+#include "render/back_project.h"
+#include "render/camera.h"
+#include "render/merge.h"
+#include "render/texture_inpaint.h"
+
+namespace gen3d::stages {
+
+// One image per view, in view order; an empty Image means "nothing for this view".
+using ImageList = std::vector<mesh::Image>;
+// One back-projection per view, in view order (empty texture: the view had no image).
+using BakeList = std::vector<render::BackProjection>;
+
+}  // namespace gen3d::stages
 
 GEN3D_PORT_TYPE(gen3d::mesh::Mesh, "Mesh");
 GEN3D_PORT_TYPE(gen3d::mesh::Image, "Image");
+GEN3D_PORT_TYPE(gen3d::mesh::NormalizeTransform, "Transform");
+GEN3D_PORT_TYPE(gen3d::render::ViewSet, "ViewSet");
+GEN3D_PORT_TYPE(gen3d::stages::ImageList, "ImageList");
+GEN3D_PORT_TYPE(gen3d::stages::BakeList, "BakeList");
+GEN3D_PORT_TYPE(gen3d::render::MergeResult, "MergedTexture");
+GEN3D_PORT_TYPE(gen3d::render::InpaintReport, "InpaintReport");

@@ -1,9 +1,15 @@
 #include "pipeline/cli/commands.h"
 
+#include <unistd.h>
+
+#include <functional>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "pipeline/atomic_file.h"
+#include "pipeline/cli/texgen_config.h"
+#include "pipeline/cli/texgen_report.h"
 #include "pipeline/config.h"
 #include "pipeline/describe.h"
 #include "pipeline/error.h"
@@ -38,18 +44,25 @@ Graph load_graph(const std::string& path, const std::vector<std::string>& sets) 
   return build_graph(cfg, registry());
 }
 
-}  // namespace
+using AfterRun = std::function<void(const Graph&, const RunResult&, const Profiler&)>;
 
-int cmd_run(const RunOptions& o) {
-  const Graph graph = load_graph(o.config, o.sets);
+// Runs a validated graph: progress on a TTY, the summary, trace and metrics files, exit code.
+int run_graph(const Graph& graph, const RunOptions& o, const AfterRun& after = {}) {
   Profiler profiler;
   ExecutorOptions exec;
   exec.max_threads = o.threads;
   exec.model_concurrency = o.model_concurrency;
   exec.interrupt = &interrupt_flag();
-  spdlog::info("running {} ({} nodes)", graph.name.empty() ? o.config : graph.name,
-               graph.nodes.size());
+  const bool progress = !o.quiet && isatty(STDERR_FILENO);
+  if (progress) {
+    exec.on_node_done = [&profiler](const NodeRun& node, size_t done, size_t total) {
+      fmt::print(stderr, "\r\033[K[{}/{}] {} done, {:.1f} s", done, total, node.id,
+                 static_cast<double>(profiler.now_ns()) / 1e9);
+    };
+  }
+  spdlog::info("running {} ({} nodes)", graph.name, graph.nodes.size());
   const RunResult run = execute(graph, profiler, exec);
+  if (progress) fmt::print(stderr, "\r\033[K");
 
   if (!o.quiet) fmt::print(stderr, "\n{}", format_summary(graph, run, profiler));
   // Trace and metrics are written for failed runs too: they show where it stopped.
@@ -59,6 +72,7 @@ int cmd_run(const RunOptions& o) {
   }
   if (!o.metrics_path.empty())
     write_file_atomic(o.metrics_path, metrics_json(graph, run, profiler));
+  if (run.ok() && after) after(graph, run, profiler);
 
   if (run.interrupted) {
     spdlog::error("interrupted: nodes not yet started were skipped");
@@ -69,6 +83,32 @@ int cmd_run(const RunOptions& o) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int cmd_run(const RunOptions& o) {
+  Graph graph = load_graph(o.config, o.sets);
+  if (graph.name.empty()) graph.name = o.config;
+  return run_graph(graph, o);
+}
+
+int cmd_texture(const TextureOptions& o) {
+  PipelineConfig cfg = build_texgen_config(o);
+  apply_overrides(cfg, o.run.sets);
+  if (o.dump) {
+    fmt::print("{}\n", cfg.to_json().dump(2));
+    return 0;
+  }
+  const Graph graph = build_graph(cfg, registry());
+  AfterRun after;
+  if (!o.report_path.empty()) {
+    after = [&](const Graph& g, const RunResult& run, const Profiler& profiler) {
+      write_file_atomic(o.report_path, texgen_report_html(g, run, profiler));
+      spdlog::info("report written to {}", o.report_path);
+    };
+  }
+  return run_graph(graph, o.run, after);
 }
 
 int cmd_validate(const std::string& config, const std::vector<std::string>& sets, bool dump) {

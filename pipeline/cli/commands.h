@@ -18,10 +18,25 @@ struct RunOptions {
   bool quiet = false;
 };
 
+struct TextureOptions {
+  RunOptions run;                   // sets, trace, metrics, threads (config is unused)
+  std::string mesh;                 // --mesh
+  std::vector<std::string> images;  // --image PATH (front) or VIEW=PATH (VIEW: index or name)
+  std::string views_dir;            // --views DIR
+  std::string source_mesh;          // --source-mesh
+  std::string output = "out/textured.glb";
+  int texture_size = 0;  // 0: the config's default
+  int render_size = 0;
+  int faces = -1;           // -1: the config's default
+  std::string report_path;  // --report R.html
+  bool dump = false;        // print the built config instead of running
+};
+
 // Set by the SIGINT handler; the executor skips nodes not yet started and stages poll it.
 std::atomic<bool>& interrupt_flag();
 
 int cmd_run(const RunOptions& options);
+int cmd_texture(const TextureOptions& options);
 int cmd_validate(const std::string& config, const std::vector<std::string>& sets, bool dump);
 int cmd_stages(bool as_json);
 int cmd_schema();

@@ -42,6 +42,33 @@ int main(int argc, char** argv) {
                    "model-class stages allowed to run at once")
       ->check(CLI::Range(1, 64));
 
+  gen3d::cli::TextureOptions tex;
+  auto* texture_cmd = app.add_subcommand(
+      "texture", "Texture a mesh: unwrap, render 6 views, bake, merge, inpaint, save a GLB");
+  texture_cmd->add_option("--mesh", tex.mesh, "mesh to texture (OBJ, GLB, PLY, FBX, ...)")
+      ->required();
+  texture_cmd->add_option("--image", tex.images,
+                          "reference image for the front view; VIEW=PATH for another view "
+                          "(front, right, back, left, top, bottom or an index); repeatable");
+  texture_cmd->add_option("--views", tex.views_dir, "directory with one image per view, by name");
+  texture_cmd->add_option("--source-mesh", tex.source_mesh,
+                          "textured mesh whose albedo views are baked (texture transfer)");
+  texture_cmd->add_option("-o,--output", tex.output, "output mesh (.glb, .obj)")
+      ->capture_default_str();
+  texture_cmd->add_option("--texture-size", tex.texture_size, "texture size (default 2048)")
+      ->check(CLI::Range(64, 16384));
+  texture_cmd->add_option("--render-size", tex.render_size, "view render size (default 2048)")
+      ->check(CLI::Range(64, 16384));
+  texture_cmd->add_option("--faces", tex.faces, "simplify to this many faces first (0: keep)")
+      ->check(CLI::NonNegativeNumber);
+  texture_cmd->add_option("--set", tex.run.sets, "override: var=value or node.param=value");
+  texture_cmd->add_option("--trace", tex.run.trace_path, "write a Chrome trace");
+  texture_cmd->add_option("--metrics", tex.run.metrics_path, "write run metrics as JSON");
+  texture_cmd->add_option("--report", tex.report_path, "write a self-contained HTML report");
+  texture_cmd->add_option("-j,--threads", tex.run.threads, "worker threads (default: all cores)")
+      ->check(CLI::Range(1, 1024));
+  texture_cmd->add_flag("--dump", tex.dump, "print the pipeline config it would run, and stop");
+
   std::string config;
   std::vector<std::string> sets;
   bool dump = false;
@@ -70,10 +97,12 @@ int main(int argc, char** argv) {
   }
   gen3d::pipeline::init_logging(quiet ? -1 : verbosity);
   run.quiet = quiet;
+  tex.run.quiet = quiet;
   std::signal(SIGINT, on_sigint);
 
   try {
     if (*run_cmd) return gen3d::cli::cmd_run(run);
+    if (*texture_cmd) return gen3d::cli::cmd_texture(tex);
     if (*validate_cmd) return gen3d::cli::cmd_validate(config, sets, dump);
     if (*stages_cmd) return gen3d::cli::cmd_stages(as_json);
     if (*schema_cmd) return gen3d::cli::cmd_schema();

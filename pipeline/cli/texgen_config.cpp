@@ -1,0 +1,120 @@
+#include "pipeline/cli/texgen_config.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "pipeline/error.h"
+
+namespace gen3d::cli {
+
+using nlohmann::json;
+using pipeline::ConfigError;
+
+namespace {
+
+// The official six views by name (hunyuan6 order).
+const std::map<std::string, int> kViewNames = {{"front", 0}, {"right", 1}, {"back", 2},
+                                               {"left", 3},  {"top", 4},   {"bottom", 5}};
+
+json* find_node(json& doc, const std::string& id) {
+  for (json& n : doc["nodes"])
+    if (n["id"] == id) return &n;
+  throw ConfigError(fmt::format("the texgen config has no node \"{}\"", id));
+}
+
+// Removes nodes and every input that refers to them.
+void remove_nodes(json& doc, const std::vector<std::string>& ids) {
+  json kept = json::array();
+  for (json& n : doc["nodes"]) {
+    if (std::find(ids.begin(), ids.end(), n["id"].get<std::string>()) != ids.end()) continue;
+    if (n.contains("inputs")) {
+      json inputs = json::object();
+      for (auto& [port, from] : n["inputs"].items()) {
+        const std::string src = from.get<std::string>();
+        const std::string node = src.substr(0, src.find('.'));
+        if (std::find(ids.begin(), ids.end(), node) == ids.end()) inputs[port] = from;
+      }
+      n["inputs"] = inputs;
+    }
+    kept.push_back(n);
+  }
+  doc["nodes"] = kept;
+}
+
+}  // namespace
+
+pipeline::PipelineConfig build_texgen_config(const TextureOptions& o) {
+  json doc = json::parse(default_texgen_json());
+  json& vars = doc["vars"];
+  vars["mesh"] = o.mesh;
+  vars["out"] = o.output;
+  if (o.texture_size > 0) vars["texture_size"] = o.texture_size;
+  if (o.render_size > 0) vars["render_size"] = o.render_size;
+  if (o.faces >= 0) vars["faces"] = o.faces;
+
+  const int sources = !o.images.empty() + !o.views_dir.empty() + !o.source_mesh.empty();
+  if (sources == 0)
+    throw ConfigError("gen3d texture needs view images: give --image, --views or --source-mesh");
+  if (!o.views_dir.empty() && !o.source_mesh.empty())
+    throw ConfigError("--views and --source-mesh are two sources of views: give one");
+
+  json& multiview = *find_node(doc, "multiview");
+  // Reference images: the first bare path is the front view; VIEW=PATH puts one on a view.
+  std::string front;
+  json extra_images = json::array(), extra_views = json::array();
+  for (const std::string& item : o.images) {
+    const auto eq = item.find('=');
+    std::string view = eq == std::string::npos ? "" : item.substr(0, eq);
+    const std::string path = eq == std::string::npos ? item : item.substr(eq + 1);
+    if (view.empty() && front.empty()) {
+      front = path;
+      continue;
+    }
+    if (view.empty())
+      throw ConfigError(
+          fmt::format("--image {}: a second image needs a view (e.g. back={})", item, path));
+    int index = -1;
+    if (kViewNames.count(view))
+      index = kViewNames.at(view);
+    else if (std::all_of(view.begin(), view.end(), ::isdigit))
+      index = std::stoi(view);
+    if (index < 0)
+      throw ConfigError(
+          fmt::format("--image {}: unknown view \"{}\" (front, right, back, left, top, "
+                      "bottom or an index)",
+                      item, view));
+    if (index == 0 && front.empty()) {
+      front = path;
+      continue;
+    }
+    extra_images.push_back(path);
+    extra_views.push_back(index);
+  }
+  if (!o.images.empty() && front.empty())
+    throw ConfigError("--image: the front view needs an image (a bare path or front=PATH)");
+
+  if (!front.empty()) {
+    vars["image"] = front;
+    multiview["params"]["extra_images"] = extra_images;
+    multiview["params"]["extra_views"] = extra_views;
+  } else {
+    remove_nodes(doc, {"image", "background", "recenter", "delight"});
+    vars.erase("image");
+  }
+  if (!o.views_dir.empty()) {
+    multiview["params"]["source"] = "files";
+    multiview["params"]["dir"] = o.views_dir;
+  } else if (!o.source_mesh.empty()) {
+    json source = {{"id", "source"}, {"stage", "load_mesh"}, {"params", {{"path", o.source_mesh}}}};
+    doc["nodes"].insert(doc["nodes"].begin(), source);
+    json& mv = *find_node(doc, "multiview");
+    mv["params"]["source"] = "render";
+    mv["inputs"]["source_mesh"] = "source.mesh";
+    mv["inputs"]["transform"] = "normalize.transform";
+  }
+  return pipeline::parse_config(doc, "gen3d texture (assets/pipelines/texgen.json)");
+}
+
+}  // namespace gen3d::cli

@@ -1,0 +1,162 @@
+#include "pipeline/cli/texgen_report.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "pipeline/run_report.h"
+#include "stages/types.h"
+
+namespace gen3d::cli {
+
+using pipeline::Graph;
+using pipeline::RunResult;
+
+namespace {
+
+std::string base64(const std::vector<uint8_t>& bytes) {
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const uint32_t b = (uint32_t(bytes[i]) << 16) | (i + 1 < bytes.size() ? bytes[i + 1] << 8 : 0) |
+                       (i + 2 < bytes.size() ? bytes[i + 2] : 0);
+    out += kAlphabet[(b >> 18) & 63];
+    out += kAlphabet[(b >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(b >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kAlphabet[b & 63] : '=';
+  }
+  return out;
+}
+
+// An <img> of `image` scaled to fit `size` pixels, or a placeholder for an empty image.
+std::string img_tag(const mesh::Image& image, int size, const std::string& caption) {
+  if (image.empty())
+    return fmt::format("<figure><div class=empty></div><figcaption>{} (none)</figcaption></figure>",
+                       caption);
+  cv::Mat m(image.height, image.width, CV_32FC(image.channels),
+            const_cast<float*>(image.pixels.data()));
+  cv::Mat u8;
+  m.convertTo(u8, CV_8U, 255.0);
+  if (image.channels == 3) cv::cvtColor(u8, u8, cv::COLOR_RGB2BGR);
+  if (image.channels == 4) cv::cvtColor(u8, u8, cv::COLOR_RGBA2BGRA);
+  const double scale = static_cast<double>(size) / std::max(image.width, image.height);
+  if (scale < 1.0) cv::resize(u8, u8, {}, scale, scale, cv::INTER_AREA);
+  std::vector<uint8_t> png;
+  cv::imencode(".png", u8, png);
+  return fmt::format(
+      "<figure><img src=\"data:image/png;base64,{}\"><figcaption>{}</figcaption></figure>",
+      base64(png), caption);
+}
+
+// The first node output of type T from a node running `stage`.
+template <class T>
+std::shared_ptr<const T> output_of_stage(const Graph& g, const RunResult& run,
+                                         const std::string& stage, const std::string& port) {
+  for (const auto& n : g.nodes)
+    if (n.contract && n.contract->name == stage)
+      if (auto v = run.output<T>(g, n.id, port)) return v;
+  return nullptr;
+}
+
+std::string image_row(const std::shared_ptr<const stages::ImageList>& list,
+                      const std::string& label) {
+  if (!list) return {};
+  std::string out = fmt::format("<h2>{}</h2><div class=row>", label);
+  for (size_t v = 0; v < list->size(); ++v)
+    out += img_tag((*list)[v], 160, fmt::format("view {}", v));
+  return out + "</div>";
+}
+
+// SVG timeline: one lane per thread, one bar per node span, hover for details.
+std::string timeline_svg(const pipeline::Profiler& profiler) {
+  std::vector<pipeline::SpanRecord> spans;
+  for (auto& s : profiler.spans())
+    if (s.category == "node") spans.push_back(s);
+  if (spans.empty()) return {};
+  std::map<int, int> lane;
+  int64_t end = 1;
+  for (const auto& s : spans) {
+    lane.emplace(s.thread, static_cast<int>(lane.size()));
+    end = std::max(end, s.start_ns + s.dur_ns);
+  }
+  const int width = 960, lane_h = 26;
+  std::string svg = fmt::format("<svg width={} height={} class=timeline>", width + 80,
+                                lane_h * static_cast<int>(lane.size()) + 24);
+  for (const auto& [thread, l] : lane)
+    svg += fmt::format("<text x=0 y={}>thread {}</text>", l * lane_h + 17, thread);
+  for (const auto& s : spans) {
+    const double x = 80 + width * static_cast<double>(s.start_ns) / end;
+    const double w = std::max(1.0, width * static_cast<double>(s.dur_ns) / end);
+    const int y = lane.at(s.thread) * lane_h;
+    svg += fmt::format(
+        "<g><rect x={:.1f} y={} width={:.1f} height={} rx=3><title>{}: {:.1f} ms</title></rect>"
+        "<text x={:.1f} y={} class=bar>{}</text></g>",
+        x, y + 2, w, lane_h - 4, s.name, s.dur_ns / 1e6, x + 3, y + 17, w > 60 ? s.name : "");
+  }
+  svg += fmt::format("<text x=80 y={}>0 ms</text><text x={} y={} text-anchor=end>{:.0f} ms</text>",
+                     lane_h * lane.size() + 18, width + 80, lane_h * lane.size() + 18, end / 1e6);
+  return svg + "</svg>";
+}
+
+}  // namespace
+
+std::string texgen_report_html(const Graph& g, const RunResult& run,
+                               const pipeline::Profiler& profiler) {
+  std::string body;
+  body += fmt::format(
+      "<h1>gen3d texgen report</h1><p>pipeline <b>{}</b>, {:.0f} ms wall, peak RSS "
+      "{:.0f} MiB</p>",
+      g.name, run.wall_ms, pipeline::peak_rss_mb());
+  body += image_row(output_of_stage<stages::ImageList>(g, run, "render_normals", "maps"),
+                    "Normal maps");
+  body += image_row(output_of_stage<stages::ImageList>(g, run, "render_positions", "maps"),
+                    "Position maps");
+  body +=
+      image_row(output_of_stage<stages::ImageList>(g, run, "multiview", "images"), "View images");
+
+  auto texture = output_of_stage<mesh::Image>(g, run, "inpaint_texture", "texture");
+  auto merged = output_of_stage<render::MergeResult>(g, run, "merge_views", "merged");
+  if (texture) {
+    body += "<h2>Texture</h2><div class=row>" + img_tag(*texture, 480, "final texture");
+    if (merged && merged->trust_mask.size() == texture->pixels.size() / 3) {
+      // Texels no view painted are tinted red: what inpainting had to invent.
+      mesh::Image overlay = *texture;
+      for (size_t i = 0; i < merged->trust_mask.size(); ++i)
+        if (!merged->trust_mask[i]) {
+          float* p = overlay.pixels.data() + i * 3;
+          p[0] = 0.5f * p[0] + 0.5f;
+          p[1] *= 0.5f;
+          p[2] *= 0.5f;
+        }
+      body += img_tag(overlay, 480, "coverage: red = not painted by any view");
+    }
+    body += "</div>";
+  }
+  body += "<h2>Bake report</h2><table>";
+  for (const auto& [name, value] : profiler.counter_totals())
+    if (name.rfind("bake.", 0) == 0 || name.rfind("psnr.", 0) == 0 || name.rfind("uv.", 0) == 0 ||
+        name.rfind("raster_cache.", 0) == 0)
+      body += fmt::format("<tr><td>{}</td><td>{:.4g}</td></tr>", name, value);
+  body += "</table><h2>Timeline</h2>" + timeline_svg(profiler);
+  body +=
+      "<h2>Stages</h2><table><tr><th>node</th><th>stage</th><th>start ms</th><th>wall ms</th></tr>";
+  for (const auto& n : run.nodes)
+    body += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td></tr>", n.id,
+                        n.stage, n.start_ms, n.wall_ms);
+  body += "</table>";
+  return "<!doctype html><html><head><meta charset=utf-8><title>gen3d texgen report</title><style>"
+         "body{font:14px "
+         "sans-serif;margin:24px;color:#222}.row{display:flex;flex-wrap:wrap;gap:8px}"
+         "figure{margin:0}figcaption{font-size:12px;color:#555}img{background:#eee;display:block}"
+         ".empty{width:160px;height:160px;background:#f3f3f3}table{border-collapse:collapse}"
+         "td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}"
+         ".timeline rect{fill:#6a9fd8}.timeline text{font-size:11px}.timeline .bar{fill:#fff}"
+         "</style></head><body>" +
+         body + "</body></html>\n";
+}
+
+}  // namespace gen3d::cli

@@ -1,0 +1,314 @@
+#include "render/texture_inpaint.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <opencv2/imgproc.hpp>
+#include <opencv2/photo.hpp>
+
+#include "mesh/vertex_inpaint.h"
+#include "render/error.h"
+
+namespace gen3d::render {
+namespace {
+
+size_t count(const std::vector<uint8_t>& mask) {
+  return static_cast<size_t>(std::count_if(mask.begin(), mask.end(), [](uint8_t v) { return v; }));
+}
+
+// 8-bit copy with truncation, as the reference converts before cv::inpaint.
+cv::Mat to_u8_truncated(const mesh::Image& image) {
+  cv::Mat out(image.height, image.width, CV_8UC3);
+  for (size_t i = 0; i < image.pixels.size(); ++i)
+    out.data[i] = static_cast<uint8_t>(std::clamp(image.pixels[i], 0.0f, 1.0f) * 255.0f);
+  return out;
+}
+
+mesh::Image from_u8(const cv::Mat& m) {
+  mesh::Image out(m.cols, m.rows, 3);
+  for (size_t i = 0; i < out.pixels.size(); ++i) out.pixels[i] = m.data[i] / 255.0f;
+  return out;
+}
+
+// Average of the known 8-neighbours, one ring per pass: the gutter gets the charts' edge colours.
+size_t dilate_rings(mesh::Image& tex, std::vector<uint8_t>& known, int rings) {
+  const int w = tex.width, h = tex.height;
+  size_t filled = 0;
+  std::vector<uint32_t> ring;
+  for (int pass = 0; pass < rings; ++pass) {
+    ring.clear();
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) {
+        if (known[static_cast<size_t>(y) * w + x]) continue;
+        float sum[3] = {0, 0, 0};
+        int n = 0;
+        for (int dy = -1; dy <= 1; ++dy)
+          for (int dx = -1; dx <= 1; ++dx) {
+            const int nx = x + dx, ny = y + dy;
+            if (nx < 0 || ny < 0 || nx >= w || ny >= h || !known[static_cast<size_t>(ny) * w + nx])
+              continue;
+            const float* p = tex.at(nx, ny);
+            for (int c = 0; c < 3; ++c) sum[c] += p[c];
+            ++n;
+          }
+        if (n == 0) continue;
+        float* q = tex.at(x, y);
+        for (int c = 0; c < 3; ++c) q[c] = sum[c] / n;
+        ring.push_back(static_cast<uint32_t>(y * w + x));
+      }
+    if (ring.empty()) break;
+    for (uint32_t i : ring) known[i] = 1;
+    filled += ring.size();
+  }
+  return filled;
+}
+
+// Push-pull: average known texels down a pyramid, then fill unknown texels from the coarser level
+// on the way up. Smooth, O(texels), never leaves a hole.
+void push_pull_fill(mesh::Image& tex, const std::vector<uint8_t>& known) {
+  struct Level {
+    int w, h;
+    std::vector<float> rgb, weight;
+  };
+  std::vector<Level> levels;
+  Level base{tex.width, tex.height, tex.pixels, std::vector<float>(known.size())};
+  for (size_t i = 0; i < known.size(); ++i) base.weight[i] = known[i] ? 1.0f : 0.0f;
+  levels.push_back(std::move(base));
+  while (levels.back().w > 1 || levels.back().h > 1) {
+    const Level& fine = levels.back();
+    Level coarse{(fine.w + 1) / 2, (fine.h + 1) / 2, {}, {}};
+    coarse.rgb.assign(static_cast<size_t>(coarse.w) * coarse.h * 3, 0.0f);
+    coarse.weight.assign(static_cast<size_t>(coarse.w) * coarse.h, 0.0f);
+    for (int y = 0; y < fine.h; ++y)
+      for (int x = 0; x < fine.w; ++x) {
+        const size_t f = static_cast<size_t>(y) * fine.w + x;
+        const size_t c = static_cast<size_t>(y / 2) * coarse.w + x / 2;
+        const float wgt = fine.weight[f];
+        for (int k = 0; k < 3; ++k) coarse.rgb[c * 3 + k] += fine.rgb[f * 3 + k] * wgt;
+        coarse.weight[c] += wgt;
+      }
+    for (size_t c = 0; c < coarse.weight.size(); ++c)
+      if (coarse.weight[c] > 0) {
+        for (int k = 0; k < 3; ++k) coarse.rgb[c * 3 + k] /= coarse.weight[c];
+        coarse.weight[c] = 1.0f;
+      }
+    levels.push_back(std::move(coarse));
+  }
+  for (size_t l = levels.size() - 1; l-- > 0;) {
+    Level& fine = levels[l];
+    const Level& coarse = levels[l + 1];
+    for (int y = 0; y < fine.h; ++y)
+      for (int x = 0; x < fine.w; ++x) {
+        const size_t f = static_cast<size_t>(y) * fine.w + x;
+        if (fine.weight[f] > 0) {
+          if (l > 0) {
+            for (int k = 0; k < 3; ++k) fine.rgb[f * 3 + k] /= fine.weight[f];
+            fine.weight[f] = 1.0f;
+          }
+          continue;
+        }
+        const size_t c = static_cast<size_t>(y / 2) * coarse.w + x / 2;
+        for (int k = 0; k < 3; ++k) fine.rgb[f * 3 + k] = coarse.rgb[c * 3 + k];
+        fine.weight[f] = 1.0f;
+      }
+  }
+  tex.pixels = std::move(levels[0].rgb);
+}
+
+// Colours per *position* vertex (welded, so propagation crosses UV seams and reaches charts no view
+// saw): a vertex is seeded by the painted texels around its UV vertices' texels (3 x 3), then
+// colours spread breadth-first over mesh edges, each new vertex taking the inverse-square-distance
+// average of its already coloured neighbours. Returns RGB per UV vertex and whether it has one.
+void propagate_vertex_colors(const mesh::Mesh& mesh, const mesh::Image& tex,
+                             const std::vector<uint8_t>& painted, std::vector<float>& uv_color,
+                             std::vector<uint8_t>& uv_known, size_t& unreached) {
+  const size_t nv = mesh.positions.size();
+  const int size = tex.width;
+  std::vector<double> color(nv * 3, 0.0), weight(nv, 0.0);
+  for (size_t f = 0; f < mesh.faces.size(); ++f)
+    for (int k = 0; k < 3; ++k) {
+      const mesh::Vec2& uv = mesh.uvs[mesh.uv_faces[f][k]];
+      const int col = static_cast<int>(std::lround(uv[0] * (size - 1)));
+      const int row = static_cast<int>(std::lround(uv[1] * (size - 1)));
+      const uint32_t p = mesh.faces[f][k];
+      for (int y = std::max(0, row - 1); y <= std::min(size - 1, row + 1); ++y)
+        for (int x = std::max(0, col - 1); x <= std::min(size - 1, col + 1); ++x) {
+          if (!painted[static_cast<size_t>(y) * size + x]) continue;
+          const float* c = tex.at(x, y);
+          for (int ch = 0; ch < 3; ++ch) color[p * 3 + ch] += c[ch];
+          weight[p] += 1.0;
+        }
+    }
+  std::vector<uint8_t> known(nv, 0);
+  std::vector<uint32_t> frontier;
+  for (size_t p = 0; p < nv; ++p)
+    if (weight[p] > 0) {
+      for (int ch = 0; ch < 3; ++ch) color[p * 3 + ch] /= weight[p];
+      known[p] = 1;
+    }
+  // Undirected, de-duplicated vertex adjacency in CSR form.
+  std::vector<std::vector<uint32_t>> adjacent(nv);
+  for (const mesh::Tri& f : mesh.faces)
+    for (int k = 0; k < 3; ++k) {
+      adjacent[f[k]].push_back(f[(k + 1) % 3]);
+      adjacent[f[(k + 1) % 3]].push_back(f[k]);
+    }
+  for (auto& a : adjacent) {
+    std::sort(a.begin(), a.end());
+    a.erase(std::unique(a.begin(), a.end()), a.end());
+  }
+  for (size_t p = 0; p < nv; ++p)
+    if (!known[p])
+      for (uint32_t q : adjacent[p])
+        if (known[q]) {
+          frontier.push_back(static_cast<uint32_t>(p));
+          break;
+        }
+  std::vector<uint32_t> next;
+  std::vector<uint8_t> queued(nv, 0);
+  for (uint32_t p : frontier) queued[p] = 1;
+  while (!frontier.empty()) {
+    // Colour the whole layer from the previous layers, then mark it, so the order inside a layer
+    // does not matter (deterministic, thread-count independent).
+    std::vector<double> layer(frontier.size() * 3, 0.0);
+    for (size_t i = 0; i < frontier.size(); ++i) {
+      const uint32_t p = frontier[i];
+      double wsum = 0.0;
+      for (uint32_t q : adjacent[p]) {
+        if (!known[q]) continue;
+        const mesh::Vec3& a = mesh.positions[p];
+        const mesh::Vec3& b = mesh.positions[q];
+        const double d2 = std::max(1e-8, double(a[0] - b[0]) * (a[0] - b[0]) +
+                                             double(a[1] - b[1]) * (a[1] - b[1]) +
+                                             double(a[2] - b[2]) * (a[2] - b[2]));
+        for (int ch = 0; ch < 3; ++ch) layer[i * 3 + ch] += color[q * 3 + ch] / d2;
+        wsum += 1.0 / d2;
+      }
+      for (int ch = 0; ch < 3; ++ch) layer[i * 3 + ch] /= wsum;
+    }
+    next.clear();
+    for (size_t i = 0; i < frontier.size(); ++i) {
+      const uint32_t p = frontier[i];
+      for (int ch = 0; ch < 3; ++ch) color[p * 3 + ch] = layer[i * 3 + ch];
+      known[p] = 1;
+    }
+    for (uint32_t p : frontier)
+      for (uint32_t q : adjacent[p])
+        if (!known[q] && !queued[q]) {
+          queued[q] = 1;
+          next.push_back(q);
+        }
+    frontier.swap(next);
+  }
+  unreached = 0;
+  for (size_t p = 0; p < nv; ++p) unreached += !known[p];
+  uv_color.assign(mesh.uvs.size() * 3, 0.0f);
+  uv_known.assign(mesh.uvs.size(), 0);
+  for (size_t f = 0; f < mesh.faces.size(); ++f)
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t p = mesh.faces[f][k], t = mesh.uv_faces[f][k];
+      if (!known[p]) continue;
+      uv_known[t] = 1;
+      for (int ch = 0; ch < 3; ++ch) uv_color[t * 3 + ch] = static_cast<float>(color[p * 3 + ch]);
+    }
+}
+
+}  // namespace
+
+mesh::Image inpaint_texture(const mesh::Mesh& mesh, const mesh::Image& texture,
+                            const std::vector<uint8_t>& trust, const Raster* uv_raster,
+                            const InpaintOptions& options, InpaintReport* report) {
+  const size_t texels = static_cast<size_t>(texture.width) * texture.height;
+  if (texture.channels != 3 || texture.width != texture.height)
+    throw RenderError("inpaint_texture: expected a square RGB texture");
+  if (trust.size() != texels) throw RenderError("inpaint_texture: trust mask size mismatch");
+  const bool reference = options.method == "reference";
+  if (!reference && options.method != "charts")
+    throw RenderError("inpaint_texture: unknown method \"" + options.method + "\"");
+  if (!reference && (!uv_raster || uv_raster->pixel_count() != texels))
+    throw RenderError(
+        "inpaint_texture: the \"charts\" method needs the UV raster at the texture size");
+  const int flags = options.algorithm == "telea" ? cv::INPAINT_TELEA : cv::INPAINT_NS;
+
+  InpaintReport r;
+  r.view_texels = count(trust);
+  mesh::Image tex = texture;
+  std::vector<uint8_t> known(trust.begin(), trust.end());
+  if (reference) {
+    if (options.vertex_inpaint && mesh.has_uvs())
+      r.vertices_unreached =
+          mesh::vertex_inpaint(mesh, tex, known, /*v_flipped=*/true).unreached_vertices;
+    // Every unpainted texel, background included, goes through cv::inpaint on the 8-bit image.
+    cv::Mat holes(texture.height, texture.width, CV_8U);
+    for (size_t i = 0; i < texels; ++i) holes.data[i] = known[i] ? 0 : 255;
+    r.vertex_texels = count(known) - r.view_texels;
+    r.image_texels = static_cast<size_t>(cv::countNonZero(holes));
+    cv::Mat filled;
+    cv::inpaint(to_u8_truncated(tex), holes, filled, options.radius, flags);
+    if (report) *report = r;
+    return from_u8(filled);
+  }
+
+  // Unpainted chart texels whose face has three coloured corners take the interpolated colour.
+  const Raster& uv = *uv_raster;
+  std::vector<uint8_t> charts(texels);
+  for (size_t i = 0; i < texels; ++i) charts[i] = uv.face_id[i] != 0;
+  r.chart_texels = count(charts);
+  std::vector<float> vertex_color;
+  std::vector<uint8_t> vertex_known;
+  if (options.vertex_inpaint && mesh.has_uvs()) {
+    propagate_vertex_colors(mesh, tex, known, vertex_color, vertex_known, r.vertices_unreached);
+    for (size_t i = 0; i < texels; ++i) {
+      if (known[i] || !charts[i]) continue;
+      const mesh::Tri& corners = mesh.uv_faces[static_cast<size_t>(uv.face_id[i] - 1)];
+      if (!vertex_known[corners[0]] || !vertex_known[corners[1]] || !vertex_known[corners[2]])
+        continue;
+      float* q = tex.pixels.data() + i * 3;
+      for (int c = 0; c < 3; ++c) {
+        float v = 0.0f;
+        for (int k = 0; k < 3; ++k) v += uv.bary[i * 3 + k] * vertex_color[corners[k] * 3 + c];
+        q[c] = std::clamp(v, 0.0f, 1.0f);
+      }
+      known[i] = 1;
+    }
+  }
+  r.vertex_texels = count(known) - r.view_texels;
+  // What is left inside the charts goes to OpenCV inpainting.
+  cv::Mat holes(texture.height, texture.width, CV_8U);
+  for (size_t i = 0; i < texels; ++i) holes.data[i] = (!known[i] && charts[i]) ? 255 : 0;
+  r.image_texels = static_cast<size_t>(cv::countNonZero(holes));
+  if (r.image_texels > 0 && r.image_texels < r.chart_texels) {
+    // cv::inpaint's work follows the hole texels; crop to their bounding box plus the radius.
+    const cv::Rect box = cv::boundingRect(holes);
+    const int pad = static_cast<int>(std::ceil(options.radius)) + 2;
+    const cv::Rect roi = (box + cv::Size(2 * pad, 2 * pad) - cv::Point(pad, pad)) &
+                         cv::Rect(0, 0, texture.width, texture.height);
+    // cv::inpaint reads every texel outside the holes as known, so unpainted background next to a
+    // chart would bleed black in: give it the push-pull extrapolation of the painted texels first.
+    mesh::Image prefilled = tex;
+    push_pull_fill(prefilled, known);
+    cv::Mat src(texture.height, texture.width, CV_32FC3, prefilled.pixels.data());
+    cv::Mat src8;
+    src(roi).convertTo(src8, CV_8UC3, 255.0);
+    cv::Mat filled;
+    cv::inpaint(src8, holes(roi), filled, options.radius, flags);
+    for (int y = 0; y < roi.height; ++y)
+      for (int x = 0; x < roi.width; ++x) {
+        const size_t i = static_cast<size_t>(y + roi.y) * texture.width + (x + roi.x);
+        if (!holes.data[i]) continue;
+        const cv::Vec3b v = filled.at<cv::Vec3b>(y, x);
+        float* q = tex.at(x + roi.x, y + roi.y);
+        for (int c = 0; c < 3; ++c) q[c] = v[c] / 255.0f;
+        known[i] = 1;
+      }
+  } else if (r.image_texels > 0) {
+    // Nothing trusted inside the charts at all: nothing to inpaint from; push-pull fills below.
+    r.image_texels = 0;
+  }
+  r.gutter_texels = dilate_rings(tex, known, options.gutter);
+  push_pull_fill(tex, known);
+  if (report) *report = r;
+  return tex;
+}
+
+}  // namespace gen3d::render

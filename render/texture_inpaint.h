@@ -1,0 +1,46 @@
+#pragma once
+// Filling the texels no view painted: mesh-vertex propagation, image inpainting inside the UV
+// charts, then dilation into the gutter and a smooth fill of the background so mip-mapping never
+// pulls in black.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mesh/image.h"
+#include "mesh/mesh.h"
+#include "render/rasterizer.h"
+
+namespace gen3d::render {
+
+struct InpaintOptions {
+  // "charts": the vertex colours are interpolated over every unpainted chart texel, OpenCV
+  //   inpaints what no painted vertex reaches, then the gutter is dilated and the background
+  //   filled — fast: its cost follows the remaining holes, not the atlas.
+  // "reference": the reference's order exactly: vertex inpaint, 8-bit truncation, OpenCV
+  //   Navier-Stokes over every unpainted texel of the whole image (slow; kept for parity).
+  std::string method = "charts";
+  std::string algorithm = "ns";  // OpenCV inpainting: "ns" (Navier-Stokes) or "telea"
+  double radius = 3.0;           // OpenCV inpainting radius in texels
+  int gutter = 4;                // texels around the charts filled by dilation
+  bool vertex_inpaint = true;    // propagate colours over mesh connectivity first
+};
+
+struct InpaintReport {
+  size_t chart_texels = 0;   // texels inside the charts
+  size_t view_texels = 0;    // painted by the views (trusted after merge)
+  size_t vertex_texels = 0;  // added by vertex propagation (vertex texels + interpolation)
+  size_t image_texels = 0;   // filled by image inpainting inside the charts
+  size_t gutter_texels = 0;  // filled by dilation around the charts
+  size_t vertices_unreached = 0;
+};
+
+// mesh: as the render library holds it (normalized, v flipped).
+// texture: T x T x 3 merged bake in [0, 1]; trust: T x T, non-zero where views painted;
+// uv_raster: the mesh's UV-space raster at T x T (rasterize_uv; required by "charts", ignored by
+// "reference"). Returns the filled texture (RGB float); fills `report` when given.
+mesh::Image inpaint_texture(const mesh::Mesh& mesh, const mesh::Image& texture,
+                            const std::vector<uint8_t>& trust, const Raster* uv_raster,
+                            const InpaintOptions& options = {}, InpaintReport* report = nullptr);
+
+}  // namespace gen3d::render
