@@ -3,8 +3,10 @@
 namespace gen3d::stages {
 
 render::RasterCache& raster_cache(const pipeline::StageContext& ctx) {
-  return *ctx.shared().get_or_create<render::RasterCache>("raster_cache",
-                                                          [] { return new render::RasterCache(); });
+  // Six views at 2048 plus the UV raster at 2048 (about 590 MiB) fit without eviction.
+  constexpr size_t kBudget = size_t{1} << 30;
+  return *ctx.shared().get_or_create<render::RasterCache>(
+      "raster_cache", [] { return new render::RasterCache(kBudget); });
 }
 
 void report_cache(const pipeline::StageContext& ctx, const render::RasterCache& cache) {

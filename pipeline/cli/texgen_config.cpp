@@ -60,7 +60,6 @@ pipeline::PipelineConfig build_texgen_config(const TextureOptions& o) {
   if (!o.views_dir.empty() && !o.source_mesh.empty())
     throw ConfigError("--views and --source-mesh are two sources of views: give one");
 
-  json& multiview = *find_node(doc, "multiview");
   // Reference images: the first bare path is the front view; VIEW=PATH puts one on a view.
   std::string front;
   json extra_images = json::array(), extra_views = json::array();
@@ -95,24 +94,27 @@ pipeline::PipelineConfig build_texgen_config(const TextureOptions& o) {
   if (!o.images.empty() && front.empty())
     throw ConfigError("--image: the front view needs an image (a bare path or front=PATH)");
 
-  if (!front.empty()) {
-    vars["image"] = front;
-    multiview["params"]["extra_images"] = extra_images;
-    multiview["params"]["extra_views"] = extra_views;
-  } else {
+  if (front.empty()) {
     remove_nodes(doc, {"image", "background", "recenter", "delight"});
-    vars.erase("image");
+    doc["vars"].erase("image");
+  } else {
+    doc["vars"]["image"] = front;
   }
+  if (!o.source_mesh.empty()) {
+    json source = {{"id", "source"}, {"stage", "load_mesh"}, {"params", {{"path", o.source_mesh}}}};
+    doc["nodes"].insert(doc["nodes"].begin(), source);
+  }
+  // Looked up last: the edits above rebuild the node array.
+  json& multiview = *find_node(doc, "multiview");
+  multiview["params"]["extra_images"] = extra_images;
+  multiview["params"]["extra_views"] = extra_views;
   if (!o.views_dir.empty()) {
     multiview["params"]["source"] = "files";
     multiview["params"]["dir"] = o.views_dir;
   } else if (!o.source_mesh.empty()) {
-    json source = {{"id", "source"}, {"stage", "load_mesh"}, {"params", {{"path", o.source_mesh}}}};
-    doc["nodes"].insert(doc["nodes"].begin(), source);
-    json& mv = *find_node(doc, "multiview");
-    mv["params"]["source"] = "render";
-    mv["inputs"]["source_mesh"] = "source.mesh";
-    mv["inputs"]["transform"] = "normalize.transform";
+    multiview["params"]["source"] = "render";
+    multiview["inputs"]["source_mesh"] = "source.mesh";
+    multiview["inputs"]["transform"] = "normalize.transform";
   }
   return pipeline::parse_config(doc, "gen3d texture (assets/pipelines/texgen.json)");
 }

@@ -1,0 +1,121 @@
+// `gen3d texture` end to end on the shipped spider: outputs, the raster cache's promise, the
+// report, and the bad-input paths.
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "mesh/io.h"
+#include "support/paths.h"
+#include "support/run_command.h"
+
+namespace gen3d::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kSpider = "assets/meshes/spider/spider.obj";
+const std::string kFront = "assets/images/spider_front.png";
+const std::string kSmall = " --texture-size 256 --render-size 256 ";
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+TEST(TextureCommand, ReferenceImageToTexturedGlb) {
+  const std::string dir = temp_dir("texture_ref");
+  const auto r = run_gen3d("texture --mesh " + kSpider + " --image " + kFront + kSmall + "-o " +
+                           dir + "/out.glb --metrics " + dir + "/m.json --trace " + dir +
+                           "/t.json --report " + dir + "/r.html");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const mesh::Mesh out = mesh::load_mesh(dir + "/out.glb");
+  EXPECT_EQ(out.face_count(), 1368u);
+  ASSERT_TRUE(out.texture);
+  EXPECT_EQ(out.texture->width, 256);
+  EXPECT_TRUE(out.has_uvs());
+
+  const json m = read_json(dir + "/m.json");
+  // 6 poses + the UV raster, whatever number of maps, views and bakes asked for them.
+  EXPECT_EQ(m["counters"]["raster_cache.rasterizations"], 7.0);
+  EXPECT_GT(m["counters"]["raster_cache.hits"].get<double>(), 6.0);
+  EXPECT_GT(m["counters"]["bake.share_views"].get<double>(), 0.05);
+
+  // The delighting branch overlaps the rasterization branch in time.
+  double delight_start = -1, delight_end = -1, normals_start = -1, normals_end = -1;
+  for (const json& n : m["nodes"]) {
+    const double s = n["start_ms"], e = s + n["wall_ms"].get<double>();
+    if (n["stage"] == "delight") delight_start = s, delight_end = e;
+    if (n["stage"] == "render_normals") normals_start = s, normals_end = e;
+  }
+  ASSERT_GE(delight_start, 0);
+  ASSERT_GE(normals_start, 0);
+  const std::string html = [&] {
+    std::ifstream in(dir + "/r.html");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  EXPECT_NE(html.find("data:image/png;base64,"), std::string::npos);
+  EXPECT_NE(html.find("<svg"), std::string::npos) << "timeline";
+  EXPECT_NE(html.find("bake.share_views"), std::string::npos);
+  // Overlap needs two threads; on one core the branches run one after the other.
+  if (std::thread::hardware_concurrency() > 1) {
+    EXPECT_TRUE(delight_start < normals_end && normals_start < delight_end)
+        << "delight " << delight_start << ".." << delight_end << ", normals " << normals_start
+        << ".." << normals_end;
+  }
+}
+
+TEST(TextureCommand, SourceMeshTransfersTheTexture) {
+  const std::string dir = temp_dir("texture_src");
+  const auto r = run_gen3d("texture --mesh " + kSpider + " --source-mesh " + kSpider + kSmall +
+                           "--set uv.keep_existing=false -o " + dir + "/out.obj");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir + "/out.obj"));
+  EXPECT_TRUE(fs::exists(dir + "/out.png")) << "OBJ output writes its texture beside it";
+}
+
+TEST(TextureCommand, ViewsDirectoryWithWrongCountFails) {
+  const std::string dir = temp_dir("texture_views");
+  fs::copy_file(source_dir() + "/" + kFront, dir + "/a.png");
+  const auto r = run_gen3d("texture --mesh " + kSpider + " --views " + dir + kSmall + "-o " + dir +
+                           "/out.glb");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("1 view images for 6 views"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir + "/out.glb"));
+}
+
+TEST(TextureCommand, BadInputsAreRejectedBeforeWork) {
+  const std::string dir = temp_dir("texture_bad");
+  auto r = run_gen3d("texture --mesh " + kSpider + " --image no/such.png -o " + dir + "/o.glb");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("image file not found: no/such.png"), std::string::npos) << r.output;
+
+  r = run_gen3d("texture --mesh " + kSpider + " --image " + kFront + " --texture-size 1000 -o " +
+                dir + "/o.glb");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("not a power of two"), std::string::npos) << r.output;
+
+  r = run_gen3d("texture --mesh " + kSpider + " --image " + kFront + " --texture-size 32768");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+
+  r = run_gen3d("texture --mesh " + kSpider + " --image " + kFront + " -o no/such/dir/o.glb");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("output directory does not exist"), std::string::npos) << r.output;
+
+  r = run_gen3d("texture --mesh " + kSpider + " -o " + dir + "/o.glb");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("give --image, --views or --source-mesh"), std::string::npos);
+
+  r = run_gen3d("texture --mesh " + kSpider + " --image " + kFront + " --image side=" + kFront);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown view \"side\""), std::string::npos) << r.output;
+
+  for (const auto& e : fs::directory_iterator(dir)) ADD_FAILURE() << "stray file " << e.path();
+}
+
+}  // namespace
+}  // namespace gen3d::test
