@@ -61,6 +61,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(64, 16384));
   texture_cmd->add_option("--faces", tex.faces, "simplify to this many faces first (0: keep)")
       ->check(CLI::NonNegativeNumber);
+  texture_cmd->add_flag("--reunwrap", tex.reunwrap,
+                        "unwrap anew even when the mesh has UVs (default: keep them)");
   texture_cmd->add_option("--set", tex.run.sets, "override: var=value or node.param=value");
   texture_cmd->add_option("--trace", tex.run.trace_path, "write a Chrome trace");
   texture_cmd->add_option("--metrics", tex.run.metrics_path, "write run metrics as JSON");
