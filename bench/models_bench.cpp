@@ -2,12 +2,12 @@
 // Every family pairs a baseline with the fast path in the same run:
 //   Linear/*        ref:: triple loop  vs  TBB-tiled cblas_sgemm (serial BLAS) vs F16-weight GEMM
 //   Attention/*     ref:: per-query attention  vs  blocked online-softmax attention
-//   Fused/*         ref:: composition  vs  unfused fast passes  vs  fused single pass
+//   LnModulate, GatedResidual, QkRmsNorm, BiasGelu: ref:: / unfused passes vs the fused kernel
 //   DiTForward/*    fp32 weights vs fp16-stored weights; 1 TBB thread vs all
-//   Threads/*       one big GEMM: serial BLAS (1 core) vs OpenBLAS-threaded single call vs TBB
-//   tiles
-//                   over serial BLAS vs TBB tiles over threaded BLAS (oversubscribed)
-// Counters: "cores" = process CPU time / wall time (2.0 = both cores of this box busy), GFLOPS.
+//   Threads/*       one big GEMM: serial BLAS (1 core) vs OpenBLAS-threaded single call vs
+//                   TBB tiles over serial BLAS vs TBB tiles over threaded BLAS (oversubscribed)
+// Every benchmark reports wall time ("Time") and process CPU time ("CPU", all threads): CPU / Time
+// is the number of cores kept busy (2.0 = both cores of the 2-core dev box). GFLOPS where defined.
 
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>

@@ -30,23 +30,37 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& what) {
   if (raw.empty()) throw MeshError("cannot decode image '" + what + "': unknown or corrupt format");
   double scale = 1.0;
   switch (raw.depth()) {
-    case CV_8U: scale = 1.0 / 255.0; break;
-    case CV_16U: scale = 1.0 / 65535.0; break;
-    case CV_32F: scale = 1.0; break;
-    default: throw MeshError("cannot decode image '" + what + "': unsupported pixel depth");
+    case CV_8U:
+      scale = 1.0 / 255.0;
+      break;
+    case CV_16U:
+      scale = 1.0 / 65535.0;
+      break;
+    case CV_32F:
+      scale = 1.0;
+      break;
+    default:
+      throw MeshError("cannot decode image '" + what + "': unsupported pixel depth");
   }
   cv::Mat rgb;
   switch (raw.channels()) {
-    case 1: rgb = raw; break;
+    case 1:
+      rgb = raw;
+      break;
     case 2: {  // grey + alpha: widen to RGBA, the closest layout Image supports
       std::vector<cv::Mat> ch;
       cv::split(raw, ch);
       cv::merge(std::vector<cv::Mat>{ch[0], ch[0], ch[0], ch[1]}, rgb);
       break;
     }
-    case 3: cv::cvtColor(raw, rgb, cv::COLOR_BGR2RGB); break;
-    case 4: cv::cvtColor(raw, rgb, cv::COLOR_BGRA2RGBA); break;
-    default: throw MeshError("cannot decode image '" + what + "': unsupported channel count");
+    case 3:
+      cv::cvtColor(raw, rgb, cv::COLOR_BGR2RGB);
+      break;
+    case 4:
+      cv::cvtColor(raw, rgb, cv::COLOR_BGRA2RGBA);
+      break;
+    default:
+      throw MeshError("cannot decode image '" + what + "': unsupported channel count");
   }
   cv::Mat f;
   rgb.convertTo(f, CV_32F, scale);
@@ -65,10 +79,17 @@ std::string encode_image(const Image& image, const std::string& ext, const std::
   }
   int type = 0;
   switch (image.channels) {
-    case 1: type = CV_8UC1; break;
-    case 3: type = CV_8UC3; break;
-    case 4: type = CV_8UC4; break;
-    default: throw MeshError("cannot encode image '" + what + "': unsupported channel count");
+    case 1:
+      type = CV_8UC1;
+      break;
+    case 3:
+      type = CV_8UC3;
+      break;
+    case 4:
+      type = CV_8UC4;
+      break;
+    default:
+      throw MeshError("cannot encode image '" + what + "': unsupported channel count");
   }
   cv::Mat m(image.height, image.width, type);
   for (int y = 0; y < image.height; ++y) {
@@ -104,7 +125,8 @@ Image load_image(const std::string& path) {
 
 void save_image(const Image& image, const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   if (ext != ".png" && ext != ".jpg" && ext != ".jpeg") {
     throw MeshError("cannot write image '" + path + "': unsupported extension (use .png or .jpg)");
   }

@@ -1,6 +1,6 @@
 #pragma once
-// Mesh files in and out: assimp formats in (OBJ+MTL, glTF/GLB, PLY, STL, FBX, OFF, ...), GLB / OBJ /
-// PLY out, with the base-colour texture.
+// Mesh files in and out: assimp formats in (OBJ+MTL, glTF/GLB, PLY, STL, FBX, OFF, ...), GLB / OBJ
+// / PLY out, with the base-colour texture.
 
 #include <string>
 

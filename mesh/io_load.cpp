@@ -11,11 +11,11 @@
 #include <map>
 #include <unordered_map>
 
-#include <assimp/Importer.hpp>
 #include <assimp/material.h>
 #include <assimp/postprocess.h>
 #include <assimp/scene.h>
 #include <spdlog/spdlog.h>
+#include <assimp/Importer.hpp>
 
 #include "mesh/error.h"
 #include "mesh/image_codec.h"
@@ -104,8 +104,8 @@ std::shared_ptr<const Image> load_material_texture(const aiScene& scene, const a
     if (const aiTexture* tex = scene.GetEmbeddedTexture(name.c_str())) {
       const std::string what = model_path + " (embedded texture " + name + ")";
       if (tex->mHeight == 0) {  // compressed: mWidth bytes of PNG/JPEG
-        return std::make_shared<const Image>(detail::decode_image(
-            reinterpret_cast<const uint8_t*>(tex->pcData), tex->mWidth, what));
+        return std::make_shared<const Image>(
+            detail::decode_image(reinterpret_cast<const uint8_t*>(tex->pcData), tex->mWidth, what));
       }
       auto img = std::make_shared<Image>(int(tex->mWidth), int(tex->mHeight), 4);
       for (size_t i = 0; i < size_t(tex->mWidth) * tex->mHeight; ++i) {
@@ -371,8 +371,8 @@ Mesh load_mesh(const std::string& path) {
         }
       }
       if (textured_materials > 1 && out.texture) {
-        spdlog::warn("{}: {} textured materials; keeping only the texture of the largest one",
-                     path, textured_materials);
+        spdlog::warn("{}: {} textured materials; keeping only the texture of the largest one", path,
+                     textured_materials);
       }
     }
   }

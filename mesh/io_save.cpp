@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "mesh/atomic_write.h"
@@ -32,8 +33,8 @@ void check_writable(const Mesh& mesh, const std::string& path) {
   for (size_t f = 0; f < mesh.faces.size(); ++f) {
     for (uint32_t v : mesh.faces[f]) {
       if (v >= nv) {
-        throw MeshError("cannot write '" + path + "': face " + std::to_string(f) +
-                        " uses vertex " + std::to_string(v) + " of " + std::to_string(nv));
+        throw MeshError("cannot write '" + path + "': face " + std::to_string(f) + " uses vertex " +
+                        std::to_string(v) + " of " + std::to_string(nv));
       }
     }
   }
@@ -108,9 +109,9 @@ std::string build_glb(const Mesh& input, const std::string& path) {
   };
   constexpr int kFloat = 5126, kUint = 5125, kArray = 34962, kElements = 34963;
 
-  const size_t idx_acc = add_accessor(
-      add_view(mesh.faces.data(), mesh.faces.size() * sizeof(Tri), kElements), kUint,
-      mesh.faces.size() * 3, "SCALAR");
+  const size_t idx_acc =
+      add_accessor(add_view(mesh.faces.data(), mesh.faces.size() * sizeof(Tri), kElements), kUint,
+                   mesh.faces.size() * 3, "SCALAR");
   json attributes;
   {
     Vec3 lo = mesh.positions[0], hi = mesh.positions[0];
@@ -120,8 +121,8 @@ std::string build_glb(const Mesh& input, const std::string& path) {
         hi[i] = std::max(hi[i], p[i]);
       }
     }
-    const size_t a =
-        add_accessor(add_view(mesh.positions.data(), nv * sizeof(Vec3), kArray), kFloat, nv, "VEC3");
+    const size_t a = add_accessor(add_view(mesh.positions.data(), nv * sizeof(Vec3), kArray),
+                                  kFloat, nv, "VEC3");
     accessors[a]["min"] = {lo[0], lo[1], lo[2]};
     accessors[a]["max"] = {hi[0], hi[1], hi[2]};
     attributes["POSITION"] = a;
@@ -161,9 +162,9 @@ std::string build_glb(const Mesh& input, const std::string& path) {
   }
   doc["materials"] = json::array({{{"name", "material0"}, {"pbrMetallicRoughness", pbr}}});
   doc["meshes"] = json::array({{{"primitives", json::array({{{"attributes", attributes},
-                                                               {"indices", idx_acc},
-                                                               {"material", 0},
-                                                               {"mode", 4}}})}}});
+                                                             {"indices", idx_acc},
+                                                             {"material", 0},
+                                                             {"mode", 4}}})}}});
   pad4(bin, '\0');
   doc["accessors"] = accessors;
   doc["bufferViews"] = views;
@@ -194,8 +195,8 @@ std::vector<detail::PendingFile> build_obj(const Mesh& mesh, const std::string& 
   std::vector<detail::PendingFile> files;
   if (textured) {
     obj += "mtllib " + stem + ".mtl\nusemtl material0\n";
-    const std::string mtl = "newmtl material0\nKa 1 1 1\nKd 1 1 1\nKs 0 0 0\nd 1\nillum 1\nmap_Kd " +
-                            stem + ".png\n";
+    const std::string mtl =
+        "newmtl material0\nKa 1 1 1\nKd 1 1 1\nKs 0 0 0\nd 1\nillum 1\nmap_Kd " + stem + ".png\n";
     const std::string png = (p.parent_path() / (stem + ".png")).string();
     files.push_back({(p.parent_path() / (stem + ".mtl")).string(), mtl});
     files.push_back({png, detail::encode_image(*mesh.texture, ".png", png)});
@@ -288,6 +289,9 @@ void save_mesh(const Mesh& mesh, const std::string& path) {
                     "' (use .glb, .obj or .ply)");
   }
   check_writable(mesh, path);
+  if (mesh.texture && !mesh.has_uvs()) {
+    spdlog::warn("{}: the mesh has a texture but no UVs; writing it without the texture", path);
+  }
   std::error_code ec;
   const fs::path dir = fs::path(path).parent_path();
   if (!dir.empty() && !fs::is_directory(dir, ec)) {

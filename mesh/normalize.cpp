@@ -9,8 +9,12 @@
 namespace gen3d::mesh {
 namespace {
 
-Vec3 to_internal(const Vec3& p, bool axes) { return axes ? Vec3{-p[0], p[2], -p[1]} : p; }
-Vec3 from_internal(const Vec3& p, bool axes) { return axes ? Vec3{-p[0], -p[2], p[1]} : p; }
+Vec3 to_internal(const Vec3& p, bool axes) {
+  return axes ? Vec3{-p[0], p[2], -p[1]} : p;
+}
+Vec3 from_internal(const Vec3& p, bool axes) {
+  return axes ? Vec3{-p[0], -p[2], p[1]} : p;
+}
 
 }  // namespace
 
@@ -27,7 +31,9 @@ Vec3 NormalizeTransform::invert(const Vec3& q) const {
   return from_internal(p, texgen_axes);
 }
 
-Vec3 NormalizeTransform::apply_direction(const Vec3& n) const { return to_internal(n, texgen_axes); }
+Vec3 NormalizeTransform::apply_direction(const Vec3& n) const {
+  return to_internal(n, texgen_axes);
+}
 Vec3 NormalizeTransform::invert_direction(const Vec3& n) const {
   return from_internal(n, texgen_axes);
 }

@@ -21,16 +21,16 @@ struct NormalizeOptions {
 
 // A fitted normalisation. Every field is what the reference computes, in float32.
 struct NormalizeTransform {
-  bool texgen_axes = true;         // axis change applied
-  bool flip_v = true;              // v -> 1 - v applied
-  Vec3 center = {0, 0, 0};         // box centre in the internal frame (zero without auto_center)
-  float scale = 1.0f;              // 2 x the largest vertex distance from `center`
-  float multiplier = 1.0f;         // float(scale_factor / scale), the factor applied
-  double multiplier_f64 = 1.0;     // the same in float64, as the reference prints it
+  bool texgen_axes = true;      // axis change applied
+  bool flip_v = true;           // v -> 1 - v applied
+  Vec3 center = {0, 0, 0};      // box centre in the internal frame (zero without auto_center)
+  float scale = 1.0f;           // 2 x the largest vertex distance from `center`
+  float multiplier = 1.0f;      // float(scale_factor / scale), the factor applied
+  double multiplier_f64 = 1.0;  // the same in float64, as the reference prints it
 
   Vec3 apply(const Vec3& p) const;   // input frame -> normalised
   Vec3 invert(const Vec3& q) const;  // normalised -> input frame (rounded once from float64)
-  Vec3 apply_direction(const Vec3& n) const;   // axis change only (normals)
+  Vec3 apply_direction(const Vec3& n) const;  // axis change only (normals)
   Vec3 invert_direction(const Vec3& n) const;
 };
 

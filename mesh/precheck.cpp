@@ -50,7 +50,8 @@ void check_off(const std::string& path, const std::string& bytes) {
   std::string_view line;
   std::vector<std::string_view> tokens;
   while (next_line(bytes, pos, line)) {  // collect header tokens, skipping comments
-    if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos)
+      line = line.substr(0, hash);
     for (auto t : split_ws(line)) tokens.push_back(t);
     if (tokens.size() >= 4) break;
   }
@@ -65,15 +66,17 @@ void check_off(const std::string& path, const std::string& bytes) {
   if (tokens.size() < 3 || !parse_count(tokens[1], nv) || !parse_count(tokens[2], nf)) {
     fail(path, "bad OFF header: expected vertex and face counts");
   }
-  uint64_t lines = 0;
+  // Values may share lines, so count numbers: 3 per vertex, at least 4 per face (count + 3).
+  // Tokens read with the header beyond "OFF nv nf ne" are already data.
+  uint64_t numbers = tokens.size() > 4 ? tokens.size() - 4 : 0;
   while (next_line(bytes, pos, line)) {
-    const auto t = split_ws(line.substr(0, line.find('#')));
-    lines += !t.empty();
+    numbers += split_ws(line.substr(0, line.find('#'))).size();
   }
-  if (nv + nf > lines) {
+  if (static_cast<long double>(nv) * 3 + static_cast<long double>(nf) * 4 >
+      static_cast<long double>(numbers)) {
     fail(path, "OFF header announces " + std::to_string(nv) + " vertices and " +
-                   std::to_string(nf) + " faces but the file has only " + std::to_string(lines) +
-                   " data lines");
+                   std::to_string(nf) + " faces but the file holds only " +
+                   std::to_string(numbers) + " numbers");
   }
 }
 
@@ -81,9 +84,9 @@ void check_off(const std::string& path, const std::string& bytes) {
 // in the file. assimp 5.2 crashes on truncated headers.
 void check_ply(const std::string& path, const std::string& bytes) {
   static const std::map<std::string_view, int> kSize = {
-      {"char", 1},   {"uchar", 1},   {"int8", 1},  {"uint8", 1},  {"short", 2},  {"ushort", 2},
-      {"int16", 2},  {"uint16", 2},  {"int", 4},   {"uint", 4},   {"int32", 4},  {"uint32", 4},
-      {"float", 4},  {"float32", 4}, {"double", 8}, {"float64", 8}};
+      {"char", 1},  {"uchar", 1},   {"int8", 1},   {"uint8", 1},  {"short", 2}, {"ushort", 2},
+      {"int16", 2}, {"uint16", 2},  {"int", 4},    {"uint", 4},   {"int32", 4}, {"uint32", 4},
+      {"float", 4}, {"float32", 4}, {"double", 8}, {"float64", 8}};
   const size_t end = bytes.find("end_header");
   if (bytes.rfind("ply", 0) != 0) fail(path, "not a PLY file (missing 'ply' magic)");
   if (end == std::string::npos || end > (1u << 20)) fail(path, "PLY header has no end_header");

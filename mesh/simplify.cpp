@@ -38,10 +38,10 @@ Mesh simplify(const Mesh& mesh, const SimplifyOptions& options, SimplifyReport* 
   std::vector<uint32_t> out_idx(indices.size());
   float error = 0.0f;
   const unsigned flags = options.lock_border ? unsigned(meshopt_SimplifyLockBorder) : 0u;
-  const size_t n = meshopt_simplify(out_idx.data(), indices.data(), indices.size(),
-                                    work.positions[0].data(), work.positions.size(), sizeof(Vec3),
-                                    std::min(target, mesh.faces.size()) * 3, options.max_error,
-                                    flags, &error);
+  const size_t n =
+      meshopt_simplify(out_idx.data(), indices.data(), indices.size(), work.positions[0].data(),
+                       work.positions.size(), sizeof(Vec3), std::min(target, mesh.faces.size()) * 3,
+                       options.max_error, flags, &error);
   out_idx.resize(n);
 
   Mesh out;

@@ -1,6 +1,14 @@
 #pragma once
 // Automatic UV atlas generation (our own, no xatlas): charts grown by normal deviation, each
 // parameterized (planar projection or LSCM), packed without overlap into a square texture.
+//
+// Pipeline: face adjacency -> region growing over (smoothed) normals with a seam-length cost ->
+// per chart: planar projection if flat, else LSCM (Eigen sparse LDLT), falling back to planar; a
+// chart that still folds or overlaps itself is split in two across its principal axis, repeatedly
+// -> charts rotated to their minimum-area bounding box -> packing: conservative texel footprints
+// placed in four orientations, lowest-top first, into the skyline or into holes under it, with
+// `gutter` free texels around every chart; the scale (texels per unit) is searched so the layout
+// just fits the square.
 
 #include <cstddef>
 #include <cstdint>
@@ -18,10 +26,13 @@ struct UnwrapOptions {
   int gutter = 4;
   // Largest angle (degrees) between a face normal and its chart's mean normal while growing.
   // Larger gives fewer, larger charts (better packing) with more distortion to undo by LSCM.
-  float max_chart_angle_deg = 70.0f;
+  float max_chart_angle_deg = 80.0f;
+  // Rounds of neighbour averaging of face normals before segmentation (0 = raw normals). Smoother
+  // normals give fewer charts with straighter borders on noisy (e.g. generated) meshes.
+  int normal_smoothing = 2;
   // Growth order weights: normal deviation vs. boundary length (compact charts, short seams).
   float normal_weight = 1.0f;
-  float seam_weight = 0.5f;
+  float seam_weight = 1.5f;
   // Charts stop growing at this many faces (0 = no limit).
   size_t max_chart_faces = 0;
   // Solve least-squares conformal maps for curved charts (planar projection is used for flat
@@ -29,7 +40,7 @@ struct UnwrapOptions {
   bool use_lscm = true;
   // Charts whose normals all lie within this angle (degrees) of their mean are treated as flat.
   float flat_angle_deg = 5.0f;
-  // Try 90-degree rotated placements while packing (denser atlas, a little slower).
+  // Try the four 90-degree rotations of each chart while packing (denser atlas, slower packing).
   bool rotate_charts = true;
   // Wall-clock budget. Past half of it LSCM is skipped; packing stops refining the scale once it is
   // spent (it always finishes with a valid, non-overlapping layout).
@@ -37,19 +48,19 @@ struct UnwrapOptions {
 };
 
 struct UnwrapMetrics {
-  size_t charts = 0;            // number of charts
-  size_t lscm_charts = 0;       // charts parameterized by LSCM (the rest are planar)
-  double utilization = 0.0;     // UV area of all faces / atlas area
-  double area_distortion = 0.0; // area-weighted mean |log(uv area share / 3D area share)|
-  double angle_distortion = 0.0;// area-weighted mean of (sigma_max / sigma_min - 1) per face
-  double seam_length = 0.0;     // 3D length of edges whose two faces lie in different charts
-  double texels_per_unit = 0.0; // packing scale: texels per 3D length unit
-  int pack_passes = 0;          // packing attempts made to find the scale
-  double seconds = 0.0;         // wall time of the whole unwrap
+  size_t charts = 0;              // number of charts
+  size_t lscm_charts = 0;         // charts parameterized by LSCM (the rest are planar)
+  double utilization = 0.0;       // UV area of all faces / atlas area (gutters count as unused)
+  double area_distortion = 0.0;   // area-weighted mean |log(uv area share / 3D area share)|
+  double angle_distortion = 0.0;  // area-weighted mean of (sigma_max / sigma_min - 1) per face
+  double seam_length = 0.0;       // 3D length of edges whose two faces lie in different charts
+  double texels_per_unit = 0.0;   // packing scale: texels per 3D length unit
+  int pack_passes = 0;            // packing attempts made to find the scale
+  double seconds = 0.0;           // wall time of the whole unwrap
 };
 
 struct UnwrapResult {
-  Mesh mesh;                       // input with new uvs / uv_faces (positions and faces untouched)
+  Mesh mesh;  // input with new uvs / uv_faces (positions and faces untouched)
   std::vector<uint32_t> face_chart;  // chart id of every face
   UnwrapMetrics metrics;
 };

@@ -16,8 +16,7 @@ std::array<int, 2> uv_to_texel(const Vec2& uv, int texture_size) {
 }
 
 VertexInpaintStats vertex_inpaint(const Mesh& mesh, Image& texture, std::vector<uint8_t>& mask,
-                                  bool v_flipped, std::vector<float>* colors_out,
-                                  std::vector<uint8_t>* known_out) {
+                                  bool v_flipped) {
   if (!mesh.has_uvs()) throw MeshError("vertex inpainting needs a mesh with UVs");
   const int size = texture.width;
   if (texture.height != size || mask.size() != static_cast<size_t>(size) * size)

@@ -24,11 +24,8 @@ struct VertexInpaintStats {
 // does); its position, for the distance weights, is that of the first corner that uses it.
 // `v_flipped`: the UVs hold 1 - v (the renderer's convention, see mesh/normalize.h); the original v
 // is then recovered in float32 first, as the reference's get_mesh does before inpainting.
-// `colors`, when given, receives every UV vertex's colour (texture.channels floats each) and
-// `known` whether it has one, so callers can interpolate them over faces.
 VertexInpaintStats vertex_inpaint(const Mesh& mesh, Image& texture, std::vector<uint8_t>& mask,
-                                  bool v_flipped = false, std::vector<float>* colors = nullptr,
-                                  std::vector<uint8_t>* known = nullptr);
+                                  bool v_flipped = false);
 
 // The texel a UV (original v, up) lands on, as the reference computes it: (1 - v) and both
 // products in float64, rounded half to even. Returns {row, col}.

@@ -15,6 +15,10 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+# Node.js may come from elsewhere (e.g. NodeSource, whose nodejs bundles npm and conflicts with
+# Debian's npm): only ask apt for it when there is no npm at all.
+if ! command -v npm >/dev/null 2>&1; then missing+=(nodejs npm); fi
+
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
@@ -22,4 +26,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The Khronos glTF validator (an npm library) checks every GLB the tests write. It lives in
+# build/node, beside the build it serves.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if [ ! -d "$root/build/node/node_modules/gltf-validator" ]; then
+  echo "setup: installing gltf-validator (npm) into build/node"
+  mkdir -p "$root/build/node"
+  npm install --silent --no-audit --no-fund --prefix "$root/build/node" gltf-validator >/dev/null
 fi

@@ -28,6 +28,7 @@ struct TextureOptions {
   int texture_size = 0;  // 0: the config's default
   int render_size = 0;
   int faces = -1;           // -1: the config's default
+  bool reunwrap = false;    // replace the mesh's own UVs with a fresh atlas
   std::string report_path;  // --report R.html
   bool dump = false;        // print the built config instead of running
 };

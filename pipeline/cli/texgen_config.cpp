@@ -124,7 +124,7 @@ pipeline::PipelineConfig build_texgen_config(const TextureOptions& o) {
                               {"images", "multiview.images"}}},
                             {"params", {{"resolution", "$render_size"}}}});
   }
-  if (o.reunwrap) find_node(doc, "uv")->operator[]("params")["keep_existing"] = false;
+  if (o.reunwrap) (*find_node(doc, "uv"))["params"]["keep_existing"] = false;
   return pipeline::parse_config(doc, "gen3d texture (assets/pipelines/texgen.json)");
 }
 

@@ -81,8 +81,8 @@ TEST(Cleanup, MergesCoincidentVerticesWithinDistance) {
 
 TEST(Cleanup, RemovesSmallFloatingComponents) {
   Mesh m;
-  append(m, testing::uv_sphere(16, 32), 0.0f);           // 960 faces
-  append(m, testing::textured_cube(), 5.0f);             // 12 faces, floating
+  append(m, testing::uv_sphere(16, 32), 0.0f);  // 960 faces
+  append(m, testing::textured_cube(), 5.0f);    // 12 faces, floating
   ASSERT_EQ(count_components(m), 2u);
   CleanupOptions o;
   o.min_component_faces = 0.05;

@@ -85,25 +85,34 @@ TEST_P(LoadAssimpFiles, LoadsConsistentWeldedMesh) {
   EXPECT_EQ(m.texture != nullptr, c.texture) << c.path;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Mesh, LoadAssimpFiles,
-    ::testing::Values(FileCase{"OBJ/box.obj", 12, false, false},
-                      FileCase{"OBJ/spider.obj", 1000, true, true},
-                      FileCase{"OBJ/WusonOBJ.obj", 3732, true, false},
-                      FileCase{"OBJ/concave_polygon.obj", 10, false, false},
-                      FileCase{"OBJ/cube_with_vertexcolors.obj", 12, false, false},
-                      FileCase{"PLY/cube_uv.ply", 12, true, false},
-                      FileCase{"PLY/cube_binary.ply", 12, false, false},
-                      FileCase{"STL/Spider_binary.stl", 1000, false, false},
-                      FileCase{"STL/sphereWithHole.stl", 285, false, false},
-                      FileCase{"glTF2/BoxTextured.glb", 12, true, true},
-                      FileCase{"glTF2/BoxBadNormals.glb", 12, false, false},
-                      FileCase{"FBX/box.fbx", 12, false, false}));
+INSTANTIATE_TEST_SUITE_P(Mesh, LoadAssimpFiles,
+                         ::testing::Values(FileCase{"OBJ/box.obj", 12, false, false},
+                                           FileCase{"OBJ/spider.obj", 1000, true, true},
+                                           FileCase{"OBJ/WusonOBJ.obj", 3732, true, false},
+                                           FileCase{"OBJ/concave_polygon.obj", 10, false, false},
+                                           FileCase{"OBJ/cube_with_vertexcolors.obj", 12, false,
+                                                    false},
+                                           FileCase{"PLY/cube_uv.ply", 12, true, false},
+                                           FileCase{"PLY/cube_binary.ply", 12, false, false},
+                                           FileCase{"STL/Spider_binary.stl", 1000, false, false},
+                                           FileCase{"STL/sphereWithHole.stl", 285, false, false},
+                                           FileCase{"glTF2/BoxTextured.glb", 12, true, true},
+                                           FileCase{"glTF2/BoxBadNormals.glb", 12, false, false},
+                                           FileCase{"FBX/box.fbx", 12, false, false}));
 
 TEST(LoadMesh, BoxObjIsWeldedCube) {
   const Mesh m = load_mesh(asset("OBJ/box.obj"));
   EXPECT_EQ(m.positions.size(), 8u);
   EXPECT_EQ(m.faces.size(), 12u);
+}
+
+TEST(LoadMesh, OffQuadsAreTriangulated) {
+  const std::string path = test::temp_dir("mesh_io_off") + "/square.off";
+  std::ofstream(path) << "OFF\n# a unit square as one quad\n4 1 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0\n"
+                         "4 0 1 2 3\n";
+  const Mesh m = load_mesh(path);
+  EXPECT_EQ(m.positions.size(), 4u);
+  EXPECT_EQ(m.faces.size(), 2u);
 }
 
 TEST(LoadMesh, StlTrianglesAreWeldedIntoOneSurface) {
@@ -181,7 +190,9 @@ void expect_error(const std::string& path, const std::string& fragment) {
   }
 }
 
-TEST(LoadMeshErrors, MissingFile) { expect_error(asset("OBJ/nope.obj"), "no such file"); }
+TEST(LoadMeshErrors, MissingFile) {
+  expect_error(asset("OBJ/nope.obj"), "no such file");
+}
 
 TEST(LoadMeshErrors, UnsupportedFormat) {
   const std::string path = test::temp_dir("mesh_io_unsupported") + "/model.xyz123";
@@ -275,8 +286,8 @@ TEST(SaveMesh, OverwritesExistingFileAtomically) {
   save_mesh(testing::textured_cube(), path);
   EXPECT_EQ(load_mesh(path).faces.size(), 12u);
   size_t files = 0;
-  for (auto it = fs::directory_iterator(fs::path(path).parent_path()); it != fs::directory_iterator();
-       ++it)
+  for (auto it = fs::directory_iterator(fs::path(path).parent_path());
+       it != fs::directory_iterator(); ++it)
     ++files;
   EXPECT_EQ(files, 1u);
 }
@@ -301,8 +312,8 @@ TEST(SaveMesh, GlbPassesKhronosValidator) {
     GTEST_SKIP() << "node is not installed; skipping the glTF validator check";
   }
   if (!fs::exists(node_dir + "/node_modules/gltf-validator")) {
-    GTEST_SKIP() << "gltf-validator is not installed in " << node_dir
-                 << " (npm install --prefix " << node_dir << " gltf-validator)";
+    GTEST_SKIP() << "gltf-validator is not installed in " << node_dir << " (npm install --prefix "
+                 << node_dir << " gltf-validator)";
   }
   const std::string dir = test::temp_dir("mesh_io_validator");
   Mesh plain = testing::textured_cube();
@@ -318,8 +329,8 @@ TEST(SaveMesh, GlbPassesKhronosValidator) {
   save_mesh(colored, files[2]);
   if (const char* real = std::getenv("GEN3D_VALIDATE_EXTRA_GLB")) files.push_back(real);
   for (const auto& f : files) {
-    const std::string cmd = "node " + std::string(GEN3D_MESH_TEST_DIR) + "/validate_gltf.js " +
-                            node_dir + " " + f;
+    const std::string cmd =
+        "node " + std::string(GEN3D_MESH_TEST_DIR) + "/validate_gltf.js " + node_dir + " " + f;
     const int rc = std::system(cmd.c_str());
     ASSERT_TRUE(WIFEXITED(rc)) << cmd;
     EXPECT_EQ(WEXITSTATUS(rc), 0) << "glTF validator reported errors for " << f;

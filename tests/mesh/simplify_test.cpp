@@ -113,6 +113,20 @@ TEST(Simplify, LockBorderKeepsOpenBoundary) {
   EXPECT_LT(border_free.size(), border_before.size());
 }
 
+TEST(Simplify, KeepsTextureAndColours) {
+  Mesh m = two_chart_sphere();
+  m.texture = std::make_shared<Image>(8, 8, 3, 0.5f);
+  m.colors.assign(m.positions.size(), {0.1f, 0.2f, 0.3f, 1.0f});
+  m.normals.assign(m.positions.size(), {0, 1, 0});
+  SimplifyOptions o;
+  o.target_ratio = 0.3f;
+  const Mesh out = simplify(m, o);
+  EXPECT_EQ(out.texture, m.texture);
+  ASSERT_EQ(out.colors.size(), out.positions.size());
+  for (const Vec4& c : out.colors) EXPECT_EQ(c, (Vec4{0.1f, 0.2f, 0.3f, 1.0f}));
+  EXPECT_TRUE(out.normals.empty());  // stale after simplification: recompute
+}
+
 TEST(Simplify, RejectsBadArguments) {
   SimplifyOptions o;
   o.target_ratio = 0.0f;

@@ -49,9 +49,8 @@ inline Mesh uv_sphere(int rings, int segments, float radius = 1.0f) {
     const float th = float(M_PI) * r / rings;
     for (int s = 0; s < segments; ++s) {
       const float ph = 2 * float(M_PI) * s / segments;
-      m.positions.push_back(
-          {radius * std::sin(th) * std::cos(ph), radius * std::cos(th),
-           -radius * std::sin(th) * std::sin(ph)});
+      m.positions.push_back({radius * std::sin(th) * std::cos(ph), radius * std::cos(th),
+                             -radius * std::sin(th) * std::sin(ph)});
     }
   }
   m.positions.push_back({0, -radius, 0});
