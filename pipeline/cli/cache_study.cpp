@@ -78,6 +78,9 @@ int cmd_cache_study(const CacheStudyOptions& o) {
     if (want) methods.push_back(std::move(m));
   }
   const auto& c = model->config();
+  if (!o.random_config.empty())
+    fmt::print("random DiT \"{}\" with a band-limited time embedding (no trained weights)\n",
+               o.random_config);
   fmt::print(
       "cache study: DiT H {} ({} + {} blocks, {} params), latents [{}, {}, {}], condition {}, "
       "{} steps, guidance {}, seed {}\n",

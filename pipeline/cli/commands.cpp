@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pipeline/atomic_file.h"
+#include "pipeline/cli/registry.h"
 #include "pipeline/cli/texgen_config.h"
 #include "pipeline/cli/texgen_report.h"
 #include "pipeline/config.h"
@@ -27,15 +28,19 @@ std::atomic<bool>& interrupt_flag() {
   return flag;
 }
 
-namespace {
-
-const Registry& registry() {
+const Registry& cli_registry() {
   static const Registry reg = [] {
     Registry r;
     stages::register_all_stages(r);
     return r;
   }();
   return reg;
+}
+
+namespace {
+
+const Registry& registry() {
+  return cli_registry();
 }
 
 Graph load_graph(const std::string& path, const std::vector<std::string>& sets) {

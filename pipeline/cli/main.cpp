@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "pipeline/cli/batch_command.h"
 #include "pipeline/cli/commands.h"
 #include "pipeline/error.h"
 #include "pipeline/log.h"
@@ -71,6 +72,28 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   texture_cmd->add_flag("--dump", tex.dump, "print the pipeline config it would run, and stop");
 
+  gen3d::cli::BatchOptions batch;
+  std::string shard;
+  auto* batch_cmd = app.add_subcommand(
+      "batch", "Run one job per manifest line; failures are recorded and the rest go on");
+  batch_cmd
+      ->add_option("manifest", batch.manifest,
+                   "JSON lines: {\"id\", \"mesh\", \"image\"|\"views\"|\"source_mesh\", "
+                   "\"set\": {...}}")
+      ->required();
+  batch_cmd->add_option("--pipeline", batch.pipeline,
+                        "config to run per job (default: the texgen pipeline); job fields set its "
+                        "variables");
+  batch_cmd->add_option("--out", batch.out_dir, "output directory (<id>.glb + <id>.done)")
+      ->capture_default_str();
+  batch_cmd->add_option("--jobs", batch.jobs, "jobs run at once")->check(CLI::Range(1, 256));
+  batch_cmd->add_option("--shard", shard,
+                        "I/N: run only the jobs whose id hashes to I modulo N (0 <= I < N)");
+  batch_cmd->add_flag("--resume", batch.resume, "skip jobs that completed in an earlier run");
+  batch_cmd->add_option("--metrics", batch.metrics_path, "write a JSON summary of the batch");
+  batch_cmd->add_option("-j,--threads", batch.threads, "worker threads for the whole process")
+      ->check(CLI::Range(1, 1024));
+
   std::string config;
   std::vector<std::string> sets;
   bool dump = false;
@@ -100,11 +123,25 @@ int main(int argc, char** argv) {
   gen3d::pipeline::init_logging(quiet ? -1 : verbosity);
   run.quiet = quiet;
   tex.run.quiet = quiet;
+  batch.quiet = quiet;
   std::signal(SIGINT, on_sigint);
 
   try {
     if (*run_cmd) return gen3d::cli::cmd_run(run);
     if (*texture_cmd) return gen3d::cli::cmd_texture(tex);
+    if (*batch_cmd) {
+      if (!shard.empty()) {
+        const auto slash = shard.find('/');
+        try {
+          if (slash == std::string::npos) throw std::invalid_argument(shard);
+          batch.shard_index = std::stoi(shard.substr(0, slash));
+          batch.shard_count = std::stoi(shard.substr(slash + 1));
+        } catch (const std::exception&) {
+          throw gen3d::pipeline::ConfigError("--shard " + shard + ": expected I/N, e.g. 0/4");
+        }
+      }
+      return gen3d::cli::cmd_batch(batch);
+    }
     if (*validate_cmd) return gen3d::cli::cmd_validate(config, sets, dump);
     if (*stages_cmd) return gen3d::cli::cmd_stages(as_json);
     if (*schema_cmd) return gen3d::cli::cmd_schema();

@@ -116,13 +116,12 @@ pipeline::PipelineConfig build_texgen_config(const TextureOptions& o) {
     multiview["inputs"]["source_mesh"] = "source.mesh";
     multiview["inputs"]["transform"] = "normalize.transform";
     // A transfer can be checked: the new texture's views against the source's.
-    doc["nodes"].push_back({{"id", "psnr"},
-                            {"stage", "texture_psnr"},
-                            {"inputs",
-                             {{"mesh", "inpaint.mesh"},
-                              {"views", "views.views"},
-                              {"images", "multiview.images"}}},
-                            {"params", {{"resolution", "$render_size"}}}});
+    doc["nodes"].push_back(
+        {{"id", "psnr"},
+         {"stage", "texture_psnr"},
+         {"inputs",
+          {{"mesh", "inpaint.mesh"}, {"views", "views.views"}, {"images", "multiview.images"}}},
+         {"params", {{"resolution", "$render_size"}}}});
   }
   if (o.reunwrap) (*find_node(doc, "uv"))["params"]["keep_existing"] = false;
   return pipeline::parse_config(doc, "gen3d texture (assets/pipelines/texgen.json)");

@@ -1,0 +1,272 @@
+#include "pipeline/cli/batch_command.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <tbb/global_control.h>
+
+#include "pipeline/atomic_file.h"
+#include "pipeline/cli/commands.h"
+#include "pipeline/cli/registry.h"
+#include "pipeline/cli/texgen_config.h"
+#include "pipeline/error.h"
+#include "pipeline/executor.h"
+#include "pipeline/graph.h"
+#include "pipeline/run_report.h"
+
+namespace gen3d::cli {
+
+using nlohmann::json;
+using namespace gen3d::pipeline;
+namespace fs = std::filesystem;
+
+std::vector<BatchJob> read_manifest(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(fmt::format("cannot open manifest {}", path));
+  std::vector<BatchJob> jobs;
+  std::vector<Problem> problems;
+  std::map<std::string, size_t> seen;
+  std::string text;
+  for (size_t line = 1; std::getline(in, text); ++line) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("line {}", line);
+    json spec = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (spec.is_discarded() || !spec.is_object()) {
+      problems.push_back({where, "", "not a JSON object"});
+      continue;
+    }
+    if (!spec.contains("id") || !spec["id"].is_string() || spec["id"].get<std::string>().empty()) {
+      problems.push_back({where, "", "every job needs a non-empty string \"id\""});
+      continue;
+    }
+    const std::string id = spec["id"];
+    if (id.find_first_of("/\\") != std::string::npos || id == "." || id == "..") {
+      problems.push_back({where, id, "a job id names its output files: no '/' or '\\'"});
+      continue;
+    }
+    if (const auto [it, fresh] = seen.emplace(id, line); !fresh) {
+      problems.push_back({where, id, fmt::format("duplicate id (first on line {})", it->second)});
+      continue;
+    }
+    if (spec.contains("set") && !spec["set"].is_object())
+      problems.push_back({where, id, "\"set\" must be an object of overrides"});
+    jobs.push_back({id, std::move(spec), line});
+  }
+  if (!problems.empty()) throw ConfigError(path, std::move(problems));
+  if (jobs.empty()) throw ConfigError(fmt::format("manifest {} has no jobs", path));
+  return jobs;
+}
+
+bool in_shard(const std::string& id, int index, int count) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : id) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return static_cast<int>(h % static_cast<uint64_t>(count)) == index;
+}
+
+namespace {
+
+std::string output_path(const BatchOptions& o, const BatchJob& job) {
+  std::string ext = ".glb";
+  if (job.spec.contains("format") && job.spec["format"].is_string())
+    ext = "." + job.spec["format"].get<std::string>();
+  return (fs::path(o.out_dir) / (job.id + ext)).string();
+}
+
+std::string marker_path(const BatchOptions& o, const BatchJob& job) {
+  return (fs::path(o.out_dir) / (job.id + ".done")).string();
+}
+
+std::string text_field(const json& spec, const char* key) {
+  return spec.contains(key) && spec[key].is_string() ? spec[key].get<std::string>() : std::string();
+}
+
+// The job's pipeline config: the built-in texgen job from its fields, or a config file whose
+// variables the job's fields set; then the job's "set" overrides.
+PipelineConfig job_config(const BatchOptions& o, const BatchJob& job) {
+  PipelineConfig cfg;
+  const std::string out = output_path(o, job);
+  if (o.pipeline.empty()) {
+    TextureOptions t;
+    t.mesh = text_field(job.spec, "mesh");
+    if (t.mesh.empty()) throw ConfigError("the job has no \"mesh\"");
+    if (job.spec.contains("image")) {
+      const json& img = job.spec["image"];
+      if (img.is_string())
+        t.images.push_back(img);
+      else if (img.is_array())
+        for (const json& i : img) t.images.push_back(i.get<std::string>());
+    }
+    t.views_dir = text_field(job.spec, "views");
+    t.source_mesh = text_field(job.spec, "source_mesh");
+    t.reunwrap = job.spec.value("reunwrap", false);
+    t.output = out;
+    cfg = build_texgen_config(t);
+  } else {
+    cfg = load_config(o.pipeline);
+    for (const auto& [key, value] : job.spec.items()) {
+      if (key == "id" || key == "set" || key == "format") continue;
+      if (!cfg.vars.contains(key))
+        throw ConfigError(
+            fmt::format("the pipeline has no variable \"{}\" for the job's field", key));
+      cfg.vars[key] = value;
+    }
+    if (cfg.vars.contains("out")) cfg.vars["out"] = out;
+  }
+  std::vector<std::string> sets;
+  if (job.spec.contains("set"))
+    for (const auto& [key, value] : job.spec["set"].items())
+      sets.push_back(key + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
+  apply_overrides(cfg, sets);
+  return cfg;
+}
+
+struct JobResult {
+  std::string id;
+  std::string status;  // done, failed, skipped
+  std::string node;    // failing node, when known
+  std::string error;
+  double wall_ms = 0;
+  std::vector<NodeRun> nodes;
+};
+
+}  // namespace
+
+int cmd_batch(const BatchOptions& o) {
+  if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count)
+    throw ConfigError(
+        fmt::format("--shard {}/{}: expected I/N with 0 <= I < N", o.shard_index, o.shard_count));
+  const std::vector<BatchJob> all = read_manifest(o.manifest);
+  std::vector<BatchJob> jobs;
+  for (const BatchJob& j : all)
+    if (in_shard(j.id, o.shard_index, o.shard_count)) jobs.push_back(j);
+  fs::create_directories(o.out_dir);
+  spdlog::info("batch: {} jobs in {} ({} in shard {}/{}), {} at a time", all.size(), o.manifest,
+               jobs.size(), o.shard_index, o.shard_count, o.jobs);
+
+  std::optional<tbb::global_control> thread_cap;
+  if (o.threads > 0) thread_cap.emplace(tbb::global_control::max_allowed_parallelism, o.threads);
+  SharedState shared;  // one raster cache (byte-bounded) and one model registry for every job
+  std::vector<JobResult> results(jobs.size());
+  std::atomic<size_t> next{0}, finished{0};
+  std::mutex report_mutex;
+  const auto start = std::chrono::steady_clock::now();
+  const bool progress = !o.quiet && isatty(STDERR_FILENO);
+
+  const auto run_job = [&](size_t k) {
+    const BatchJob& job = jobs[k];
+    JobResult& r = results[k];
+    r.id = job.id;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (o.resume && fs::exists(marker_path(o, job)) && fs::exists(output_path(o, job))) {
+      r.status = "skipped";
+    } else if (interrupt_flag().load()) {
+      r.status = "failed";
+      r.error = "interrupted before it started";
+    } else {
+      try {
+        fs::remove(marker_path(o, job));
+        const Graph graph = build_graph(job_config(o, job), cli_registry());
+        Profiler profiler;
+        ExecutorOptions exec;
+        exec.interrupt = &interrupt_flag();
+        const RunResult run = execute(graph, profiler, exec, &shared);
+        r.nodes = run.nodes;
+        if (run.ok()) {
+          r.status = "done";
+          // The marker comes after the outputs' atomic renames: it exists only for complete jobs.
+          write_file_atomic(
+              marker_path(o, job),
+              json{{"id", job.id}, {"output", output_path(o, job)}, {"wall_ms", run.wall_ms}}
+                  .dump());
+        } else {
+          r.status = "failed";
+          r.error = run.error ? *run.error : "interrupted";
+          for (const NodeRun& n : run.nodes)
+            if (n.status == NodeStatus::Failed) r.node = n.id;
+        }
+      } catch (const std::exception& e) {
+        r.status = "failed";
+        r.error = e.what();
+      }
+    }
+    r.wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::lock_guard lock(report_mutex);
+    const size_t done = ++finished;
+    if (r.status == "failed")
+      spdlog::error("job {} (manifest line {}) failed{}: {}", job.id, job.line,
+                    r.node.empty() ? "" : " at node " + r.node, r.error);
+    else if (!progress)
+      spdlog::info("job {} {} ({:.0f} ms)", job.id, r.status, r.wall_ms);
+    if (progress) fmt::print(stderr, "\r\033[K[{}/{}] {} {}", done, jobs.size(), job.id, r.status);
+  };
+
+  std::vector<std::thread> workers;
+  for (int w = 0; w < std::max(1, o.jobs); ++w)
+    workers.emplace_back([&] {
+      for (size_t k; (k = next.fetch_add(1)) < jobs.size();) run_job(k);
+    });
+  for (std::thread& t : workers) t.join();
+  if (progress) fmt::print(stderr, "\r\033[K");
+
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  size_t done = 0, failed = 0, skipped = 0;
+  std::map<std::string, double> stage_ms;
+  json job_list = json::array();
+  for (const JobResult& r : results) {
+    done += r.status == "done";
+    failed += r.status == "failed";
+    skipped += r.status == "skipped";
+    for (const NodeRun& n : r.nodes) stage_ms[n.stage] += n.wall_ms;
+    json j = {{"id", r.id}, {"status", r.status}, {"wall_ms", r.wall_ms}};
+    if (!r.error.empty()) j["error"] = r.error;
+    if (!r.node.empty()) j["node"] = r.node;
+    job_list.push_back(std::move(j));
+  }
+  const double per_min = wall_s > 0 ? 60.0 * static_cast<double>(done) / wall_s : 0.0;
+  if (!o.quiet) {
+    std::string table = fmt::format(
+        "\nbatch: {} done, {} failed, {} skipped in {:.1f} s "
+        "({:.1f} jobs/min), peak RSS {:.0f} MiB\n",
+        done, failed, skipped, wall_s, per_min, peak_rss_mb());
+    table += fmt::format("{:<20} {:>12}\n", "stage", "total ms");
+    for (const auto& [stage, ms] : stage_ms) table += fmt::format("{:<20} {:>12.1f}\n", stage, ms);
+    for (const JobResult& r : results)
+      if (r.status == "failed") table += fmt::format("failed: {}: {}\n", r.id, r.error);
+    fmt::print(stderr, "{}", table);
+  }
+  if (!o.metrics_path.empty()) {
+    json stages = json::object();
+    for (const auto& [stage, ms] : stage_ms) stages[stage] = ms;
+    write_file_atomic(o.metrics_path,
+                      json{{"manifest", o.manifest},
+                           {"shard", fmt::format("{}/{}", o.shard_index, o.shard_count)},
+                           {"done", done},
+                           {"failed", failed},
+                           {"skipped", skipped},
+                           {"wall_s", wall_s},
+                           {"jobs_per_min", per_min},
+                           {"peak_rss_mb", peak_rss_mb()},
+                           {"stage_ms", stages},
+                           {"jobs", job_list}}
+                          .dump(2));
+  }
+  if (interrupt_flag().load()) return 130;
+  return failed > 0 ? 1 : 0;
+}
+
+}  // namespace gen3d::cli

@@ -1,0 +1,40 @@
+#pragma once
+// `gen3d batch`: many pipeline runs from a JSON-lines manifest, failures recorded, resumable and
+// shardable across machines by job id.
+
+#include <string>
+#include <vector>
+
+#include "pipeline/config.h"
+
+namespace gen3d::cli {
+
+struct BatchOptions {
+  std::string manifest;  // JSON lines: {"id", "mesh", "image", "views", "source_mesh", "set"}
+  std::string pipeline;  // config file; empty: the built-in texgen pipeline
+  std::string out_dir = "out/batch";
+  int jobs = 1;         // jobs run at once
+  int shard_index = 0;  // --shard I/N: this machine takes the jobs with hash(id) % N == I
+  int shard_count = 1;
+  bool resume = false;  // skip jobs whose completion marker exists
+  std::string metrics_path;
+  int threads = 0;  // -j: TBB worker cap for the whole process
+  bool quiet = false;
+};
+
+struct BatchJob {
+  std::string id;
+  nlohmann::json spec;  // the manifest line
+  size_t line = 0;      // 1-based line number in the manifest
+};
+
+// Parses the manifest; every malformed line, missing or duplicate id is a ConfigError (all at
+// once).
+std::vector<BatchJob> read_manifest(const std::string& path);
+
+// Whether job `id` belongs to shard `index` of `count` (stable FNV-1a hash of the id).
+bool in_shard(const std::string& id, int index, int count);
+
+int cmd_batch(const BatchOptions& options);
+
+}  // namespace gen3d::cli
