@@ -22,8 +22,9 @@ CommandResult run_command(const std::string& command) {
 }
 
 CommandResult run_gen3d(const std::string& args) {
-  return run_command("cd '" + source_dir() + "' && GEN3D_LOG_LEVEL=info '" + gen3d_executable() +
-                     "' " + args);
+  // `timeout` turns a hang into exit code 124 instead of a stuck test.
+  return run_command("cd '" + source_dir() + "' && GEN3D_LOG_LEVEL=info timeout 300 '" +
+                     gen3d_executable() + "' " + args);
 }
 
 }  // namespace gen3d::test
