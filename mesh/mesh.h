@@ -22,7 +22,8 @@ struct Mesh {
   std::vector<Vec3> positions;  // V x 3
   std::vector<Tri> faces;       // F x 3, counter-clockwise seen from outside
   std::vector<Vec3> normals;    // empty or V x 3 (per vertex)
-  std::vector<Vec2> uvs;        // empty or T x 2, v up (glTF/OBJ files store v as given)
+  std::vector<Vec2> uvs;        // empty or T x 2; v up as loaded (OBJ convention), 1 - v after
+                                // normalize_mesh (the renderer's convention, see render/)
   std::vector<Tri> uv_faces;    // empty or F x 3, corner -> index into uvs
   std::vector<Vec4> colors;     // empty or V x 4, RGBA in [0, 1]
   std::shared_ptr<const Image> texture;  // optional base-colour texture

@@ -48,11 +48,26 @@ BackProjection back_project(const mesh::Mesh& mesh, const Raster& raster, const 
                             const mesh::Image& view, const BakeOptions& options = {},
                             BackProjectDebug* debug = nullptr);
 
+// back_project's result restricted to the texels it paints (weight sum or cos sum != 0): the same
+// values, a fraction of the memory. Omitted texels are 0 in the cos map (so they get no merge
+// weight) and, except with UVs outside [0, 1] (Q15), in the texture.
+struct SparseBackProjection {
+  int width = 0, height = 0, channels = 0;  // of the dense T x T maps
+  std::vector<uint32_t> texel;              // K: texel indices (row * width + col), ascending
+  std::vector<float> texture;               // K x channels
+  std::vector<float> cos;                   // K
+};
+
+// back_project, returned sparse; bit-identical values. Throws like back_project.
+SparseBackProjection back_project_sparse(const mesh::Mesh& mesh, const Raster& raster,
+                                         const Camera& camera, const mesh::Image& view,
+                                         const BakeOptions& options = {});
+
 struct GatherOptions {
-  double angle_threshold = 75.0;   // degrees; like back_project
-  float depth_tolerance = 3e-5f;   // visibility: |texel depth - raster depth| in z01 units (about
-                                   // 5 pixel widths of a 2048 view), or the same face id
-  int render_size = 2048;          // configured render size: erosion/edge window as back_project
+  double angle_threshold = 75.0;  // degrees; like back_project
+  float depth_tolerance = 3e-5f;  // visibility: |texel depth - raster depth| in z01 units (about
+                                  // 5 pixel widths of a 2048 view), or the same face id
+  int render_size = 2048;         // configured render size: erosion/edge window as back_project
 };
 
 // Texel-driven alternative to back_project: for every texel covered by `uv_raster`

@@ -17,7 +17,9 @@ D3 normalized(const D3& v) {
   return {v[0] / n, v[1] / n, v[2] / n};
 }
 
-double radians(double deg) { return deg * (std::numbers::pi / 180.0); }
+double radians(double deg) {
+  return deg * (std::numbers::pi / 180.0);
+}
 
 }  // namespace
 

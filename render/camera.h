@@ -19,12 +19,12 @@ namespace gen3d::render {
 using Mat4 = std::array<float, 16>;
 
 struct Camera {
-  double elev = 0.0;          // elevation in degrees (+90 = above the object)
-  double azim = 0.0;          // azimuth in degrees (0 = front, 90 = right side)
-  double distance = 1.45;     // orbit radius (camera distance from the origin)
-  double ortho_scale = 1.2;   // full width/height of the orthographic view volume
-  double near_plane = 0.1;    // near clipping distance of the projection matrix
-  double far_plane = 100.0;   // far clipping distance of the projection matrix
+  double elev = 0.0;         // elevation in degrees (+90 = above the object)
+  double azim = 0.0;         // azimuth in degrees (0 = front, 90 = right side)
+  double distance = 1.45;    // orbit radius (camera distance from the origin)
+  double ortho_scale = 1.2;  // full width/height of the orthographic view volume
+  double near_plane = 0.1;   // near clipping distance of the projection matrix
+  double far_plane = 100.0;  // far clipping distance of the projection matrix
 
   // World (internal frame) -> camera matrix, computed in float64 and rounded to float32, exactly
   // like the reference's get_mv_matrix (right-handed OpenGL camera looking down -z).

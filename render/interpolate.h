@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <span>
+#include <string>
 
 #include "mesh/mesh.h"
 #include "render/error.h"

@@ -17,22 +17,22 @@ namespace {
 // Runs body(p) for every pixel index, rows in parallel.
 template <class F>
 void for_each_pixel(const Raster& r, F&& body) {
-  tbb::parallel_for(tbb::blocked_range<int>(0, r.height, 16), [&](const tbb::blocked_range<int>& rows) {
-    for (int y = rows.begin(); y < rows.end(); ++y) {
-      const size_t base = static_cast<size_t>(y) * r.width;
-      for (int x = 0; x < r.width; ++x) body(base + x);
-    }
-  });
+  tbb::parallel_for(tbb::blocked_range<int>(0, r.height, 16),
+                    [&](const tbb::blocked_range<int>& rows) {
+                      for (int y = rows.begin(); y < rows.end(); ++y) {
+                        const size_t base = static_cast<size_t>(y) * r.width;
+                        for (int x = 0; x < r.width; ++x) body(base + x);
+                      }
+                    });
 }
 
 void check_mesh_for_raster(const char* fn, const mesh::Mesh& mesh, const Raster& raster) {
-  if (raster.face_id.size() != raster.pixel_count() || raster.bary.size() != raster.pixel_count() * 3) {
+  if (raster.face_id.size() != raster.pixel_count() ||
+      raster.bary.size() != raster.pixel_count() * 3) {
     throw RenderError(std::string(fn) + ": raster buffers do not match its size");
   }
-  // Face ids are validated lazily per pixel below would cost a branch; check the maximum once.
-  int32_t max_id = 0;
-  for (int32_t id : raster.face_id) max_id = std::max(max_id, id);
-  if (static_cast<size_t>(max_id) > mesh.faces.size()) {
+  const size_t max_id = raster.max_face_id();
+  if (max_id > mesh.faces.size()) {
     throw RenderError(std::string(fn) + ": raster refers to face " + std::to_string(max_id) +
                       " but the mesh has " + std::to_string(mesh.faces.size()) +
                       " faces (raster of another mesh?)");
@@ -68,7 +68,55 @@ mesh::Image vertex_attr_image(const Raster& r, std::span<const mesh::Vec3> attr,
   return img;
 }
 
+inline uint8_t quantize_u8(float v) {
+  const float s = v * 255.0f;
+  return !(s > 0.0f) ? 0 : (s >= 255.0f ? 255 : static_cast<uint8_t>(s));
+}
+
+// As vertex_attr_image, quantized to 8 bits (trunc(255 * v)) without a float image in between.
+template <class Enc>
+std::vector<uint8_t> vertex_attr_image_u8(const Raster& r, std::span<const mesh::Vec3> attr,
+                                          std::span<const mesh::Tri> corners, float bg, Enc&& enc) {
+  std::vector<uint8_t> img(r.pixel_count() * 3);
+  const uint8_t bg8 = quantize_u8(bg);
+  for_each_pixel(r, [&](size_t p) {
+    uint8_t* dst = img.data() + p * 3;
+    const int32_t id = r.face_id[p];
+    if (id == 0) {
+      dst[0] = dst[1] = dst[2] = bg8;
+      return;
+    }
+    const mesh::Vec3 v = interpolate_pixel<3>(&r.bary[p * 3], attr, corners[id - 1]);
+    for (int c = 0; c < 3; ++c) dst[c] = quantize_u8(enc(v[c]));
+  });
+  return img;
+}
+
+std::vector<mesh::Vec3> position_attr(const mesh::Mesh& mesh, float scale_factor) {
+  if (!(scale_factor > 0.0f)) throw RenderError("position_map: scale_factor must be > 0");
+  std::vector<mesh::Vec3> attr(mesh.positions.size());
+  for (size_t i = 0; i < attr.size(); ++i) {
+    for (int c = 0; c < 3; ++c) attr[i][c] = 0.5f - mesh.positions[i][c] / scale_factor;
+  }
+  return attr;
+}
+
 }  // namespace
+
+std::vector<uint8_t> normal_map_u8(const mesh::Mesh& mesh, const Raster& raster,
+                                   const std::vector<mesh::Vec3>& vertex_normals) {
+  check_mesh_for_raster("normal_map_u8", mesh, raster);
+  const std::vector<mesh::Vec3> n = normals_or_default(mesh, vertex_normals, "normal_map_u8");
+  return vertex_attr_image_u8(raster, n, mesh.faces, 1.0f,
+                              [](float v) { return (v + 1.0f) * 0.5f; });
+}
+
+std::vector<uint8_t> position_map_u8(const mesh::Mesh& mesh, const Raster& raster,
+                                     float scale_factor) {
+  check_mesh_for_raster("position_map_u8", mesh, raster);
+  return vertex_attr_image_u8(raster, position_attr(mesh, scale_factor), mesh.faces, 1.0f,
+                              [](float v) { return v; });
+}
 
 mesh::Image normal_map(const mesh::Mesh& mesh, const Raster& raster,
                        const std::vector<mesh::Vec3>& vertex_normals) {
@@ -79,19 +127,14 @@ mesh::Image normal_map(const mesh::Mesh& mesh, const Raster& raster,
 
 mesh::Image position_map(const mesh::Mesh& mesh, const Raster& raster, float scale_factor) {
   check_mesh_for_raster("position_map", mesh, raster);
-  if (!(scale_factor > 0.0f)) throw RenderError("position_map: scale_factor must be > 0");
-  std::vector<mesh::Vec3> attr(mesh.positions.size());
-  for (size_t i = 0; i < attr.size(); ++i) {
-    for (int c = 0; c < 3; ++c) attr[i][c] = 0.5f - mesh.positions[i][c] / scale_factor;
-  }
-  return vertex_attr_image(raster, attr, mesh.faces, 1.0f, [](float v) { return v; });
+  return vertex_attr_image(raster, position_attr(mesh, scale_factor), mesh.faces, 1.0f,
+                           [](float v) { return v; });
 }
 
 mesh::Image depth_map(const Raster& raster) {
   mesh::Image img(raster.width, raster.height, 1);
-  for_each_pixel(raster, [&](size_t p) {
-    img.pixels[p] = raster.face_id[p] != 0 ? raster.depth[p] : 1.0f;
-  });
+  for_each_pixel(
+      raster, [&](size_t p) { img.pixels[p] = raster.face_id[p] != 0 ? raster.depth[p] : 1.0f; });
   return img;
 }
 
@@ -141,14 +184,18 @@ mesh::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float backg
     const float* b = &raster.bary[p * 3];
     if (textured) {
       const mesh::Image& tex = *mesh.texture;
-      const auto uv = interpolate_pixel<2>(b, std::span<const mesh::Vec2>(mesh.uvs), mesh.uv_faces[id - 1]);
+      const auto uv =
+          interpolate_pixel<2>(b, std::span<const mesh::Vec2>(mesh.uvs), mesh.uv_faces[id - 1]);
       float s[4];
-      sample_bilinear(tex, uv[0] * (tex.width - 1), uv[1] * (tex.height - 1), s);
+      // UVs outside [0, 1] repeat, as glTF's default sampler and most OBJ viewers do.
+      const auto wrap = [](float t) { return t >= 0.0f && t <= 1.0f ? t : t - std::floor(t); };
+      sample_bilinear(tex, wrap(uv[0]) * (tex.width - 1), wrap(uv[1]) * (tex.height - 1), s);
       dst[0] = s[0];
       dst[1] = s[1];
       dst[2] = s[2];
     } else {
-      const auto c = interpolate_pixel<4>(b, std::span<const mesh::Vec4>(mesh.colors), mesh.faces[id - 1]);
+      const auto c =
+          interpolate_pixel<4>(b, std::span<const mesh::Vec4>(mesh.colors), mesh.faces[id - 1]);
       dst[0] = c[0];
       dst[1] = c[1];
       dst[2] = c[2];
@@ -171,10 +218,7 @@ mesh::Image texel_normal_map(const mesh::Mesh& mesh, const Raster& uv_raster,
 
 std::vector<uint8_t> to_u8(const mesh::Image& image) {
   std::vector<uint8_t> out(image.pixels.size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    const float v = image.pixels[i] * 255.0f;
-    out[i] = !(v > 0.0f) ? 0 : (v >= 255.0f ? 255 : static_cast<uint8_t>(v));
-  }
+  for (size_t i = 0; i < out.size(); ++i) out[i] = quantize_u8(image.pixels[i]);
   return out;
 }
 

@@ -22,16 +22,24 @@ mesh::Image normal_map(const mesh::Mesh& mesh, const Raster& raster,
 // Position map: per-vertex 0.5 - p / scale_factor interpolated, background 1.  H x W x 3.
 mesh::Image position_map(const mesh::Mesh& mesh, const Raster& raster, float scale_factor = 1.15f);
 
-// Depth map: the raster's depth (z_ndc * 0.49999 + 0.5, smaller = nearer), background 1.  H x W x 1.
+// The same maps as the pipeline hands them on: 8-bit RGB, trunc(255 * v) of the float map (README
+// Q10), computed without the float image (a quarter of the memory).  H x W x 3 bytes.
+std::vector<uint8_t> normal_map_u8(const mesh::Mesh& mesh, const Raster& raster,
+                                   const std::vector<mesh::Vec3>& vertex_normals = {});
+std::vector<uint8_t> position_map_u8(const mesh::Mesh& mesh, const Raster& raster,
+                                     float scale_factor = 1.15f);
+
+// Depth map: the raster's depth (z_ndc * 0.49999 + 0.5, smaller = nearer), background 1.  H x W
+// x 1.
 mesh::Image depth_map(const Raster& raster);
 
 // Coverage mask: 1 where a face is visible, else 0.  H x W x 1.
 mesh::Image coverage_mask(const Raster& raster);
 
 // Albedo map: mesh.texture sampled bilinearly at the interpolated per-corner UVs (clamped to the
-// edge; texel centres at u * (W - 1), v * (H - 1) with the flipped v, the bake convention), or the vertex
-// colours when the mesh has no texture. Background = `background`.  H x W x 3.
-// Throws RenderError if the mesh has neither texture+UVs nor vertex colours.
+// edge, UVs outside [0, 1] repeating; texel centres at u * (W - 1), v * (H - 1) with the flipped v, the bake convention), or the
+// vertex colours when the mesh has no texture. Background = `background`.  H x W x 3. Throws
+// RenderError if the mesh has neither texture+UVs nor vertex colours.
 mesh::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float background = 1.0f);
 
 // Texel-space maps from a UV raster (rasterize_uv): raw internal-frame positions / unweighted

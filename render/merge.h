@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mesh/image.h"
+#include "render/back_project.h"
 
 namespace gen3d::render {
 
@@ -32,5 +33,15 @@ struct MergeResult {
 // already painted. Texels are processed in parallel; the result does not depend on threads.
 // Throws RenderError on mismatched sizes or an empty input.
 MergeResult merge_fast(std::span<const mesh::Image> textures, std::span<const mesh::Image> weights);
+
+// The same merge straight from back-projections: view v's weight is
+// bake_weight(views[v].cos, view_weights[v], exponent), computed on the fly (no weight images).
+MergeResult merge_fast(std::span<const BackProjection> views, std::span<const double> view_weights,
+                       float exponent = 4.0f);
+
+// The same merge from sparse back-projections (back_project_sparse): bit-identical result, without
+// any dense per-view image.
+MergeResult merge_fast(std::span<const SparseBackProjection> views,
+                       std::span<const double> view_weights, float exponent = 4.0f);
 
 }  // namespace gen3d::render

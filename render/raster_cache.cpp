@@ -1,6 +1,7 @@
 #include "render/raster_cache.h"
 
 #include <oneapi/tbb/collaborative_call_once.h>
+#include <spdlog/spdlog.h>
 
 #include <cstring>
 
@@ -15,9 +16,7 @@ struct RasterCache::Entry {
 
 size_t RasterCache::KeyHash::operator()(const Key& k) const {
   uint64_t h = k.mesh ^ (k.uv_space ? 0x9e3779b97f4a7c15ull : 0);
-  const auto mix = [&h](uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  };
+  const auto mix = [&h](uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
   for (double d : {k.elev, k.azim, k.distance, k.ortho_scale, k.near_plane, k.far_plane}) {
     const double canonical = d + 0.0;  // -0.0 == 0.0 must hash alike
     uint64_t bits;
@@ -73,6 +72,8 @@ void RasterCache::account(const Key& key, const std::shared_ptr<Entry>& entry) {
     if (victim_key == key) break;
     auto victim = map_.find(victim_key);
     stats_.bytes -= victim->second->bytes;
+    spdlog::debug("raster cache: evicting {}x{} raster ({} bytes) to stay within {} bytes",
+                  victim_key.width, victim_key.height, victim->second->bytes, budget_);
     lru_.pop_back();
     map_.erase(victim);
     ++stats_.evictions;

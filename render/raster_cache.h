@@ -32,8 +32,7 @@ class RasterCache {
   // Six views at 2048 x 2048 (20 bytes per pixel) plus a little room.
   static constexpr size_t kDefaultByteBudget = size_t{512} << 20;
 
-  explicit RasterCache(size_t byte_budget = kDefaultByteBudget,
-                       const RasterOptions& options = {});
+  explicit RasterCache(size_t byte_budget = kDefaultByteBudget, const RasterOptions& options = {});
   ~RasterCache();
   RasterCache(const RasterCache&) = delete;
   RasterCache& operator=(const RasterCache&) = delete;

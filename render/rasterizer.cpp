@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@ constexpr uint64_t kMaxInt = 2147483647ull;
 // The reference's initial key: decodes (key % kMaxInt) to kMaxInt - 1, "no face".
 constexpr uint64_t kBackgroundKey = kMaxInt * kMaxInt + (kMaxInt - 1);
 constexpr float kDepthQuant = 262144.0f;  // 2 << 17
+constexpr double kFlatSlope = 1e-12;      // |d lambda / dX| below this: constant along a row
 
 // A vertex in pixel coordinates as the reference computes it (x, y), its depth mapped to [0, 1]
 // (z) and its clip w (for the perspective correction of the final barycentrics).
@@ -39,14 +41,21 @@ ScreenVertex to_screen(const mesh::Vec4& c, float wm1, float hm1) {
 
 // Everything the per-pixel loops need about one triangle.
 struct FaceSetup {
-  float ax, ay;     // corner 0 (pixel coordinates)
-  float cax, cay;   // corner 2 - corner 0
-  float bax, bay;   // corner 1 - corner 0
-  float inv;        // float(1.0 / double(signed area)), the reference's tri_inv
-  float z0, z1, z2; // depths of the corners
-  float w0, w1, w2; // clip w of the corners
-  int x0, x1;       // visited columns [x0, x1), clipped to the image; x0 >= x1: not drawn
-  int y0, y1;       // visited rows [y0, y1)
+  float ax, ay;      // corner 0 (pixel coordinates)
+  float cax, cay;    // corner 2 - corner 0
+  float bax, bay;    // corner 1 - corner 0
+  float inv;         // float(1.0 / double(signed area)), the reference's tri_inv
+  float z0, z1, z2;  // depths of the corners
+  float w0, w1, w2;  // clip w of the corners
+  int x0, x1;        // visited columns [x0, x1), clipped to the image; x0 >= x1: not drawn
+  int y0, y1;        // visited rows [y0, y1)
+  // Row-span culling (fast path only): barycentric lambda_k(X) = p_k(row) + q_k * X in float64,
+  // and margins m_k far above the float32 rounding error of the exact test, so every pixel the
+  // exact test could accept lies inside the conservative span where all lambda_k >= -m_k.
+  double inv_area;  // 1 / area in float64
+  double mb, mg, ma;
+  double qb, qg, qa;     // d lambda / dX of beta, gamma, alpha
+  double rqb, rqg, rqa;  // 1 / q (0 where q is flat)
 };
 
 // Visited range of the reference loop `for (int p = lo; p < hi + 1; ++p)` clipped to [0, n).
@@ -88,11 +97,65 @@ FaceSetup setup_face(const ScreenVertex& a, const ScreenVertex& b, const ScreenV
               f.x1);
   visit_range(std::min(a.y, std::min(b.y, c.y)), std::max(a.y, std::max(b.y, c.y)), height, f.y0,
               f.y1);
-  if (f.x0 >= f.x1 || f.y0 >= f.y1) f.x0 = f.x1 = f.y0 = f.y1 = 0;
+  if (f.x0 >= f.x1 || f.y0 >= f.y1) {
+    f.x0 = f.x1 = f.y0 = f.y1 = 0;
+    return f;
+  }
+  f.inv_area = 1.0 / static_cast<double>(area);
+  const double w = std::max(a.x, std::max(b.x, c.x)) - std::min(a.x, std::min(b.x, c.x)) + 2.0;
+  const double h = std::max(a.y, std::max(b.y, c.y)) - std::min(a.y, std::min(b.y, c.y)) + 2.0;
+  const double u = 0x1p-18, ia = std::abs(f.inv_area);
+  f.mb = u * (std::abs(f.cax) * h + w * std::abs(f.cay)) * ia + u;
+  f.mg = u * (std::abs(f.bax) * h + w * std::abs(f.bay)) * ia + u;
+  f.ma = f.mb + f.mg + u;
+  f.qb = -f.cay * f.inv_area;
+  f.qg = f.bay * f.inv_area;
+  f.qa = -f.qb - f.qg;
+  const auto reciprocal = [](double q) { return std::abs(q) > kFlatSlope ? 1.0 / q : 0.0; };
+  f.rqb = reciprocal(f.qb);
+  f.rqg = reciprocal(f.qg);
+  f.rqa = reciprocal(f.qa);
   return f;
 }
 
-bool drawn(const FaceSetup& f) { return f.x0 < f.x1; }
+// Narrows [lo, hi] (pixel-centre X) to where lambda(X) = p + q * X >= -m (rq = 1 / q, or 0 when
+// |q| <= kFlatSlope). Returns false if empty. The pixel expansion of row_span absorbs the rounding
+// of the float64 arithmetic here.
+inline bool clip_span(double p, double q, double rq, double m, double& lo, double& hi) {
+  const double t = -m - p;  // lambda >= -m  <=>  q * X >= t
+  if (q > kFlatSlope) {
+    lo = std::max(lo, t * rq);
+  } else if (q < -kFlatSlope) {
+    hi = std::min(hi, t * rq);
+  } else if (!(0.0 >= t - kFlatSlope * (std::abs(lo) + std::abs(hi)))) {
+    return false;
+  }
+  return lo <= hi;
+}
+
+// Conservative column span [xs, xe) of row y for face f (superset of the exact coverage).
+inline void row_span(const FaceSetup& f, float py, int& xs, int& xe) {
+  const double dy = static_cast<double>(py) - f.ay;
+  const double pb = (f.cax * dy + static_cast<double>(f.ax) * f.cay) * f.inv_area;
+  const double pg = (-static_cast<double>(f.ax) * f.bay - f.bax * dy) * f.inv_area;
+  double lo = xs + 0.5, hi = xe - 0.5;
+  if (!clip_span(pb, f.qb, f.rqb, f.mb, lo, hi) || !clip_span(pg, f.qg, f.rqg, f.mg, lo, hi) ||
+      !clip_span(1.0 - pb - pg, f.qa, f.rqa, f.ma, lo, hi)) {
+    xe = xs;
+    return;
+  }
+  // Pixel x is sampled at X = x + 0.5; keep one extra pixel on each side. Here
+  // xs + 0.5 <= lo <= hi <= xe - 0.5 with xs >= 0, so truncation is floor and ceil is cheap
+  // (std::floor/ceil are library calls without SSE4.1).
+  const double l = lo - 0.5, h = hi - 0.5;
+  const int li = static_cast<int>(l), hi_i = static_cast<int>(h);
+  xs = std::max(xs, li - 1);
+  xe = std::min(xe, hi_i + (static_cast<double>(hi_i) < h ? 1 : 0) + 2);
+}
+
+bool drawn(const FaceSetup& f) {
+  return f.x0 < f.x1;
+}
 
 // Reference barycentrics at pixel centre (px, py). Returns alpha; beta/gamma through out-params.
 //   beta  = A(a, p, c) * inv,  gamma = A(a, b, p) * inv,  alpha = (1.0 - beta) - gamma in double.
@@ -104,7 +167,9 @@ inline float barycentric(const FaceSetup& f, float px, float py, float& beta, fl
   return static_cast<float>((1.0 - static_cast<double>(beta)) - static_cast<double>(gamma));
 }
 
-inline bool in_unit(float v) { return v >= 0.0f && v <= 1.0f; }
+inline bool in_unit(float v) {
+  return v >= 0.0f && v <= 1.0f;
+}
 
 // The fragment key, or kBackgroundKey when the fragment is dropped (depth < 0, or NaN).
 inline uint64_t fragment_key(float depth, uint32_t face) {
@@ -116,50 +181,80 @@ inline uint64_t fragment_key(float depth, uint32_t face) {
 }
 
 // Writes the reference's second pass (barycentrics recomputed for the winner, divided by w and
-// renormalized) for one pixel.
+// renormalized) for one pixel. Background pixels are left as they are (zero).
 inline void resolve_pixel(const FaceSetup* setups, uint64_t key, float px, float py,
                           int32_t* face_out, float* bary_out, float* depth_out) {
-  if (key == kBackgroundKey) {
-    *face_out = 0;
-    bary_out[0] = bary_out[1] = bary_out[2] = 0.0f;
-    *depth_out = 0.0f;
-    return;
-  }
+  if (key == kBackgroundKey) return;  // outputs start zeroed
   const uint64_t id = key % kMaxInt;
   *face_out = static_cast<int32_t>(id);
   const FaceSetup& f = setups[id - 1];
   float beta, gamma;
   const float alpha = barycentric(f, px, py, beta, gamma);
   *depth_out = alpha * f.z0 + beta * f.z1 + gamma * f.z2;
-  const float b0 = alpha / f.w0, b1 = beta / f.w1, b2 = gamma / f.w2;
+  // x / 1.0f == x exactly: orthographic views (w = 1) skip the three divisions.
+  const bool unit_w = f.w0 == 1.0f && f.w1 == 1.0f && f.w2 == 1.0f;
+  const float b0 = unit_w ? alpha : alpha / f.w0;
+  const float b1 = unit_w ? beta : beta / f.w1;
+  const float b2 = unit_w ? gamma : gamma / f.w2;
   const float s = 1.0f / (b0 + b1 + b2);
   bary_out[0] = b0 * s;
   bary_out[1] = b1 * s;
   bary_out[2] = b2 * s;
 }
 
+// 4-lane float32 / 2-lane float64 vectors (GCC/Clang vector extensions: SSE2 on x86-64, NEON on
+// ARM). Every lane operation is the same IEEE operation as the scalar reference formula.
+typedef float F4 __attribute__((vector_size(16)));
+typedef double D2 __attribute__((vector_size(16)));
+typedef int32_t I4 __attribute__((vector_size(16)));
+
+// alpha = float((1.0 - double(beta)) - double(gamma)) per lane.
+inline F4 alpha_of(F4 beta, F4 gamma) {
+  const D2 b_lo = __builtin_convertvector(__builtin_shufflevector(beta, beta, 0, 1), D2);
+  const D2 b_hi = __builtin_convertvector(__builtin_shufflevector(beta, beta, 2, 3), D2);
+  const D2 g_lo = __builtin_convertvector(__builtin_shufflevector(gamma, gamma, 0, 1), D2);
+  const D2 g_hi = __builtin_convertvector(__builtin_shufflevector(gamma, gamma, 2, 3), D2);
+  const D2 one = {1.0, 1.0};
+  const auto a_lo =
+      __builtin_convertvector((one - b_lo) - g_lo, __attribute__((vector_size(8))) float);
+  const auto a_hi =
+      __builtin_convertvector((one - b_hi) - g_hi, __attribute__((vector_size(8))) float);
+  return __builtin_shufflevector(a_lo, a_hi, 0, 1, 2, 3);
+}
+
 // Min-key rasterization of one face into a key buffer covering [kx0, kx1) x [ky0, ky1) with row
-// stride `stride`, restricted to that window.
+// stride `stride`, restricted to that window. Four pixels of a row at a time.
 inline void raster_face(const FaceSetup& f, uint32_t face, int kx0, int ky0, int kx1, int ky1,
                         uint64_t* keys, int stride) {
   const int xs = std::max(f.x0, kx0), xe = std::min(f.x1, kx1);
   const int ys = std::max(f.y0, ky0), ye = std::min(f.y1, ky1);
+  const F4 lane = {0.0f, 1.0f, 2.0f, 3.0f};
+  const I4 lane_i = {0, 1, 2, 3};
+  const F4 zero = {0.0f, 0.0f, 0.0f, 0.0f}, one = {1.0f, 1.0f, 1.0f, 1.0f};
   for (int y = ys; y < ye; ++y) {
     const float py = static_cast<float>(y) + 0.5f;
     const float dy = py - f.ay;
     const float tb = f.cax * dy;  // (c.x - a.x)(p.y - a.y)
     const float tg = f.bax * dy;  // (b.x - a.x)(p.y - a.y)
     uint64_t* row = keys + static_cast<ptrdiff_t>(y - ky0) * stride - kx0;
-    for (int x = xs; x < xe; ++x) {
-      const float dx = (static_cast<float>(x) + 0.5f) - f.ax;
-      const float beta = (tb - dx * f.cay) * f.inv;
-      const float gamma = (dx * f.bay - tg) * f.inv;
-      const float alpha =
-          static_cast<float>((1.0 - static_cast<double>(beta)) - static_cast<double>(gamma));
-      if (!(in_unit(alpha) && in_unit(beta) && in_unit(gamma))) continue;
-      const float depth = alpha * f.z0 + beta * f.z1 + gamma * f.z2;
-      const uint64_t key = fragment_key(depth, face);
-      if (key < row[x]) row[x] = key;
+    int rs = xs, re = xe;
+    row_span(f, py, rs, re);
+    for (int x = rs; x < re; x += 4) {
+      // Pixel centres x + 0.5 (exact: small integers plus 0.5 are representable).
+      const F4 px = (static_cast<float>(x) + lane) + 0.5f;
+      const F4 dx = px - f.ax;
+      const F4 beta = (tb - dx * f.cay) * f.inv;
+      const F4 gamma = (dx * f.bay - tg) * f.inv;
+      const F4 alpha = alpha_of(beta, gamma);
+      const I4 inside = (alpha >= zero) & (alpha <= one) & (beta >= zero) & (beta <= one) &
+                        (gamma >= zero) & (gamma <= one) & ((x + lane_i) < re);
+      if (!(inside[0] | inside[1] | inside[2] | inside[3])) continue;
+      const F4 depth = alpha * f.z0 + beta * f.z1 + gamma * f.z2;
+      for (int k = 0; k < 4; ++k) {
+        if (!inside[k]) continue;
+        const uint64_t key = fragment_key(depth[k], face);
+        if (key < row[x + k]) row[x + k] = key;
+      }
     }
   }
 }
@@ -204,9 +299,9 @@ void allocate(Raster& r, int width, int height) {
   r.width = width;
   r.height = height;
   const size_t n = r.pixel_count();
-  r.face_id.resize(n);
-  r.bary.resize(n * 3);
-  r.depth.resize(n);
+  resize_zeroed(r.face_id, n);  // background is all zeros: only covered pixels are written
+  resize_zeroed(r.bary, n * 3);
+  resize_zeroed(r.depth, n);
 }
 
 Raster rasterize_screen(std::span<const ScreenVertex> verts, std::span<const mesh::Tri> triangles,
@@ -246,23 +341,29 @@ Raster rasterize_screen(std::span<const ScreenVertex> verts, std::span<const mes
 
   Raster out;
   allocate(out, width, height);
+  out.triangle_count = triangles.size();
   auto body = [&](const tbb::blocked_range<size_t>& range) {
     std::unique_ptr<uint64_t[]> keys(new uint64_t[static_cast<size_t>(ts) * ts]);
     for (size_t t = range.begin(); t < range.end(); ++t) {
       const int tx0 = static_cast<int>(t % tiles_x) * ts, ty0 = static_cast<int>(t / tiles_x) * ts;
       const int tx1 = std::min(tx0 + ts, width), ty1 = std::min(ty0 + ts, height);
       const int tw = tx1 - tx0;
-      std::fill(keys.get(), keys.get() + static_cast<size_t>(tw) * (ty1 - ty0), kBackgroundKey);
+      if (offsets[t] != offsets[t + 1]) {
+        std::fill(keys.get(), keys.get() + static_cast<size_t>(tw) * (ty1 - ty0), kBackgroundKey);
+      }
       for (uint32_t k = offsets[t]; k < offsets[t + 1]; ++k) {
         const uint32_t face = bins[k];
         raster_face(setups[face], face, tx0, ty0, tx1, ty1, keys.get(), tw);
       }
+      if (offsets[t] == offsets[t + 1]) continue;  // empty tile: stays background (zeros)
       for (int y = ty0; y < ty1; ++y) {
-        const uint64_t* krow = keys.get() + static_cast<size_t>(y - ty0) * tw;
         const size_t base = static_cast<size_t>(y) * width;
+        const uint64_t* krow = keys.get() + static_cast<size_t>(y - ty0) * tw;
         const float py = static_cast<float>(y) + 0.5f;
         for (int x = tx0; x < tx1; ++x) {
-          resolve_pixel(setups.data(), krow[x - tx0], static_cast<float>(x) + 0.5f, py,
+          const uint64_t key = krow[x - tx0];
+          if (key == kBackgroundKey) continue;
+          resolve_pixel(setups.data(), key, static_cast<float>(x) + 0.5f, py,
                         &out.face_id[base + x], &out.bary[(base + x) * 3], &out.depth[base + x]);
         }
       }
@@ -285,6 +386,13 @@ std::vector<ScreenVertex> clip_to_screen(std::span<const mesh::Vec4> clip, int w
 }
 
 }  // namespace
+
+size_t Raster::max_face_id() const {
+  if (triangle_count > 0) return triangle_count;
+  int32_t m = 0;
+  for (int32_t id : face_id) m = std::max(m, id);
+  return static_cast<size_t>(m);
+}
 
 Raster rasterize(std::span<const mesh::Vec4> clip, std::span<const mesh::Tri> triangles, int width,
                  int height, const RasterOptions& options) {
@@ -310,7 +418,8 @@ Raster rasterize_reference(std::span<const mesh::Vec4> clip, std::span<const mes
     const mesh::Tri& t = triangles[i];
     const ScreenVertex &a = verts[t[0]], &b = verts[t[1]], &c = verts[t[2]];
     setups[i] = setup_face(a, b, c, width, height);
-    // The reference loop, unclipped bounds: for (px = x_min; px < x_max + 1; ++px), skip outside.
+    // The reference loop for (px = x_min; px < x_max + 1; ++px), pixels off the image skipped:
+    // setup_face's [x0, x1) x [y0, y1) is exactly that range. Column-major, as the reference.
     const float area = (c.x - a.x) * (b.y - a.y) - (b.x - a.x) * (c.y - a.y);
     if (area == 0.0f || !drawn(setups[i])) continue;
     const FaceSetup& f = setups[i];
@@ -329,6 +438,7 @@ Raster rasterize_reference(std::span<const mesh::Vec4> clip, std::span<const mes
   }
   Raster out;
   allocate(out, width, height);
+  out.triangle_count = triangles.size();
   for (size_t p = 0; p < n; ++p) {
     resolve_pixel(setups.data(), zbuffer[p], static_cast<float>(p % width) + 0.5f,
                   static_cast<float>(p / width) + 0.5f, &out.face_id[p], &out.bary[p * 3],

@@ -23,20 +23,23 @@ namespace gen3d::render {
 
 // Per-pixel result of one rasterization. Immutable once built (shared through RasterCache).
 struct Raster {
-  int width = 0;             // pixels per row
-  int height = 0;            // rows; row 0 is NDC y = -1 (the reference's layout, no flip)
-  Buffer<int32_t> face_id;   // H x W: 1-based index of the visible face, 0 = background
-  Buffer<float> bary;        // H x W x 3: barycentrics of face corners 0, 1, 2 (0 on background)
-  Buffer<float> depth;       // H x W: z_ndc * 0.49999 + 0.5 at the pixel (the depth that won)
+  int width = 0;              // pixels per row
+  int height = 0;             // rows; row 0 is NDC y = -1 (the reference's layout, no flip)
+  Buffer<int32_t> face_id;    // H x W: 1-based index of the visible face, 0 = background
+  Buffer<float> bary;         // H x W x 3: barycentrics of face corners 0, 1, 2 (0 on background)
+  Buffer<float> depth;        // H x W: z_ndc * 0.49999 + 0.5 at the pixel (the depth that won)
+  size_t triangle_count = 0;  // triangles rasterized: every face id is <= this
 
   size_t pixel_count() const { return static_cast<size_t>(width) * height; }
+  // Largest face id present: triangle_count when set by the rasterizer, else a scan.
+  size_t max_face_id() const;
   size_t bytes() const {
     return face_id.size() * sizeof(int32_t) + (bary.size() + depth.size()) * sizeof(float);
   }
 };
 
 struct RasterOptions {
-  int tile_size = 64;  // edge of the square screen tiles that triangles are binned into (8..1024)
+  int tile_size = 64;    // edge of the square screen tiles that triangles are binned into (8..1024)
   bool parallel = true;  // rasterize tiles with tbb::parallel_for (false: one thread, same result)
 };
 
@@ -57,9 +60,10 @@ Raster rasterize_reference(std::span<const mesh::Vec4> clip, std::span<const mes
 
 // Texel-space rasterization: every face is placed at its UVs (uv_faces into uvs) on a
 // width x height texture whose texel (col, row) centre is (u * (width - 1), v * (height - 1)) with
-// the renderer's flipped v (see below), i.e. texel centres on integer UV-grid positions and row 0 at
-// original v = 1 (top): the convention of the reference's linear_grid_put. Gives per-texel face id + barycentrics for texel-space maps and gather baking.
-// Where UV islands overlap, the lowest face index wins. Throws RenderError if the mesh has no UVs.
+// the renderer's flipped v (see above), i.e. texel centres on integer UV-grid positions and row 0
+// at original v = 1 (top): the convention of the reference's linear_grid_put. Gives per-texel face
+// id + barycentrics for texel-space maps and gather baking. Where UV islands overlap, the lowest
+// face index wins. Throws RenderError if the mesh has no UVs.
 Raster rasterize_uv(const mesh::Mesh& mesh, int width, int height,
                     const RasterOptions& options = {});
 

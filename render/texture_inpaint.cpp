@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <opencv2/imgproc.hpp>
 #include <opencv2/photo.hpp>
@@ -122,6 +123,13 @@ void push_pull_fill(mesh::Image& tex, const std::vector<uint8_t>& known) {
 void propagate_vertex_colors(const mesh::Mesh& mesh, const mesh::Image& tex,
                              const std::vector<uint8_t>& painted, std::vector<float>& uv_color,
                              std::vector<uint8_t>& uv_known, size_t& unreached) {
+  // Weld equal positions: seam-split copies of a vertex are one vertex here.
+  std::vector<uint32_t> weld(mesh.positions.size());
+  {
+    std::map<mesh::Vec3, uint32_t> first;
+    for (size_t i = 0; i < mesh.positions.size(); ++i)
+      weld[i] = first.emplace(mesh.positions[i], static_cast<uint32_t>(i)).first->second;
+  }
   const size_t nv = mesh.positions.size();
   const int size = tex.width;
   std::vector<double> color(nv * 3, 0.0), weight(nv, 0.0);
@@ -130,7 +138,7 @@ void propagate_vertex_colors(const mesh::Mesh& mesh, const mesh::Image& tex,
       const mesh::Vec2& uv = mesh.uvs[mesh.uv_faces[f][k]];
       const int col = static_cast<int>(std::lround(uv[0] * (size - 1)));
       const int row = static_cast<int>(std::lround(uv[1] * (size - 1)));
-      const uint32_t p = mesh.faces[f][k];
+      const uint32_t p = weld[mesh.faces[f][k]];
       for (int y = std::max(0, row - 1); y <= std::min(size - 1, row + 1); ++y)
         for (int x = std::max(0, col - 1); x <= std::min(size - 1, col + 1); ++x) {
           if (!painted[static_cast<size_t>(y) * size + x]) continue;
@@ -150,8 +158,9 @@ void propagate_vertex_colors(const mesh::Mesh& mesh, const mesh::Image& tex,
   std::vector<std::vector<uint32_t>> adjacent(nv);
   for (const mesh::Tri& f : mesh.faces)
     for (int k = 0; k < 3; ++k) {
-      adjacent[f[k]].push_back(f[(k + 1) % 3]);
-      adjacent[f[(k + 1) % 3]].push_back(f[k]);
+      const uint32_t a = weld[f[k]], b = weld[f[(k + 1) % 3]];
+      adjacent[a].push_back(b);
+      adjacent[b].push_back(a);
     }
   for (auto& a : adjacent) {
     std::sort(a.begin(), a.end());
@@ -201,12 +210,12 @@ void propagate_vertex_colors(const mesh::Mesh& mesh, const mesh::Image& tex,
     frontier.swap(next);
   }
   unreached = 0;
-  for (size_t p = 0; p < nv; ++p) unreached += !known[p];
+  for (size_t p = 0; p < nv; ++p) unreached += weld[p] == p && !known[p];
   uv_color.assign(mesh.uvs.size() * 3, 0.0f);
   uv_known.assign(mesh.uvs.size(), 0);
   for (size_t f = 0; f < mesh.faces.size(); ++f)
     for (int k = 0; k < 3; ++k) {
-      const uint32_t p = mesh.faces[f][k], t = mesh.uv_faces[f][k];
+      const uint32_t p = weld[mesh.faces[f][k]], t = mesh.uv_faces[f][k];
       if (!known[p]) continue;
       uv_known[t] = 1;
       for (int ch = 0; ch < 3; ++ch) uv_color[t * 3 + ch] = static_cast<float>(color[p * 3 + ch]);

@@ -10,6 +10,7 @@
 #include "mesh/error.h"
 #include "mesh/io.h"
 #include "mesh/normalize.h"
+#include "mesh/seams.h"
 #include "mesh/simplify.h"
 #include "mesh/uv_unwrap.h"
 #include "stages/register.h"
@@ -120,10 +121,15 @@ class NormalizeMesh final : public pipeline::Stage {
         .output<mesh::NormalizeTransform>("transform", "what was applied, for save_mesh to undo")
         .param<double>("scale_factor", 1.15, Range{0.01, 100.0},
                        "diameter of the bounding sphere after scaling")
-        .param<bool>("auto_center", true, "centre the bounding box on the origin");
+        .param<bool>("auto_center", true, "centre the bounding box on the origin")
+        .param<bool>("split_seams", true,
+                     "one UV per vertex, as the reference's unwrapped meshes: normals then do not "
+                     "smooth across UV charts (hard edges stay hard in maps and bakes)");
   }
   void run(StageContext& ctx) const override {
-    auto m = std::make_shared<mesh::Mesh>(*ctx.in<mesh::Mesh>("mesh"));
+    auto in = ctx.in<mesh::Mesh>("mesh");
+    auto m = std::make_shared<mesh::Mesh>(ctx.param<bool>("split_seams") ? mesh::split_uv_seams(*in)
+                                                                         : *in);
     mesh::NormalizeOptions options;
     options.scale_factor = ctx.param<double>("scale_factor");
     options.auto_center = ctx.param<bool>("auto_center");

@@ -8,7 +8,9 @@ namespace gen3d::render {
 namespace {
 
 // Internal frame = (-x, z, -y) of the input (glTF/OBJ) frame.
-mesh::Vec3 internal_from_input(float x, float y, float z) { return {-x, z, -y}; }
+mesh::Vec3 internal_from_input(float x, float y, float z) {
+  return {-x, z, -y};
+}
 
 // Pixel-space direction (column, row) in which an input-frame axis moves on screen for `cam`.
 std::array<float, 2> screen_direction(const Camera& cam, mesh::Vec3 input_axis) {
@@ -71,8 +73,8 @@ TEST(Camera, ImageAxesMatchReferenceTable) {
     mesh::Vec3 row_axis;  // input-frame axis that moves +row (down)
   };
   const Expect table[6] = {
-      {{1, 0, 0}, {0, -1, 0}},  {{0, 0, -1}, {0, -1, 0}}, {{-1, 0, 0}, {0, -1, 0}},
-      {{0, 0, 1}, {0, -1, 0}},  {{1, 0, 0}, {0, 0, 1}},   {{-1, 0, 0}, {0, 0, 1}},
+      {{1, 0, 0}, {0, -1, 0}}, {{0, 0, -1}, {0, -1, 0}}, {{-1, 0, 0}, {0, -1, 0}},
+      {{0, 0, 1}, {0, -1, 0}}, {{1, 0, 0}, {0, 0, 1}},   {{-1, 0, 0}, {0, 0, 1}},
   };
   const ViewSet set = ViewSet::hunyuan6();
   for (size_t i = 0; i < 6; ++i) {

@@ -28,7 +28,8 @@ struct GoldenView {
 class GoldenDir {
  public:
   GoldenDir() {
-    dir_ = gen3d::test::env_or("GEN3D_TEXGEN_GOLDEN_DIR", gen3d::test::data_dir() + "/golden/texgen");
+    dir_ =
+        gen3d::test::env_or("GEN3D_TEXGEN_GOLDEN_DIR", gen3d::test::data_dir() + "/golden/texgen");
     const std::string path = dir_ + "/manifest.json";
     if (std::filesystem::exists(path)) {
       std::ifstream in(path);
@@ -98,14 +99,21 @@ class GoldenDir {
   bool ok_ = false;
 };
 
-#define GEN3D_REQUIRE_GOLDEN(g)                                                \
-  do {                                                                         \
-    if (!(g).ok()) GTEST_SKIP() << "no golden manifest in " << (g).dir();     \
+#define GEN3D_REQUIRE_GOLDEN(g)                                           \
+  do {                                                                    \
+    if (!(g).ok()) GTEST_SKIP() << "no golden manifest in " << (g).dir(); \
   } while (0)
 
-#define GEN3D_REQUIRE_FILE(g, name)                                            \
-  do {                                                                         \
-    if (!(g).has(name)) GTEST_SKIP() << "golden file absent: " << (name);     \
+#define GEN3D_REQUIRE_MESH(g)                                                            \
+  do {                                                                                   \
+    for (const char* f : {"vtx_pos_normalized.npy", "faces.npy", "vtx_uv_loaded.npy"}) { \
+      if (!(g).has(f)) GTEST_SKIP() << "golden mesh input absent: " << f;                \
+    }                                                                                    \
+  } while (0)
+
+#define GEN3D_REQUIRE_FILE(g, name)                                       \
+  do {                                                                    \
+    if (!(g).has(name)) GTEST_SKIP() << "golden file absent: " << (name); \
   } while (0)
 
 }  // namespace gen3d::render::testing

@@ -7,9 +7,9 @@
 #include <cstring>
 
 #include "golden_support.h"
-#include "render/camera.h"
 #include "mesh/normals.h"
 #include "render/back_project.h"
+#include "render/camera.h"
 #include "render/maps.h"
 #include "render/merge.h"
 #include "render/rasterizer.h"
@@ -19,7 +19,17 @@ namespace {
 
 using testing::GoldenDir;
 
-std::string vname(int k, const std::string& suffix) { return "v" + std::to_string(k) + "_" + suffix; }
+// Builds names by appending (GCC 12 warns falsely, -Wrestrict, on "literal" + std::string).
+template <class... Parts>
+std::string cat(const Parts&... parts) {
+  std::string s;
+  (s.append(parts), ...);
+  return s;
+}
+
+std::string vname(int k, const std::string& suffix) {
+  return cat("v", std::to_string(k), "_", suffix);
+}
 
 TEST(GoldenTexgen, ProjectionMatrix) {
   GoldenDir g;
@@ -40,7 +50,8 @@ TEST(GoldenTexgen, ModelViewMatrices) {
     const auto want = g.npy(vname(v.index, "mv.npy")).as_float();
     const Mat4 got = v.camera.model_view();
     ASSERT_EQ(want.size(), 16u);
-    for (int i = 0; i < 16; ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << "view " << v.index << " element " << i;
+    for (int i = 0; i < 16; ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-6f) << "view " << v.index << " element " << i;
     int exact = 0;
     for (int i = 0; i < 16; ++i) exact += got[i] == want[i];
     EXPECT_EQ(exact, 16) << "view " << v.index << ": model-view not bit-exact";
@@ -52,6 +63,7 @@ TEST(GoldenTexgen, ModelViewMatrices) {
 TEST(GoldenTexgen, ClipCoordinates) {
   GoldenDir g;
   GEN3D_REQUIRE_GOLDEN(g);
+  GEN3D_REQUIRE_MESH(g);
   const mesh::Mesh m = g.mesh();
   int compared = 0;
   for (const auto& v : g.views()) {
@@ -77,6 +89,7 @@ TEST(GoldenTexgen, ClipCoordinates) {
 TEST(GoldenTexgen, FaceIdsAndBarycentrics) {
   GoldenDir g;
   GEN3D_REQUIRE_GOLDEN(g);
+  GEN3D_REQUIRE_MESH(g);
   const mesh::Mesh m = g.mesh();
   const int size = g.render_size();
   int compared = 0;
@@ -101,13 +114,17 @@ TEST(GoldenTexgen, FaceIdsAndBarycentrics) {
         exact += want[i] == r.bary[i];
       }
       EXPECT_LE(max_diff, 1e-5f) << "view " << v.index;
-      RecordProperty("bary_exact_v" + std::to_string(v.index), std::to_string(exact) + "/" + std::to_string(want.size()));
+      RecordProperty(cat("bary_exact_v", std::to_string(v.index)),
+                     std::to_string(exact) + "/" + std::to_string(want.size()));
       EXPECT_EQ(exact, want.size()) << "view " << v.index << " barycentrics not bit-exact";
       ++compared;
     }
   }
   if (compared == 0) GTEST_SKIP() << "no vK_findices/vK_bary files";
 }
+
+void compare_u8(const GoldenDir& g, const std::string& name, const std::vector<uint8_t>& got,
+                int& compared);
 
 // Compares a float map with a float .npy (<= tol) and with the 8-bit PNG (exact).
 void compare_map(const GoldenDir& g, const mesh::Image& got, const std::string& stem, float tol,
@@ -116,7 +133,8 @@ void compare_map(const GoldenDir& g, const mesh::Image& got, const std::string& 
     const auto want = g.npy(stem + ".npy").as_float();
     ASSERT_EQ(want.size(), got.pixels.size()) << stem;
     float max_diff = 0;
-    for (size_t i = 0; i < want.size(); ++i) max_diff = std::max(max_diff, std::abs(want[i] - got.pixels[i]));
+    for (size_t i = 0; i < want.size(); ++i)
+      max_diff = std::max(max_diff, std::abs(want[i] - got.pixels[i]));
     EXPECT_LE(max_diff, tol) << stem << ".npy";
     ++compared;
   }
@@ -134,6 +152,7 @@ void compare_map(const GoldenDir& g, const mesh::Image& got, const std::string& 
 TEST(GoldenTexgen, VertexNormals) {
   GoldenDir g;
   GEN3D_REQUIRE_GOLDEN(g);
+  GEN3D_REQUIRE_MESH(g);
   GEN3D_REQUIRE_FILE(g, "vertex_normals_world.npy");
   const mesh::Mesh m = g.mesh();
   const auto want = g.npy("vertex_normals_world.npy").as_float();
@@ -154,6 +173,7 @@ TEST(GoldenTexgen, VertexNormals) {
 TEST(GoldenTexgen, NormalAndPositionMaps) {
   GoldenDir g;
   GEN3D_REQUIRE_GOLDEN(g);
+  GEN3D_REQUIRE_MESH(g);
   const mesh::Mesh m = g.mesh();
   const int size = g.render_size();
   const float scale = g.manifest().value("scale_factor", 1.15f);
@@ -162,6 +182,8 @@ TEST(GoldenTexgen, NormalAndPositionMaps) {
     const Raster r = rasterize(m, v.camera, size, size);
     compare_map(g, normal_map(m, r), vname(v.index, "normal"), 1e-5f, compared);
     compare_map(g, position_map(m, r, scale), vname(v.index, "position"), 1e-5f, compared);
+    compare_u8(g, vname(v.index, "normal.png"), normal_map_u8(m, r), compared);
+    compare_u8(g, vname(v.index, "position.png"), position_map_u8(m, r, scale), compared);
   }
   if (compared == 0) GTEST_SKIP() << "no normal/position map files";
 }
@@ -217,7 +239,8 @@ void check_back_projection(const GoldenDir& g, const mesh::Mesh& m, const std::s
   BackProjection bp = back_project(m, r, v.camera, view, o, &dbg);
   const std::string tag = stem + ": ";
   if (g.has(stem + "bp_texture.npy")) {
-    const FloatDiff d = compare_floats(g.npy(stem + "bp_texture.npy").as_float(), bp.texture.pixels);
+    const FloatDiff d =
+        compare_floats(g.npy(stem + "bp_texture.npy").as_float(), bp.texture.pixels);
     EXPECT_LE(d.max_abs, 1e-5f) << tag << "texture";
     EXPECT_EQ(d.support_mismatch, 0u) << tag << "texture support";
     ++compared;
@@ -234,7 +257,8 @@ void check_back_projection(const GoldenDir& g, const mesh::Mesh& m, const std::s
   }
   if (g.has(stem + "bp_boundary.png")) {
     std::vector<uint8_t> b(bp.boundary.pixels.size());
-    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(bp.boundary.pixels[i] * 255.0f);
+    for (size_t i = 0; i < b.size(); ++i)
+      b[i] = static_cast<uint8_t>(bp.boundary.pixels[i] * 255.0f);
     compare_u8(g, stem + "bp_boundary.png", b, compared);
   }
   compare_u8(g, stem + "bpdbg_canny_input.png", dbg.canny_input, compared);
@@ -249,11 +273,13 @@ TEST(GoldenTexgen, KernelSizeFromConfiguredRenderSize) {
   GoldenDir g;
   GEN3D_REQUIRE_GOLDEN(g);
   if (g.manifest().contains("bake_unreliable_kernel_size")) {
-    EXPECT_EQ(bake_kernel_half_size(g.render_size()), g.manifest()["bake_unreliable_kernel_size"].get<int>());
+    EXPECT_EQ(bake_kernel_half_size(g.render_size()),
+              g.manifest()["bake_unreliable_kernel_size"].get<int>());
   }
   if (g.manifest().contains("bp_extra")) {
     const auto& e = g.manifest()["bp_extra"];
-    EXPECT_EQ(bake_kernel_half_size(e.at("render_size").get<int>()), e.at("bake_unreliable_kernel_size").get<int>());
+    EXPECT_EQ(bake_kernel_half_size(e.at("render_size").get<int>()),
+              e.at("bake_unreliable_kernel_size").get<int>());
   }
   EXPECT_EQ(bake_kernel_half_size(2048), 8);
   EXPECT_EQ(bake_kernel_half_size(255), 0);
@@ -262,6 +288,7 @@ TEST(GoldenTexgen, KernelSizeFromConfiguredRenderSize) {
 TEST(GoldenTexgen, BackProjection) {
   GoldenDir g;
   GEN3D_REQUIRE_GOLDEN(g);
+  GEN3D_REQUIRE_MESH(g);
   const mesh::Mesh m = g.mesh();
   int compared = 0;
   for (const auto& v : g.views()) {
@@ -273,6 +300,7 @@ TEST(GoldenTexgen, BackProjection) {
 TEST(GoldenTexgen, BackProjectionFromLargerView) {
   GoldenDir g;
   GEN3D_REQUIRE_GOLDEN(g);
+  GEN3D_REQUIRE_MESH(g);
   if (!g.manifest().contains("bp_extra")) GTEST_SKIP() << "manifest has no bp_extra";
   const auto& e = g.manifest()["bp_extra"];
   const mesh::Mesh m = g.mesh();
@@ -281,8 +309,9 @@ TEST(GoldenTexgen, BackProjectionFromLargerView) {
   for (int k : e.at("views")) {
     for (const auto& v : views) {
       if (v.index != k) continue;
-      check_back_projection(g, m, "r" + std::to_string(e.at("render_size").get<int>()) + "_", v,
-                            e.at("render_size").get<int>(), e.at("texture_size").get<int>(), compared);
+      check_back_projection(g, m, cat("r", std::to_string(e.at("render_size").get<int>()), "_"), v,
+                            e.at("render_size").get<int>(), e.at("texture_size").get<int>(),
+                            compared);
     }
   }
   if (compared == 0) GTEST_SKIP() << "no r<size>_ back-projection files";
@@ -292,9 +321,9 @@ TEST(GoldenTexgen, FastMergeUnit) {
   GoldenDir g;
   GEN3D_REQUIRE_GOLDEN(g);
   std::vector<mesh::Image> tex, w;
-  for (int k = 0; g.has("fastbake_unit_tex" + std::to_string(k) + ".npy"); ++k) {
-    const auto t = g.npy("fastbake_unit_tex" + std::to_string(k) + ".npy");
-    const auto c = g.npy("fastbake_unit_w" + std::to_string(k) + ".npy");
+  for (int k = 0; g.has(cat("fastbake_unit_tex", std::to_string(k), ".npy")); ++k) {
+    const auto t = g.npy(cat("fastbake_unit_tex", std::to_string(k), ".npy"));
+    const auto c = g.npy(cat("fastbake_unit_w", std::to_string(k), ".npy"));
     mesh::Image ti(t.shape[1], t.shape[0], t.shape[2]);
     ti.pixels = t.as_float();
     mesh::Image wi(c.shape[1], c.shape[0], 1);
@@ -309,7 +338,8 @@ TEST(GoldenTexgen, FastMergeUnit) {
     for (size_t v = 0; v < r.views.size(); ++v) {
       if (r.views[v].skipped) skipped.push_back(static_cast<int>(v));
     }
-    EXPECT_EQ(skipped, g.manifest()["fastbake_unit"].at("expected_skipped_views").get<std::vector<int>>());
+    EXPECT_EQ(skipped,
+              g.manifest()["fastbake_unit"].at("expected_skipped_views").get<std::vector<int>>());
   }
   if (g.has("fastbake_unit_out_texture.npy")) {
     const auto want = g.npy("fastbake_unit_out_texture.npy").as_float();
@@ -326,9 +356,12 @@ TEST(GoldenTexgen, FastMergeUnit) {
 TEST(GoldenTexgen, BakeAllViews) {
   GoldenDir g;
   GEN3D_REQUIRE_GOLDEN(g);
+  GEN3D_REQUIRE_MESH(g);
   GEN3D_REQUIRE_FILE(g, "bake_texture.npy");
   const mesh::Mesh m = g.mesh();
   std::vector<mesh::Image> tex, w;
+  std::vector<BackProjection> bps;
+  std::vector<double> weights;
   std::vector<int> indices;
   int compared = 0;
   for (const auto& v : g.views()) {
@@ -336,17 +369,42 @@ TEST(GoldenTexgen, BakeAllViews) {
     check_back_projection(g, m, "", v, g.render_size(), g.texture_size(), compared, &bp);
     if (bp.texture.empty()) GTEST_SKIP() << "view input " << v.index << " absent";
     w.push_back(bake_weight(bp.cos, v.weight, g.manifest().value("bake_exp", 4.0f)));
-    tex.push_back(std::move(bp.texture));
+    tex.push_back(bp.texture);
+    bps.push_back(std::move(bp));
+    weights.push_back(v.weight);
     indices.push_back(v.index);
   }
   const MergeResult r = merge_fast(tex, w);
+  // The overload that weighs back-projections on the fly gives the same bits, and so does the
+  // sparse path.
+  const float bake_exp = g.manifest().value("bake_exp", 4.0f);
+  const MergeResult r2 = merge_fast(bps, weights, bake_exp);
+  EXPECT_EQ(r2.texture.pixels, r.texture.pixels);
+  EXPECT_EQ(r2.trust_mask, r.trust_mask);
+  {
+    std::vector<SparseBackProjection> sparse;
+    for (const auto& v : g.views()) {
+      const mesh::Image view = load_view(g, vname(v.index, "view_input.png"));
+      BakeOptions o;
+      o.render_size = g.render_size();
+      o.texture_size = g.texture_size();
+      sparse.push_back(back_project_sparse(m, rasterize(m, v.camera, view.width, view.height),
+                                           v.camera, view, o));
+    }
+    const MergeResult r3 = merge_fast(sparse, weights, bake_exp);
+    EXPECT_EQ(r3.texture.pixels, r.texture.pixels);
+    EXPECT_EQ(r3.weight.pixels, r.weight.pixels);
+    EXPECT_EQ(r3.trust_mask, r.trust_mask);
+  }
   if (g.manifest().contains("fast_bake_views")) {
     for (const auto& s : g.manifest()["fast_bake_views"]) {
       const int k = s.at("view").get<int>();
       for (size_t i = 0; i < indices.size(); ++i) {
         if (indices[i] != k) continue;
-        EXPECT_EQ(r.views[i].texels_with_weight, s.at("texels_with_weight").get<uint64_t>()) << "view " << k;
-        EXPECT_EQ(r.views[i].already_painted, s.at("already_painted").get<uint64_t>()) << "view " << k;
+        EXPECT_EQ(r.views[i].texels_with_weight, s.at("texels_with_weight").get<uint64_t>())
+            << "view " << k;
+        EXPECT_EQ(r.views[i].already_painted, s.at("already_painted").get<uint64_t>())
+            << "view " << k;
         EXPECT_EQ(r.views[i].skipped, s.at("skipped").get<bool>()) << "view " << k;
       }
     }

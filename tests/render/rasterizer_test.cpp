@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "render/error.h"
 #include "test_meshes.h"
@@ -51,8 +52,39 @@ TEST(Rasterizer, TiledMatchesReferenceOnTriangleSoup) {
     cam.azim = 30.0 * seed;
     cam.elev = 10.0;
     const auto clip = clip_positions(m.positions, cam);
-    expect_identical(rasterize(clip, m.faces, 257, 190), rasterize_reference(clip, m.faces, 257, 190),
-                     "seed " + std::to_string(seed));
+    expect_identical(rasterize(clip, m.faces, 257, 190),
+                     rasterize_reference(clip, m.faces, 257, 190), "seed " + std::to_string(seed));
+  }
+}
+
+// Row-span culling must stay conservative for slivers, near-degenerate and huge off-screen faces.
+TEST(Rasterizer, TiledMatchesReferenceOnSliversAndHugeFaces) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> c(-1.2f, 1.2f), tiny(-1e-3f, 1e-3f), huge(-40.0f, 40.0f);
+  std::vector<mesh::Vec4> clip;
+  std::vector<mesh::Tri> tris;
+  auto add = [&](mesh::Vec4 a, mesh::Vec4 b, mesh::Vec4 d) {
+    const uint32_t i = static_cast<uint32_t>(clip.size());
+    clip.push_back(a);
+    clip.push_back(b);
+    clip.push_back(d);
+    tris.push_back({i, i + 1, i + 2});
+  };
+  for (int i = 0; i < 400; ++i) {
+    const float x = c(rng), y = c(rng), z = 0.5f * c(rng);
+    // Sliver: two corners almost together, the third far away.
+    add({x, y, z, 1}, {x + tiny(rng), y + tiny(rng), z, 1}, {c(rng), c(rng), z + 0.1f, 1});
+    // Needle along a row or a column.
+    add({x, y, z, 1}, {c(rng), y + tiny(rng), z, 1}, {x + 2 * tiny(rng), y, z, 1});
+    add({x, y, z, 1}, {x + tiny(rng), c(rng), z, 1}, {x, y + 2 * tiny(rng), z, 1});
+  }
+  for (int i = 0; i < 20; ++i) {  // huge faces, mostly off screen
+    add({huge(rng), huge(rng), 0.9f, 1}, {huge(rng), huge(rng), 0.9f, 1},
+        {huge(rng), huge(rng), 0.9f, 1});
+  }
+  for (auto [w, h] : {std::pair{256, 256}, {333, 127}}) {
+    expect_identical(rasterize(clip, tris, w, h), rasterize_reference(clip, tris, w, h),
+                     "slivers " + std::to_string(w));
   }
 }
 
@@ -125,7 +157,7 @@ TEST(Rasterizer, SharedEdgeGoesToLowerFaceOnTies) {
 
 TEST(Rasterizer, NearerSurfaceWinsAndNegativeDepthIsDropped) {
   // Two overlapping full-screen triangles at different depths.
-  const std::vector<mesh::Vec4> clip = {{-5, -5, 0.5f, 1}, {5, -5, 0.5f, 1}, {0, 5, 0.5f, 1},
+  const std::vector<mesh::Vec4> clip = {{-5, -5, 0.5f, 1},  {5, -5, 0.5f, 1},  {0, 5, 0.5f, 1},
                                         {-5, -5, -0.5f, 1}, {5, -5, -0.5f, 1}, {0, 5, -0.5f, 1},
                                         {-5, -5, -1.5f, 1}, {5, -5, -1.5f, 1}, {0, 5, -1.5f, 1}};
   const std::vector<mesh::Tri> tris = {{0, 1, 2}, {3, 4, 5}, {6, 7, 8}};
@@ -184,6 +216,28 @@ TEST(Rasterizer, BadInputsThrow) {
   no_uv.positions = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0}};
   no_uv.faces = ok;
   EXPECT_THROW(rasterize_uv(no_uv, 8, 8), RenderError);
+}
+
+}  // namespace
+}  // namespace gen3d::render
+
+namespace gen3d::render {
+namespace {
+
+TEST(Buffer, LargeBuffersAreZeroedAndPooled) {
+  const size_t n = (size_t{8} << 20) / sizeof(float);
+  const size_t before = buffer_pool_bytes();
+  {
+    Buffer<float> b;
+    resize_zeroed(b, n);
+    for (size_t i = 0; i < n; i += 1000) EXPECT_EQ(b[i], 0.0f);
+    std::fill(b.begin(), b.end(), 3.0f);
+  }
+  EXPECT_GE(buffer_pool_bytes(), before + (size_t{8} << 20));
+  Buffer<float> again;
+  resize_zeroed(again, n);  // reuses the pooled block, cleared
+  for (size_t i = 0; i < n; i += 1000) ASSERT_EQ(again[i], 0.0f);
+  EXPECT_EQ(buffer_pool_bytes(), before);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 
 #include "mesh/mesh.h"
 
@@ -19,8 +20,8 @@ inline mesh::Mesh bumpy_sphere(int rings, int segments, uint32_t seed = 7) {
     for (int s = 0; s <= segments; ++s) {
       const float ph = 2.0f * static_cast<float>(M_PI) * s / segments;
       const float rad = 0.5f + ((r == 0 || r == rings || s == segments) ? 0.0f : bump(rng));
-      m.positions.push_back(
-          {rad * std::sin(th) * std::cos(ph), rad * std::sin(th) * std::sin(ph), rad * std::cos(th)});
+      m.positions.push_back({rad * std::sin(th) * std::cos(ph), rad * std::sin(th) * std::sin(ph),
+                             rad * std::cos(th)});
       m.uvs.push_back({0.02f + 0.96f * s / segments, 0.98f - 0.96f * r / rings});
     }
   }
@@ -35,6 +36,15 @@ inline mesh::Mesh bumpy_sphere(int rings, int segments, uint32_t seed = 7) {
   return m;
 }
 
+// The mesh as the reference's loader leaves a CCW-outward input mesh: its axis change is a
+// reflection, so in the internal frame the winding is inward (README Q8). Swapping two corners of
+// every face gives the same orientation for a mesh built directly in the internal frame.
+inline mesh::Mesh as_loaded(mesh::Mesh m) {
+  for (auto& f : m.faces) std::swap(f[1], f[2]);
+  for (auto& f : m.uv_faces) std::swap(f[1], f[2]);
+  return m;
+}
+
 // Random triangle soup inside the view volume (overlapping, intersecting, all orientations).
 inline mesh::Mesh triangle_soup(int count, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -43,7 +53,8 @@ inline mesh::Mesh triangle_soup(int count, uint32_t seed) {
   mesh::Mesh m;
   for (int i = 0; i < count; ++i) {
     const mesh::Vec3 o = {c(rng), c(rng), c(rng)};
-    for (int k = 0; k < 3; ++k) m.positions.push_back({o[0] + d(rng), o[1] + d(rng), o[2] + d(rng)});
+    for (int k = 0; k < 3; ++k)
+      m.positions.push_back({o[0] + d(rng), o[1] + d(rng), o[2] + d(rng)});
     const uint32_t b = static_cast<uint32_t>(3 * i);
     m.faces.push_back({b, b + 1, b + 2});
   }

@@ -105,9 +105,11 @@ TEST(TextureInpaint, ChartMethodFillsEveryChartTexelFromPaintedNeighbours) {
   EXPECT_GT(report.view_texels, 0u);
   EXPECT_GT(report.chart_texels, 0u);
   // Painted texels are untouched; every texel gets a finite colour in [0, 1].
-  for (size_t i = 0; i < trust.size(); ++i)
-    if (trust[i])
+  for (size_t i = 0; i < trust.size(); ++i) {
+    if (trust[i]) {
       for (int c = 0; c < 3; ++c) ASSERT_EQ(out.pixels[i * 3 + c], merged.pixels[i * 3 + c]);
+    }
+  }
   for (float v : out.pixels) ASSERT_TRUE(std::isfinite(v) && v >= 0.0f && v <= 1.0f);
   // Filled chart texels resemble the painted ones (the synthetic views are smooth ramps): the
   // mean absolute difference to the reference's whole-image inpaint stays small.
@@ -116,11 +118,16 @@ TEST(TextureInpaint, ChartMethodFillsEveryChartTexelFromPaintedNeighbours) {
   const mesh::Image want = inpaint_texture(m, merged, trust, nullptr, ref);
   double sum = 0;
   size_t n = 0;
-  for (size_t i = 0; i < charts.size(); ++i)
-    if (charts[i] && !trust[i])
-      for (int c = 0; c < 3; ++c, ++n)
+  for (size_t i = 0; i < charts.size(); ++i) {
+    if (charts[i] && !trust[i]) {
+      for (int c = 0; c < 3; ++c, ++n) {
         sum += std::fabs(out.pixels[i * 3 + c] - want.pixels[i * 3 + c]);
-  if (n > 0) EXPECT_LT(sum / n, 0.05) << "over " << n / 3 << " filled chart texels";
+      }
+    }
+  }
+  if (n > 0) {
+    EXPECT_LT(sum / n, 0.05) << "over " << n / 3 << " filled chart texels";
+  }
 }
 
 TEST(TextureInpaint, NothingPaintedStillGivesAFullTexture) {
