@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/config.h"
+#include "pipeline/manifest.h"
 
 namespace gen3d::cli {
 
@@ -21,19 +21,6 @@ struct BatchOptions {
   int threads = 0;  // -j: TBB worker cap for the whole process
   bool quiet = false;
 };
-
-struct BatchJob {
-  std::string id;
-  nlohmann::json spec;  // the manifest line
-  size_t line = 0;      // 1-based line number in the manifest
-};
-
-// Parses the manifest; every malformed line, missing or duplicate id is a ConfigError (all at
-// once).
-std::vector<BatchJob> read_manifest(const std::string& path);
-
-// Whether job `id` belongs to shard `index` of `count` (stable FNV-1a hash of the id).
-bool in_shard(const std::string& id, int index, int count);
 
 int cmd_batch(const BatchOptions& options);
 
