@@ -5,10 +5,12 @@
 // per step count and method, wall time, speed-up, full-evaluation ratio, skip counts and the
 // relative L2 error of the final latents against NoCache.
 //
-// Usage: gen3d_denoise_bench [preset=mid] [steps...] (default steps: 50 100)
+// Usage: gen3d_denoise_bench [preset=mid] [repeats=3] [steps...] (default steps: 50 100); each
+// method keeps its best time over `repeats` rounds (rounds interleave the methods).
 
 #include <tbb/info.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -18,13 +20,13 @@
 
 #include "models/cache_study.h"
 #include "models/dit.h"
-#include "models/model_registry.h"
 
 int main(int argc, char** argv) {
   using namespace gen3d::models;
   const std::string preset = argc > 1 ? argv[1] : "mid";
+  const int repeats = argc > 2 ? std::max(1, std::atoi(argv[2])) : 3;
   std::vector<int> step_counts;
-  for (int i = 2; i < argc; ++i) step_counts.push_back(std::atoi(argv[i]));
+  for (int i = 3; i < argc; ++i) step_counts.push_back(std::atoi(argv[i]));
   if (step_counts.empty()) step_counts = {50, 100};
 
   const RandomStudySetup setup = random_study_setup(preset);
@@ -41,12 +43,14 @@ int main(int argc, char** argv) {
                   {"context_tokens", setup.context_tokens},
                   {"cfg_batch", 2}};
   doc["threads"] = tbb::info::default_concurrency();
+  doc["repeats"] = repeats;
   doc["runs"] = nlohmann::json::array();
   for (int steps : step_counts) {
     StudyOptions o;
     o.sampler.steps = steps;
     o.latent_tokens = setup.latent_tokens;
     o.seed = 12345;
+    o.repeats = repeats;
     const auto rows = run_cache_study(*model, cond, default_study_methods(), o);
     nlohmann::json run{{"steps", steps}, {"methods", nlohmann::json::array()}};
     for (const auto& r : rows) {

@@ -267,182 +267,293 @@ struct Hunyuan3DDiT::Impl {
     }
     return e;
   }
-
-  Tensor forward(const Tensor& x, const Tensor& t, const Tensor& context, const Tensor* guidance,
-                 const TraceFn* trace) const;
 };
 
-Tensor Hunyuan3DDiT::Impl::forward(const Tensor& x, const Tensor& t, const Tensor& context,
-                                   const Tensor* guidance, const TraceFn* trace) const {
+// The working state of one forward call: the joint residual stream X [B, Lc + L, H] (context rows
+// first), SiLU(vec) and scratch buffers. forward() runs every stage of it in order; step caches
+// drive the stages themselves through the DiTPass interface.
+class Hunyuan3DDiT::Pass final : public DiTPass {
+ public:
+  Pass(const Impl& m, const Tensor& x, const Tensor& t, const Tensor& context,
+       const Tensor* guidance, const TraceFn* trace, bool eager_context);
+
+  int num_blocks() const override {
+    return static_cast<int>(m_.double_blocks.size() + m_.single_blocks.size());
+  }
+  Tensor image_rows() const override { return gather_rows(X.data(), B, T, H, Lc, L, 0, H); }
+  void set_image_rows(const Tensor& h) override;
+  Tensor block0_modulated_input() override;
+  void run_blocks(int begin, int end, BranchHook* hook) override;
+  Tensor output() override;
+
+ private:
+  void tr(const std::string& name, const Tensor& v) const {
+    if (trace_) (*trace_)(name, v);
+  }
+  void ensure_context();
+  void double_block(std::size_t bi, BranchHook* hook);
+  void single_block(std::size_t bi, BranchHook* hook);
+
+  const Impl& m_;
+  const Tensor& context_;
+  const TraceFn* trace_;
+  i64 B, L, Lc, T, H, nh, D, M, W1, W2;
+  bool have_context_ = false;
+  Tensor vec, svec;        // [B, H]
+  Tensor X;                // [B, T, H]
+  Tensor XM, QKV, ATT, P;  // scratch (sizes below)
+  Tensor HID;              // [rows, M]
+};
+
+Hunyuan3DDiT::Pass::Pass(const Impl& m, const Tensor& x, const Tensor& t, const Tensor& context,
+                         const Tensor* guidance, const TraceFn* trace, bool eager_context)
+    : m_(m), context_(context), trace_(trace) {
+  const DiTConfig& cfg = m.cfg;
   check_shape(x, "x", {-1, -1, cfg.in_channels});
-  const i64 B = x.dim(0), L = x.dim(1);
+  B = x.dim(0);
+  L = x.dim(1);
   check_shape(t, "t", {B});
   check_shape(context, "context", {B, -1, cfg.context_in_dim});
-  if (has_guidance && !guidance)
+  if (m.has_guidance && !guidance)
     throw ModelError("Hunyuan3DDiT::forward: guidance_embed model needs a guidance tensor [B]");
   if (guidance) check_shape(*guidance, "guidance", {B});
-  const i64 Lc = context.dim(1);
-  const i64 T = Lc + L;  // joint tokens, context first
-  const i64 H = cfg.hidden_size, nh = cfg.num_heads, D = cfg.head_dim(), M = cfg.mlp_hidden();
-  auto tr = [&](const std::string& name, const Tensor& v) {
-    if (trace) (*trace)(name, v);
-  };
+  Lc = context.dim(1);
+  T = Lc + L;  // joint tokens, context first
+  H = cfg.hidden_size;
+  nh = cfg.num_heads;
+  D = cfg.head_dim();
+  M = cfg.mlp_hidden();
+  W1 = 3 * H + M;  // single-block linear1 width
+  W2 = H + M;      // single-block linear2 input width
 
   // Conditioning vector.
-  Tensor emb = embed(t.data(), B);  // [B, 256]
+  Tensor emb = m.embed(t.data(), B);  // [B, 256]
   tr("act.timestep_freqs", emb);
-  Tensor vec({B, H});  // [B, H]
+  vec = Tensor({B, H});  // [B, H]
   {
-    Tensor h1({B, H});                                             // [B, H]
-    time_in.in_layer(h1.data(), H, emb.data(), kTimeEmbedDim, B);  // [B, H]
+    Tensor h1({B, H});                                               // [B, H]
+    m.time_in.in_layer(h1.data(), H, emb.data(), kTimeEmbedDim, B);  // [B, H]
     tr("trace.time_in.in_layer.out", h1);
-    kernels::act_inplace(Act::kSilu, h1.data(), B * H);  // [B, H]
-    time_in.out_layer(vec.data(), H, h1.data(), H, B);   // [B, H]
+    kernels::act_inplace(Act::kSilu, h1.data(), B * H);   // [B, H]
+    m.time_in.out_layer(vec.data(), H, h1.data(), H, B);  // [B, H]
     tr("trace.time_in.out_layer.out", vec);
-    if (has_guidance && guidance) {
-      Tensor gemb = embed(guidance->data(), B);                                       // [B, 256]
-      guidance_in.in_layer(h1.data(), H, gemb.data(), kTimeEmbedDim, B, Act::kSilu);  // [B, H]
-      Tensor g({B, H});                                                               // [B, H]
-      guidance_in.out_layer(g.data(), H, h1.data(), H, B);                            // [B, H]
-      for (i64 i = 0; i < B * H; ++i) vec.data()[i] += g.data()[i];                   // [B, H]
+    if (m.has_guidance && guidance) {
+      Tensor gemb = m.embed(guidance->data(), B);                                       // [B, 256]
+      m.guidance_in.in_layer(h1.data(), H, gemb.data(), kTimeEmbedDim, B, Act::kSilu);  // [B, H]
+      Tensor g({B, H});                                                                 // [B, H]
+      m.guidance_in.out_layer(g.data(), H, h1.data(), H, B);                            // [B, H]
+      for (i64 i = 0; i < B * H; ++i) vec.data()[i] += g.data()[i];                     // [B, H]
     }
   }
   tr("act.vec", vec);
-  Tensor svec = vec.clone();                             // [B, H]
+  svec = vec.clone();                                    // [B, H]
   kernels::act_inplace(Act::kSilu, svec.data(), B * H);  // [B, H] SiLU(vec), shared by all mods
 
   // Joint residual stream X [B, T, H]: context rows [0, Lc), latent rows [Lc, T).
-  Tensor X({B, T, H});
-  for (i64 b = 0; b < B; ++b) {
-    cond_in(X.data() + b * T * H, H, context.data() + b * Lc * cfg.context_in_dim,
-            cfg.context_in_dim, Lc);  // [Lc, H]
-    latent_in(X.data() + (b * T + Lc) * H, H, x.data() + b * L * cfg.in_channels, cfg.in_channels,
-              L);  // [L, H]
-  }
-  if (trace) {
-    tr("act.cond_in", gather_rows(X.data(), B, T, H, 0, Lc, 0, H));
-    tr("act.latent_in", gather_rows(X.data(), B, T, H, Lc, L, 0, H));
-  }
+  X = Tensor({B, T, H});
+  for (i64 b = 0; b < B; ++b)
+    m.latent_in(X.data() + (b * T + Lc) * H, H, x.data() + b * L * cfg.in_channels, cfg.in_channels,
+                L);  // [L, H]
+  if (eager_context) ensure_context();
+  if (trace) tr("act.latent_in", gather_rows(X.data(), B, T, H, Lc, L, 0, H));
 
-  const i64 W1 = 3 * H + M;                        // single-block linear1 width
-  const i64 W2 = H + M;                            // single-block linear2 input width
-  Tensor XM({B, T, H});                            // [B, T, H] modulated input
-  Tensor QKV({B * T * std::max<i64>(3 * H, W1)});  // [B, T, 3H] or [B, T, 3H+M]
-  Tensor ATT({B * T * std::max<i64>(H, W2)});      // [B, T, H] or [B, T, H+M]
-  Tensor P({B, T, H});                             // [B, T, H] projection outputs
-  Tensor HID({B * T * M});                         // [rows, M] MLP hidden
-  const i64 mod_rows = B;
+  XM = Tensor({B, T, H});                            // [B, T, H] modulated input
+  QKV = Tensor({B * T * std::max<i64>(3 * H, W1)});  // [B, T, 3H] or [B, T, 3H+M]
+  ATT = Tensor({B * T * std::max<i64>(H, W2)});      // [B, T, H] or [B, T, H+M]
+  P = Tensor({B, T, H});                             // [B, T, H] projection outputs
+  HID = Tensor({B * T * M});                         // [rows, M] MLP hidden
+}
 
-  // ---- double-stream blocks ----
-  for (std::size_t bi = 0; bi < double_blocks.size(); ++bi) {
-    const DoubleStreamBlock& blk = double_blocks[bi];
-    const std::string pre = "trace.double_blocks." + std::to_string(bi) + ".";
-    struct Stream {
-      const char* name;
-      const Modulation* mod;
-      const SelfAttention* attn;
-      const Mlp* mlp;
-      i64 r0, n;
-      Tensor m;  // [B, 6H] shift1, scale1, gate1, shift2, scale2, gate2
-    };
-    Stream streams[2] = {{"txt", &blk.txt_mod, &blk.txt_attn, &blk.txt_mlp, 0, Lc, Tensor()},
-                         {"img", &blk.img_mod, &blk.img_attn, &blk.img_mlp, Lc, L, Tensor()}};
+// cond_in(context) into the context rows; deferred so a skipped step need not pay for it.
+void Hunyuan3DDiT::Pass::ensure_context() {
+  if (have_context_) return;
+  const i64 Cc = m_.cfg.context_in_dim;
+  for (i64 b = 0; b < B; ++b)
+    m_.cond_in(X.data() + b * T * H, H, context_.data() + b * Lc * Cc, Cc, Lc);  // [Lc, H]
+  have_context_ = true;
+  if (trace_) tr("act.cond_in", gather_rows(X.data(), B, T, H, 0, Lc, 0, H));
+}
+
+void Hunyuan3DDiT::Pass::set_image_rows(const Tensor& h) {
+  check_shape(h, "image rows", {B, L, H});
+  for (i64 b = 0; b < B; ++b)
+    std::copy_n(h.data() + b * L * H, L * H, X.data() + (b * T + Lc) * H);  // [L, H]
+}
+
+Tensor Hunyuan3DDiT::Pass::block0_modulated_input() {
+  if (m_.double_blocks.empty()) throw ModelError("Hunyuan3DDiT: no double block to modulate");
+  Tensor mod({B, 6 * H});                                                 // [B, 6H]
+  m_.double_blocks[0].img_mod.lin(mod.data(), 6 * H, svec.data(), H, B);  // [B, 6H]
+  Tensor m0({B, L, H});                                                   // [B, L, H]
+  kernels::ln_modulate(m0.data(), L * H, X.data() + Lc * H, T * H, B, L, H, mod.data(),
+                       mod.data() + H, 6 * H, kNormEps);  // [B, L, H]
+  return m0;
+}
+
+void Hunyuan3DDiT::Pass::run_blocks(int begin, int end, BranchHook* hook) {
+  const int nd = static_cast<int>(m_.double_blocks.size());
+  if (begin < 0 || end > num_blocks() || begin > end)
+    throw ModelError("Hunyuan3DDiT: block range [" + std::to_string(begin) + ", " +
+                     std::to_string(end) + ") outside [0, " + std::to_string(num_blocks()) + ")");
+  const bool lean_predict = hook && hook->predicting() && hook->image_rows_only();
+  if (!lean_predict) ensure_context();
+  for (int i = begin; i < end; ++i) {
+    if (i < nd)
+      double_block(static_cast<std::size_t>(i), hook);
+    else
+      single_block(static_cast<std::size_t>(i - nd), hook);
+  }
+}
+
+void Hunyuan3DDiT::Pass::double_block(std::size_t bi, BranchHook* hook) {
+  const DoubleStreamBlock& blk = m_.double_blocks[bi];
+  const std::string pre = "trace.double_blocks." + std::to_string(bi) + ".";
+  const bool predict = hook && hook->predicting();
+  const bool lean = hook && hook->image_rows_only();
+  const int key_block = static_cast<int>(bi);
+  struct Stream {
+    const char* name;
+    const Modulation* mod;
+    const SelfAttention* attn;
+    const Mlp* mlp;
+    i64 r0, n;
+    Branch attn_key, mlp_key;
+    Tensor m;  // [B, 6H] shift1, scale1, gate1, shift2, scale2, gate2
+  };
+  Stream streams[2] = {{"txt", &blk.txt_mod, &blk.txt_attn, &blk.txt_mlp, 0, Lc, Branch::kTxtAttn,
+                        Branch::kTxtMlp, Tensor()},
+                       {"img", &blk.img_mod, &blk.img_attn, &blk.img_mlp, Lc, L, Branch::kImgAttn,
+                        Branch::kImgMlp, Tensor()}};
+
+  if (predict) {
+    // No attention, no MLP: gated residual adds of the predicted branches, current gates.
     for (Stream& s : streams) {
-      const std::string sp = pre + s.name;
-      s.m = Tensor({B, 6 * H});                                 // [B, 6H]
-      s.mod->lin(s.m.data(), 6 * H, svec.data(), H, mod_rows);  // [B, 6H]
-      tr(sp + "_mod.lin.out", s.m);
-      kernels::ln_modulate(XM.data() + s.r0 * H, T * H, X.data() + s.r0 * H, T * H, B, s.n, H,
-                           s.m.data(), s.m.data() + H, 6 * H, kNormEps);  // [B, n, H]
-      for (i64 b = 0; b < B; ++b)
-        s.attn->qkv(QKV.data() + (b * T + s.r0) * 3 * H, 3 * H, XM.data() + (b * T + s.r0) * H, H,
-                    s.n);  // [n, 3H]
-      if (trace)
-        tr(sp + "_attn.qkv.out", gather_rows(QKV.data(), B, T, 3 * H, s.r0, s.n, 0, 3 * H));
-      for (i64 b = 0; b < B; ++b)
-        kernels::qk_rmsnorm(QKV.data() + (b * T + s.r0) * 3 * H, s.n, 3 * H, nh, D, D, 0, H,
-                            s.attn->norm.query_norm.scale.data(),
-                            s.attn->norm.key_norm.scale.data(), kNormEps);  // [n, 3H]
-      if (trace) {
-        tr(sp + "_attn.norm.query_norm.out",
-           gather_heads(QKV.data(), B, T, 3 * H, s.r0, s.n, 0, nh, D));  // [B, nh, n, D]
-        tr(sp + "_attn.norm.key_norm.out",
-           gather_heads(QKV.data(), B, T, 3 * H, s.r0, s.n, H, nh, D));  // [B, nh, n, D]
-      }
-    }
-    // Joint attention over [txt; img]: q, k, v columns (3, nh, D) of QKV [B, T, 3H].
-    kernels::attention({ATT.data(), T * H, H, D}, {QKV.data(), T * 3 * H, 3 * H, D},
-                       {QKV.data() + H, T * 3 * H, 3 * H, D},
-                       {QKV.data() + 2 * H, T * 3 * H, 3 * H, D},
-                       {B, nh, T, T, D, 0.0f});  // [B, T, H]
-    for (Stream& s : streams) {
-      const std::string sp = pre + s.name;
-      for (i64 b = 0; b < B; ++b)
-        s.attn->proj(P.data() + (b * T + s.r0) * H, H, ATT.data() + (b * T + s.r0) * H, H,
-                     s.n);  // [n, H]
-      if (trace) {
-        tr(sp + "_attn.proj.in", gather_rows(ATT.data(), B, T, H, s.r0, s.n, 0, H));
-        tr(sp + "_attn.proj.out", gather_rows(P.data(), B, T, H, s.r0, s.n, 0, H));
-      }
-      kernels::gated_residual(X.data() + s.r0 * H, T * H, P.data() + s.r0 * H, T * H, B, s.n, H,
+      if (lean && s.r0 == 0) continue;                   // condition stream not needed
+      s.m = Tensor({B, 6 * H});                          // [B, 6H]
+      s.mod->lin(s.m.data(), 6 * H, svec.data(), H, B);  // [B, 6H]
+      Tensor y({B, s.n, H});                             // [B, n, H]
+      hook->predict({key_block, s.attn_key}, y);         // [B, n, H]
+      kernels::gated_residual(X.data() + s.r0 * H, T * H, y.data(), s.n * H, B, s.n, H,
                               s.m.data() + 2 * H, 6 * H);  // [B, n, H]
-      kernels::ln_modulate(XM.data() + s.r0 * H, T * H, X.data() + s.r0 * H, T * H, B, s.n, H,
-                           s.m.data() + 3 * H, s.m.data() + 4 * H, 6 * H, kNormEps);  // [B, n, H]
-      for (i64 b = 0; b < B; ++b) {
-        s.mlp->fc0(HID.data(), M, XM.data() + (b * T + s.r0) * H, H, s.n,
-                   Act::kGeluTanh);                                        // [n, M]
-        s.mlp->fc2(P.data() + (b * T + s.r0) * H, H, HID.data(), M, s.n);  // [n, H]
-      }
-      if (trace) tr(sp + "_mlp.2.out", gather_rows(P.data(), B, T, H, s.r0, s.n, 0, H));
-      kernels::gated_residual(X.data() + s.r0 * H, T * H, P.data() + s.r0 * H, T * H, B, s.n, H,
+      hook->predict({key_block, s.mlp_key}, y);            // [B, n, H]
+      kernels::gated_residual(X.data() + s.r0 * H, T * H, y.data(), s.n * H, B, s.n, H,
                               s.m.data() + 5 * H, 6 * H);  // [B, n, H]
     }
-    if (trace) {
-      const std::string ap = "act.double_blocks." + std::to_string(bi) + ".";
-      tr(ap + "img", gather_rows(X.data(), B, T, H, Lc, L, 0, H));
-      tr(ap + "txt", gather_rows(X.data(), B, T, H, 0, Lc, 0, H));
+    return;
+  }
+  auto report = [&](const Stream& s, Branch key) {
+    if (hook && !(lean && s.r0 == 0))
+      hook->computed({key_block, key}, RowsView{P.data() + s.r0 * H, B, s.n, H, T * H});
+  };
+
+  for (Stream& s : streams) {
+    const std::string sp = pre + s.name;
+    s.m = Tensor({B, 6 * H});                          // [B, 6H]
+    s.mod->lin(s.m.data(), 6 * H, svec.data(), H, B);  // [B, 6H]
+    tr(sp + "_mod.lin.out", s.m);
+    kernels::ln_modulate(XM.data() + s.r0 * H, T * H, X.data() + s.r0 * H, T * H, B, s.n, H,
+                         s.m.data(), s.m.data() + H, 6 * H, kNormEps);  // [B, n, H]
+    for (i64 b = 0; b < B; ++b)
+      s.attn->qkv(QKV.data() + (b * T + s.r0) * 3 * H, 3 * H, XM.data() + (b * T + s.r0) * H, H,
+                  s.n);  // [n, 3H]
+    if (trace_) tr(sp + "_attn.qkv.out", gather_rows(QKV.data(), B, T, 3 * H, s.r0, s.n, 0, 3 * H));
+    for (i64 b = 0; b < B; ++b)
+      kernels::qk_rmsnorm(QKV.data() + (b * T + s.r0) * 3 * H, s.n, 3 * H, nh, D, D, 0, H,
+                          s.attn->norm.query_norm.scale.data(), s.attn->norm.key_norm.scale.data(),
+                          kNormEps);  // [n, 3H]
+    if (trace_) {
+      tr(sp + "_attn.norm.query_norm.out",
+         gather_heads(QKV.data(), B, T, 3 * H, s.r0, s.n, 0, nh, D));  // [B, nh, n, D]
+      tr(sp + "_attn.norm.key_norm.out",
+         gather_heads(QKV.data(), B, T, 3 * H, s.r0, s.n, H, nh, D));  // [B, nh, n, D]
     }
   }
-
-  // ---- single-stream blocks over the joint sequence ----
-  for (std::size_t bi = 0; bi < single_blocks.size(); ++bi) {
-    const SingleStreamBlock& blk = single_blocks[bi];
-    const std::string sp = "trace.single_blocks." + std::to_string(bi) + ".";
-    Tensor m({B, 3 * H});                                           // [B, 3H]
-    blk.modulation.lin(m.data(), 3 * H, svec.data(), H, mod_rows);  // [B, 3H] shift, scale, gate
-    tr(sp + "modulation.lin.out", m);
-    kernels::ln_modulate(XM.data(), T * H, X.data(), T * H, B, T, H, m.data(), m.data() + H, 3 * H,
-                         kNormEps);                    // [B, T, H]
-    blk.linear1(QKV.data(), W1, XM.data(), H, B * T);  // [B, T, 3H + M]
-    if (trace) tr(sp + "linear1.out", gather_rows(QKV.data(), B, T, W1, 0, T, 0, W1));
-    kernels::qk_rmsnorm(QKV.data(), B * T, W1, nh, D, D, 0, H, blk.norm.query_norm.scale.data(),
-                        blk.norm.key_norm.scale.data(), kNormEps);  // [B, T, 3H + M]
-    if (trace) {
-      tr(sp + "norm.query_norm.out", gather_heads(QKV.data(), B, T, W1, 0, T, 0, nh, D));
-      tr(sp + "norm.key_norm.out", gather_heads(QKV.data(), B, T, W1, 0, T, H, nh, D));
+  // Joint attention over [txt; img]: q, k, v columns (3, nh, D) of QKV [B, T, 3H].
+  kernels::attention({ATT.data(), T * H, H, D}, {QKV.data(), T * 3 * H, 3 * H, D},
+                     {QKV.data() + H, T * 3 * H, 3 * H, D},
+                     {QKV.data() + 2 * H, T * 3 * H, 3 * H, D},
+                     {B, nh, T, T, D, 0.0f});  // [B, T, H]
+  for (Stream& s : streams) {
+    const std::string sp = pre + s.name;
+    for (i64 b = 0; b < B; ++b)
+      s.attn->proj(P.data() + (b * T + s.r0) * H, H, ATT.data() + (b * T + s.r0) * H, H,
+                   s.n);  // [n, H]
+    if (trace_) {
+      tr(sp + "_attn.proj.in", gather_rows(ATT.data(), B, T, H, s.r0, s.n, 0, H));
+      tr(sp + "_attn.proj.out", gather_rows(P.data(), B, T, H, s.r0, s.n, 0, H));
     }
-    kernels::attention({ATT.data(), T * W2, W2, D}, {QKV.data(), T * W1, W1, D},
-                       {QKV.data() + H, T * W1, W1, D}, {QKV.data() + 2 * H, T * W1, W1, D},
-                       {B, nh, T, T, D, 0.0f});  // ATT[:, :, :H] = attn
-    kernels::act_copy(Act::kGeluTanh, ATT.data() + H, W2, QKV.data() + 3 * H, W1, B * T,
-                      M);  // ATT[:, :, H:] = GELU(mlp)
-    if (trace) tr(sp + "linear2.in", gather_rows(ATT.data(), B, T, W2, 0, T, 0, W2));
-    blk.linear2(P.data(), H, ATT.data(), W2, B * T);  // [B, T, H]
-    if (trace) tr(sp + "linear2.out", P);
-    kernels::gated_residual(X.data(), T * H, P.data(), T * H, B, T, H, m.data() + 2 * H,
-                            3 * H);  // [B, T, H]
-    if (trace) tr("act.single_blocks." + std::to_string(bi), X);
+    report(s, s.attn_key);
+    kernels::gated_residual(X.data() + s.r0 * H, T * H, P.data() + s.r0 * H, T * H, B, s.n, H,
+                            s.m.data() + 2 * H, 6 * H);  // [B, n, H]
+    kernels::ln_modulate(XM.data() + s.r0 * H, T * H, X.data() + s.r0 * H, T * H, B, s.n, H,
+                         s.m.data() + 3 * H, s.m.data() + 4 * H, 6 * H, kNormEps);  // [B, n, H]
+    for (i64 b = 0; b < B; ++b) {
+      s.mlp->fc0(HID.data(), M, XM.data() + (b * T + s.r0) * H, H, s.n,
+                 Act::kGeluTanh);                                        // [n, M]
+      s.mlp->fc2(P.data() + (b * T + s.r0) * H, H, HID.data(), M, s.n);  // [n, H]
+    }
+    if (trace_) tr(sp + "_mlp.2.out", gather_rows(P.data(), B, T, H, s.r0, s.n, 0, H));
+    report(s, s.mlp_key);
+    kernels::gated_residual(X.data() + s.r0 * H, T * H, P.data() + s.r0 * H, T * H, B, s.n, H,
+                            s.m.data() + 5 * H, 6 * H);  // [B, n, H]
   }
+  if (trace_) {
+    const std::string ap = "act.double_blocks." + std::to_string(bi) + ".";
+    tr(ap + "img", gather_rows(X.data(), B, T, H, Lc, L, 0, H));
+    tr(ap + "txt", gather_rows(X.data(), B, T, H, 0, Lc, 0, H));
+  }
+}
 
-  // ---- final layer on the latent tokens ----
-  if (trace) tr("act.final_layer_in", gather_rows(X.data(), B, T, H, Lc, L, 0, H));
-  Tensor fm({B, 2 * H});                                                // [B, 2H] shift, scale
-  final_layer.adaLN_modulation_1(fm.data(), 2 * H, svec.data(), H, B);  // [B, 2H]
+void Hunyuan3DDiT::Pass::single_block(std::size_t bi, BranchHook* hook) {
+  const SingleStreamBlock& blk = m_.single_blocks[bi];
+  const std::string sp = "trace.single_blocks." + std::to_string(bi) + ".";
+  const BranchKey key{static_cast<int>(m_.double_blocks.size() + bi), Branch::kTotal};
+  const bool lean = hook && hook->image_rows_only();
+  const i64 r0 = lean ? Lc : 0, n = lean ? L : T;          // rows the hook sees
+  Tensor m({B, 3 * H});                                    // [B, 3H]
+  blk.modulation.lin(m.data(), 3 * H, svec.data(), H, B);  // [B, 3H] shift, scale, gate
+  tr(sp + "modulation.lin.out", m);
+  if (hook && hook->predicting()) {
+    Tensor y({B, n, H});    // [B, n, H]
+    hook->predict(key, y);  // [B, n, H]
+    kernels::gated_residual(X.data() + r0 * H, T * H, y.data(), n * H, B, n, H, m.data() + 2 * H,
+                            3 * H);  // [B, n, H]
+    return;
+  }
+  kernels::ln_modulate(XM.data(), T * H, X.data(), T * H, B, T, H, m.data(), m.data() + H, 3 * H,
+                       kNormEps);                    // [B, T, H]
+  blk.linear1(QKV.data(), W1, XM.data(), H, B * T);  // [B, T, 3H + M]
+  if (trace_) tr(sp + "linear1.out", gather_rows(QKV.data(), B, T, W1, 0, T, 0, W1));
+  kernels::qk_rmsnorm(QKV.data(), B * T, W1, nh, D, D, 0, H, blk.norm.query_norm.scale.data(),
+                      blk.norm.key_norm.scale.data(), kNormEps);  // [B, T, 3H + M]
+  if (trace_) {
+    tr(sp + "norm.query_norm.out", gather_heads(QKV.data(), B, T, W1, 0, T, 0, nh, D));
+    tr(sp + "norm.key_norm.out", gather_heads(QKV.data(), B, T, W1, 0, T, H, nh, D));
+  }
+  kernels::attention({ATT.data(), T * W2, W2, D}, {QKV.data(), T * W1, W1, D},
+                     {QKV.data() + H, T * W1, W1, D}, {QKV.data() + 2 * H, T * W1, W1, D},
+                     {B, nh, T, T, D, 0.0f});  // ATT[:, :, :H] = attn
+  kernels::act_copy(Act::kGeluTanh, ATT.data() + H, W2, QKV.data() + 3 * H, W1, B * T,
+                    M);  // ATT[:, :, H:] = GELU(mlp)
+  if (trace_) tr(sp + "linear2.in", gather_rows(ATT.data(), B, T, W2, 0, T, 0, W2));
+  blk.linear2(P.data(), H, ATT.data(), W2, B * T);  // [B, T, H]
+  if (trace_) tr(sp + "linear2.out", P);
+  if (hook) hook->computed(key, RowsView{P.data() + r0 * H, B, n, H, T * H});
+  kernels::gated_residual(X.data(), T * H, P.data(), T * H, B, T, H, m.data() + 2 * H,
+                          3 * H);  // [B, T, H]
+  if (trace_) tr("act.single_blocks." + std::to_string(bi), X);
+}
+
+Tensor Hunyuan3DDiT::Pass::output() {
+  const i64 C = m_.cfg.in_channels;
+  if (trace_) tr("act.final_layer_in", gather_rows(X.data(), B, T, H, Lc, L, 0, H));
+  Tensor fm({B, 2 * H});                                                   // [B, 2H] shift, scale
+  m_.final_layer.adaLN_modulation_1(fm.data(), 2 * H, svec.data(), H, B);  // [B, 2H]
   tr("trace.final_layer.adaLN_modulation.1.out", fm);
   kernels::ln_modulate(XM.data(), L * H, X.data() + Lc * H, T * H, B, L, H, fm.data(),
-                       fm.data() + H, 2 * H, kNormEps);                  // [B, L, H]
-  Tensor out({B, L, cfg.in_channels});                                   // [B, L, C]
-  final_layer.linear(out.data(), cfg.in_channels, XM.data(), H, B * L);  // [B, L, C]
+                       fm.data() + H, 2 * H, kNormEps);       // [B, L, H]
+  Tensor out({B, L, C});                                      // [B, L, C]
+  m_.final_layer.linear(out.data(), C, XM.data(), H, B * L);  // [B, L, C]
   tr("out", out);
   return out;
 }
@@ -478,6 +589,11 @@ Hunyuan3DDiT Hunyuan3DDiT::load(const DiTConfig& config, WeightMap& weights, Opt
 }
 
 Hunyuan3DDiT Hunyuan3DDiT::random(const DiTConfig& config, std::uint64_t seed, Options opt) {
+  return random(config, seed, opt, nullptr);
+}
+
+Hunyuan3DDiT Hunyuan3DDiT::random(const DiTConfig& config, std::uint64_t seed, Options opt,
+                                  const WeightAdjustFn& adjust) {
   config.validate();
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
@@ -503,6 +619,7 @@ Hunyuan3DDiT Hunyuan3DDiT::random(const DiTConfig& config, std::uint64_t seed, O
                 std::normal_distribution<float> dist(static_cast<float>(mean),
                                                      static_cast<float>(stddev));
                 for (auto& v : t.span()) v = dist(rng);
+                if (adjust) adjust(name, t);
                 return t;
               },
               opt.storage};
@@ -530,7 +647,15 @@ Tensor Hunyuan3DDiT::timestep_embedding(const Tensor& t) const {
 
 Tensor Hunyuan3DDiT::forward(const Tensor& x, const Tensor& t, const Tensor& context,
                              const Tensor* guidance, const TraceFn* trace) const {
-  return impl_->forward(x, t, context, guidance, trace);
+  Pass pass(*impl_, x, t, context, guidance, trace, /*eager_context=*/true);
+  pass.run_blocks(0, pass.num_blocks(), nullptr);
+  return pass.output();
+}
+
+std::unique_ptr<DiTPass> Hunyuan3DDiT::begin_pass(const Tensor& x, const Tensor& t,
+                                                  const Tensor& context,
+                                                  const Tensor* guidance) const {
+  return std::make_unique<Pass>(*impl_, x, t, context, guidance, nullptr, false);
 }
 
 }  // namespace gen3d::models

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "models/dit_config.h"
+#include "models/dit_pass.h"
 #include "models/tensor.h"
 
 namespace gen3d::models {
@@ -41,6 +42,11 @@ class Hunyuan3DDiT {
   static Hunyuan3DDiT load(const DiTConfig& config, WeightMap& weights, Options opt = {});
   // Seeded random weights with the golden set's init recipe (benchmarks, tests).
   static Hunyuan3DDiT random(const DiTConfig& config, std::uint64_t seed, Options opt = {});
+  // Same, then `adjust(name, value)` on every tensor (official name) before it is stored, to
+  // shape random weights (e.g. a band-limited time embedding for cache studies).
+  using WeightAdjustFn = std::function<void(const std::string& name, Tensor& value)>;
+  static Hunyuan3DDiT random(const DiTConfig& config, std::uint64_t seed, Options opt,
+                             const WeightAdjustFn& adjust);
 
   Hunyuan3DDiT(Hunyuan3DDiT&&) noexcept;
   Hunyuan3DDiT& operator=(Hunyuan3DDiT&&) noexcept;
@@ -55,6 +61,12 @@ class Hunyuan3DDiT {
   Tensor forward(const Tensor& x, const Tensor& t, const Tensor& context,
                  const Tensor* guidance = nullptr, const TraceFn* trace = nullptr) const;
 
+  // Stage-by-stage evaluation of forward() for step caches (dit_pass.h): the stem (vec, latent_in)
+  // runs now, cond_in on the first block. Running every block without a hook and then output()
+  // gives exactly forward()'s result. x, t, context and guidance must outlive the pass.
+  std::unique_ptr<DiTPass> begin_pass(const Tensor& x, const Tensor& t, const Tensor& context,
+                                      const Tensor* guidance = nullptr) const;
+
   // The sinusoidal embedding the model applies to t: [B] -> [B, 256] = [cos(a) | sin(a)] with
   // a_i = float32(float32(t * 1000) * f_i), f_i = float32(exp(float32(float32(i * float32(-ln P)) /
   // 128))) with P = time_factor (float32 argument as in the reference: 119 of 128 entries equal its
@@ -64,6 +76,7 @@ class Hunyuan3DDiT {
 
  private:
   struct Impl;
+  class Pass;
   explicit Hunyuan3DDiT(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -1,5 +1,6 @@
 #include "models/dtype.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
@@ -61,7 +62,26 @@ const float* half_table() {
   return table.get();
 }
 
+// Branch-free bit conversion, exact for every half (subnormals, inf, NaN payloads). Vectorizes
+// (dtype.cpp is built with -fno-trapping-math so the selects if-convert).
+void widen_half_block(const std::uint16_t* __restrict src, std::size_t n, float* __restrict dst) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t h = src[i];
+    const std::uint32_t sign = (h & 0x8000u) << 16;
+    const std::uint32_t em = h & 0x7fffu;
+    std::uint32_t bits = (em << 13) + 0x38000000u;     // rebias exponent by 127 - 15
+    bits = em >= 0x7c00u ? bits + 0x38000000u : bits;  // inf / NaN: exponent 255
+    const float sub = static_cast<float>(static_cast<std::int32_t>(em)) * 5.9604644775390625e-8f;
+    bits = em < 0x0400u ? std::bit_cast<std::uint32_t>(sub) : bits;  // zero / subnormal: em * 2^-24
+    dst[i] = std::bit_cast<float>(sign | bits);
+  }
+}
+
 }  // namespace
+
+void widen_f16(const std::uint16_t* src, std::size_t n, float* dst) {
+  widen_half_block(src, n, dst);
+}
 
 bool parse_dtype(std::string_view name, DType* out) {
   for (const auto& d : kDTypes) {
@@ -135,20 +155,16 @@ void widen_to_f32(DType t, const void* src, std::size_t n, float* dst) {
     case DType::kF32:
       std::memcpy(dst, bytes, n * sizeof(float));
       return;
-    case DType::kF16:
-      // Branch-free bit conversion (vectorizes); exact for every half including subnormals.
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t h;
-        std::memcpy(&h, bytes + 2 * i, 2);
-        const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-        const std::uint32_t em = h & 0x7fffu;
-        std::uint32_t bits = (em << 13) + 0x38000000u;        // rebias the exponent by 127 - 15
-        bits = em >= 0x7c00u ? bits + 0x38000000u : bits;     // inf / NaN: exponent to 255
-        const float sub = static_cast<float>(em) * 5.9604644775390625e-8f;  // em * 2^-24
-        bits = em < 0x0400u ? std::bit_cast<std::uint32_t>(sub) : bits;  // zero / subnormal
-        dst[i] = std::bit_cast<float>(sign | bits);
+    case DType::kF16: {
+      // Through a small aligned staging buffer (the source may be unaligned file bytes).
+      std::uint16_t stage[1024];
+      for (std::size_t i = 0; i < n; i += 1024) {
+        const std::size_t m = std::min<std::size_t>(1024, n - i);
+        std::memcpy(stage, bytes + 2 * i, 2 * m);
+        widen_half_block(stage, m, dst + i);
       }
       return;
+    }
     case DType::kBF16:
       for (std::size_t i = 0; i < n; ++i) {
         std::uint16_t h;

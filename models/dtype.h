@@ -24,6 +24,9 @@ std::uint16_t float_to_half(float f);
 float bf16_to_float(std::uint16_t b);
 std::uint16_t float_to_bf16(float f);
 
+// Widen `n` aligned IEEE halves to float32 (vectorized; the F16-weight GEMM uses it per panel).
+void widen_f16(const std::uint16_t* src, std::size_t n, float* dst);
+
 // Widen `n` little-endian elements of `src` (dtype t, unaligned bytes allowed) to float32.
 void widen_to_f32(DType t, const void* src, std::size_t n, float* dst);
 

@@ -9,6 +9,8 @@ void register_mesh_stages(pipeline::Registry& registry);
 void register_render_stages(pipeline::Registry& registry);
 void register_image_stages(pipeline::Registry& registry);
 void register_texture_stages(pipeline::Registry& registry);
+void register_shape_stages(pipeline::Registry& registry);
+void register_conditioner_stages(pipeline::Registry& registry);
 
 // Everything the gen3d executable offers.
 void register_all_stages(pipeline::Registry& registry);

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "pipeline/cli/batch_command.h"
+#include "pipeline/cli/cache_study.h"
 #include "pipeline/cli/commands.h"
 #include "pipeline/error.h"
 #include "pipeline/log.h"
@@ -94,6 +95,33 @@ int main(int argc, char** argv) {
   batch_cmd->add_option("-j,--threads", batch.threads, "worker threads for the whole process")
       ->check(CLI::Range(1, 1024));
 
+  gen3d::cli::CacheStudyOptions study;
+  auto* study_cmd = app.add_subcommand(
+      "cache-study",
+      "Compare step caches (none/FBCache/TeaCache/TaylorSeer) on one model, condition and seed");
+  study_cmd->add_option("--model", study.model, "DiT weights: .safetensors file or model directory");
+  study_cmd->add_option("--config", study.config,
+                        "model config JSON (default: config.json next to the weights)");
+  study_cmd->add_option("--random-config", study.random_config,
+                        "random DiT instead of weights: mid or small")
+      ->check(CLI::IsMember({"mid", "small"}));
+  study_cmd->add_option("--cond", study.cond,
+                        "condition tokens (.safetensors), [B, Lc, C] or [Lc, C]");
+  study_cmd->add_option("--cond-name", study.cond_name, "tensor name inside --cond");
+  study_cmd->add_option("--steps", study.steps, "denoising steps")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  study_cmd->add_option("--guidance", study.guidance, "CFG scale")->capture_default_str();
+  study_cmd->add_option("--seed", study.seed, "noise seed")->capture_default_str();
+  study_cmd->add_option("--latent-tokens", study.latent_tokens,
+                        "latent tokens L (default 3072, or the preset's)");
+  study_cmd->add_option("--repeats", study.repeats, "timing rounds (best kept)")
+      ->check(CLI::Range(1, 100));
+  study_cmd->add_option("--method", study.methods,
+                        "fbcache, teacache, taylorseer or all (repeatable)");
+  study_cmd->add_option("--json", study.json_path, "also write the rows as JSON");
+  study_cmd->add_option("-j,--threads", study.threads, "worker threads")->check(CLI::Range(1, 1024));
+
   std::string config;
   std::vector<std::string> sets;
   bool dump = false;
@@ -129,6 +157,7 @@ int main(int argc, char** argv) {
   try {
     if (*run_cmd) return gen3d::cli::cmd_run(run);
     if (*texture_cmd) return gen3d::cli::cmd_texture(tex);
+    if (*study_cmd) return gen3d::cli::cmd_cache_study(study);
     if (*batch_cmd) {
       if (!shard.empty()) {
         const auto slash = shard.find('/');

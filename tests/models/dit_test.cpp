@@ -229,6 +229,20 @@ TEST(Hunyuan3DDiT, ForwardChecksInputShapes) {
   }
 }
 
+TEST(Hunyuan3DDiT, GuidanceEmbeddingIsUsedWhenConfigured) {
+  auto cfg = tiny_config();
+  cfg.guidance_embed = true;
+  const auto model = Hunyuan3DDiT::random(cfg, 3);
+  const auto in = make_inputs(cfg, 2, 5, 4);
+  EXPECT_THROW(model.forward(in.x, in.t, in.ctx), ModelError);  // guidance required
+  Tensor g1({2}), g2({2});
+  g1.data()[0] = g1.data()[1] = 5.0f;
+  g2.data()[0] = g2.data()[1] = 1.0f;
+  const Tensor a = model.forward(in.x, in.t, in.ctx, &g1);
+  const Tensor b = model.forward(in.x, in.t, in.ctx, &g2);
+  EXPECT_GT(ktest::nmse(a.data(), b.data(), static_cast<std::size_t>(a.numel())), 1e-4);
+}
+
 TEST(Hunyuan3DDiT, TimestepEmbeddingRecipe) {
   const auto model = Hunyuan3DDiT::random(tiny_config(), 1);
   const auto& f = model.time_freqs();

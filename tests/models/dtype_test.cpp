@@ -38,7 +38,10 @@ TEST(DType, VectorWideningMatchesScalarForEveryHalf) {
   for (std::uint32_t h = 0; h < 65536; ++h) all[h] = static_cast<std::uint16_t>(h);
   std::vector<float> wide(all.size());
   widen_to_f32(DType::kF16, all.data(), all.size(), wide.data());
+  std::vector<float> direct(all.size());
+  widen_f16(all.data(), all.size(), direct.data());
   for (std::uint32_t h = 0; h < 65536; ++h) {
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(direct[h]), std::bit_cast<std::uint32_t>(wide[h]));
     ASSERT_EQ(std::bit_cast<std::uint32_t>(wide[h]),
               std::bit_cast<std::uint32_t>(half_to_float(static_cast<std::uint16_t>(h))))
         << "half 0x" << std::hex << h;
