@@ -8,6 +8,7 @@ void register_all_stages(pipeline::Registry& registry) {
   register_image_stages(registry);
   register_texture_stages(registry);
   register_shape_stages(registry);
+  register_shape_vae_stages(registry);
   register_conditioner_stages(registry);
 }
 

@@ -10,6 +10,7 @@ void register_render_stages(pipeline::Registry& registry);
 void register_image_stages(pipeline::Registry& registry);
 void register_texture_stages(pipeline::Registry& registry);
 void register_shape_stages(pipeline::Registry& registry);
+void register_shape_vae_stages(pipeline::Registry& registry);
 void register_conditioner_stages(pipeline::Registry& registry);
 
 // Everything the gen3d executable offers.

@@ -8,6 +8,7 @@
 #include "pipeline/cli/batch_command.h"
 #include "pipeline/cli/cache_study.h"
 #include "pipeline/cli/commands.h"
+#include "pipeline/cli/shape_command.h"
 #include "pipeline/error.h"
 #include "pipeline/log.h"
 
@@ -72,6 +73,33 @@ int main(int argc, char** argv) {
   texture_cmd->add_option("-j,--threads", tex.run.threads, "worker threads (default: all cores)")
       ->check(CLI::Range(1, 1024));
   texture_cmd->add_flag("--dump", tex.dump, "print the pipeline config it would run, and stop");
+
+  gen3d::cli::ShapeOptions shape;
+  auto* shape_cmd = app.add_subcommand(
+      "shape", "Generate a mesh: DiT sampling, ShapeVAE decode, volume decoding, marching cubes");
+  shape_cmd->add_option("--config", shape.config, "shapegen pipeline to adapt")
+      ->capture_default_str();
+  shape_cmd->add_option("--cond", shape.cond, "condition tokens (.safetensors)");
+  shape_cmd->add_option("--cond-name", shape.cond_name, "tensor name of the condition tokens");
+  shape_cmd->add_option("--model", shape.model, "DiT weights (file or official model folder)");
+  shape_cmd->add_option("--vae", shape.vae, "ShapeVAE weights (file or official model folder)");
+  shape_cmd->add_option("-o,--output", shape.output, "output mesh (.glb, .obj, .ply)");
+  shape_cmd->add_option("--method", shape.method, "volume decoder: dense, hierarchical, flashvdm");
+  shape_cmd->add_option("--cache", shape.cache, "step cache: none, fbcache, teacache, taylorseer");
+  shape_cmd->add_option("--steps", shape.steps, "denoising steps");
+  shape_cmd->add_option("--guidance", shape.guidance, "classifier-free guidance scale");
+  shape_cmd->add_option("--seed", shape.seed, "noise seed");
+  shape_cmd->add_option("--latent-tokens", shape.latent_tokens, "latent tokens (VAE num_latents)");
+  shape_cmd->add_option("--resolution", shape.resolution, "octree resolution R (cells per axis)");
+  shape_cmd->add_option("--min-resolution", shape.min_resolution, "coarsest decoding level");
+  shape_cmd->add_option("--num-chunks", shape.num_chunks, "points per decoder call");
+  shape_cmd->add_option("--max-faces", shape.max_faces, "face reduction target (0: off)");
+  shape_cmd->add_option("--set", shape.run.sets, "override: var=value or node.param=value");
+  shape_cmd->add_option("--trace", shape.run.trace_path, "write a Chrome trace");
+  shape_cmd->add_option("--metrics", shape.run.metrics_path, "write run metrics as JSON");
+  shape_cmd->add_option("-j,--threads", shape.run.threads, "worker threads (default: all cores)")
+      ->check(CLI::Range(1, 1024));
+  shape_cmd->add_flag("--dump", shape.dump, "print the pipeline config it would run, and stop");
 
   gen3d::cli::BatchOptions batch;
   std::string shard;
@@ -151,12 +179,14 @@ int main(int argc, char** argv) {
   gen3d::pipeline::init_logging(quiet ? -1 : verbosity);
   run.quiet = quiet;
   tex.run.quiet = quiet;
+  shape.run.quiet = quiet;
   batch.quiet = quiet;
   std::signal(SIGINT, on_sigint);
 
   try {
     if (*run_cmd) return gen3d::cli::cmd_run(run);
     if (*texture_cmd) return gen3d::cli::cmd_texture(tex);
+    if (*shape_cmd) return gen3d::cli::cmd_shape(shape);
     if (*study_cmd) return gen3d::cli::cmd_cache_study(study);
     if (*batch_cmd) {
       if (!shard.empty()) {

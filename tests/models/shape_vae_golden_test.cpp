@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -285,6 +286,9 @@ TEST(VaeMeshGolden, MarchingCubesMatchesReference) {
     EXPECT_LE(hausdorff, 1e-3) << "item " << item;
     EXPECT_EQ(m.positions.size(), gvert.size()) << "item " << item;
     const auto gf = static_cast<double>(fi->shape[0]);
+    std::cout << "mesh item " << item << ": " << m.positions.size() << " vertices, "
+              << m.faces.size() << " faces (reference " << gvert.size() << ", " << fi->shape[0]
+              << "); Chamfer " << chamfer << ", Hausdorff " << hausdorff << "\n";
     EXPECT_LE(std::abs(static_cast<double>(m.faces.size()) - gf), 0.02 * gf) << "item " << item;
     // Orientation: ours equals the exported (flipped) reference. The surface is open where it
     // leaves the box, so compare signed volumes (w.r.t. the origin) rather than test a sign.
