@@ -44,6 +44,14 @@ TEST(TextureCommand, ReferenceImageToTexturedGlb) {
   EXPECT_EQ(out.texture->width, 256);
   EXPECT_TRUE(out.has_uvs());
 
+  // The Khronos validator finds no error in the textured GLB (skipped without node/the package).
+  const std::string node_dir = env_or("GEN3D_NODE_DIR", GEN3D_NODE_DIR);
+  const auto v = run_command("node " + source_dir() + "/tests/mesh/validate_gltf.js " + node_dir +
+                             " " + dir + "/out.glb");
+  if (v.exit_code != 77) {
+    EXPECT_EQ(v.exit_code, 0) << v.output;
+  }
+
   const json m = read_json(dir + "/m.json");
   // 6 poses + the UV raster, whatever number of maps, views and bakes asked for them.
   EXPECT_EQ(m["counters"]["raster_cache.rasterizations"], 7.0);
