@@ -401,7 +401,11 @@ BackProjection gather(const mesh::Mesh& mesh, const Raster& uv_raster, const Ras
           view_cosine(interpolate_pixel<3>(b, std::span<const mesh::Vec3>(normals), f));
       if (!(cs >= thr)) continue;
       // Pixel (col, row) centres sit at (col + 0.5, row + 0.5).
-      sample_bilinear(view, s[0] - 0.5f, s[1] - 0.5f, out.texture.pixels.data() + t * C);
+      float* texel = out.texture.pixels.data() + t * C;
+      if (options.bicubic)
+        sample_bicubic(view, s[0] - 0.5f, s[1] - 0.5f, texel);
+      else
+        sample_bilinear(view, s[0] - 0.5f, s[1] - 0.5f, texel);
       out.cos.pixels[t] = cs;
     }
   });

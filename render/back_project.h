@@ -68,6 +68,7 @@ struct GatherOptions {
   float depth_tolerance = 3e-5f;  // visibility: |texel depth - raster depth| in z01 units (about
                                   // 5 pixel widths of a 2048 view), or the same face id
   int render_size = 2048;         // configured render size: erosion/edge window as back_project
+  bool bicubic = true;            // sample the view with Catmull-Rom (sharper) or bilinearly
 };
 
 // Texel-driven alternative to back_project: for every texel covered by `uv_raster`

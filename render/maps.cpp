@@ -163,6 +163,40 @@ void sample_bilinear(const mesh::Image& image, float x, float y, float* out) {
   }
 }
 
+void sample_bicubic(const mesh::Image& image, float x, float y, float* out) {
+  const int w = image.width, h = image.height, ch = image.channels;
+  x = std::clamp(x, 0.0f, static_cast<float>(w - 1));
+  y = std::clamp(y, 0.0f, static_cast<float>(h - 1));
+  const int x0 = static_cast<int>(std::floor(x)), y0 = static_cast<int>(std::floor(y));
+  const float fx = x - x0, fy = y - y0;
+  // Catmull-Rom weights for the taps at offsets -1, 0, 1, 2.
+  const auto weights = [](float t, float wt[4]) {
+    const float t2 = t * t, t3 = t2 * t;
+    wt[0] = 0.5f * (-t3 + 2 * t2 - t);
+    wt[1] = 0.5f * (3 * t3 - 5 * t2 + 2);
+    wt[2] = 0.5f * (-3 * t3 + 4 * t2 + t);
+    wt[3] = 0.5f * (t3 - t2);
+  };
+  float wx[4], wy[4];
+  weights(fx, wx);
+  weights(fy, wy);
+  for (int c = 0; c < ch; ++c) {
+    float sum = 0.0f, lo = 1e30f, hi = -1e30f;
+    for (int j = 0; j < 4; ++j) {
+      const int yy = std::clamp(y0 - 1 + j, 0, h - 1);
+      float row = 0.0f;
+      for (int i = 0; i < 4; ++i) {
+        const float v = image.at(std::clamp(x0 - 1 + i, 0, w - 1), yy)[c];
+        row += wx[i] * v;
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      sum += wy[j] * row;
+    }
+    out[c] = std::clamp(sum, lo, hi);
+  }
+}
+
 mesh::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float background) {
   check_mesh_for_raster("albedo_map", mesh, raster);
   const bool textured = mesh.texture && !mesh.texture->empty() && mesh.has_uvs();

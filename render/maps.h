@@ -37,9 +37,10 @@ mesh::Image depth_map(const Raster& raster);
 mesh::Image coverage_mask(const Raster& raster);
 
 // Albedo map: mesh.texture sampled bilinearly at the interpolated per-corner UVs (clamped to the
-// edge, UVs outside [0, 1] repeating; texel centres at u * (W - 1), v * (H - 1) with the flipped v, the bake convention), or the
-// vertex colours when the mesh has no texture. Background = `background`.  H x W x 3. Throws
-// RenderError if the mesh has neither texture+UVs nor vertex colours.
+// edge, UVs outside [0, 1] repeating; texel centres at u * (W - 1), v * (H - 1) with the flipped v,
+// the bake convention), or the vertex colours when the mesh has no texture. Background =
+// `background`.  H x W x 3. Throws RenderError if the mesh has neither texture+UVs nor vertex
+// colours.
 mesh::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float background = 1.0f);
 
 // Texel-space maps from a UV raster (rasterize_uv): raw internal-frame positions / unweighted
@@ -54,5 +55,9 @@ std::vector<uint8_t> to_u8(const mesh::Image& image);
 // Bilinear sample of `image` at continuous texel coordinates (x, y) (texel centres at integers),
 // clamped to the edge. Writes image.channels floats to out.
 void sample_bilinear(const mesh::Image& image, float x, float y, float* out);
+
+// Catmull-Rom bicubic sample at (x, y), same conventions as sample_bilinear; results are clamped
+// to the range of the 4 x 4 neighbourhood, so there is no overshoot at edges.
+void sample_bicubic(const mesh::Image& image, float x, float y, float* out);
 
 }  // namespace gen3d::render
