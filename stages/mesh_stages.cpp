@@ -14,6 +14,7 @@
 #include "mesh/simplify.h"
 #include "mesh/uv_unwrap.h"
 #include "stages/register.h"
+#include "stages/shared.h"
 #include "stages/types.h"
 
 namespace gen3d::stages {
@@ -84,20 +85,19 @@ class SaveMesh final : public pipeline::Stage {
         .input<mesh::Mesh>("mesh")
         .optional_input<mesh::NormalizeTransform>(
             "transform", "undone before writing, so the file is in the input's frame")
-        .required<std::string>("path", "output file; its directory must exist");
+        .required<std::string>("path", "output file; missing directories are created");
   }
   void check(const pipeline::ParamMap& params, std::vector<std::string>& problems) const override {
     const std::filesystem::path path(std::get<std::string>(params.at("path")));
     const std::string ext = path.extension().string();
     if (ext != ".glb" && ext != ".obj" && ext != ".ply")
       problems.push_back("output format \"" + ext + "\" is not supported (use .glb, .obj or .ply)");
-    const auto dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
-    if (!std::filesystem::is_directory(dir))
-      problems.push_back("output directory does not exist: " + dir.string());
+    check_output_path(path.string(), problems);
   }
   void run(StageContext& ctx) const override {
     auto m = ctx.in<mesh::Mesh>("mesh");
     const auto path = ctx.param<std::string>("path");
+    make_output_dir(path);
     if (ctx.has_input("transform")) {
       mesh::Mesh restored = *m;
       mesh::invert_normalization(restored, *ctx.in<mesh::NormalizeTransform>("transform"));

@@ -14,6 +14,7 @@
 #include "models/sampler.h"
 #include "models/step_cache.h"
 #include "stages/register.h"
+#include "stages/shared.h"
 #include "stages/types.h"
 
 namespace gen3d::stages {
@@ -67,18 +68,16 @@ class SaveTensor final : public pipeline::Stage {
   StageContract contract() const override {
     return StageContract("save_tensor", "Write a tensor to a .safetensors file (float32).")
         .input<Tensor>("tensor")
-        .required<std::string>("path", "output file; its directory must exist")
+        .required<std::string>("path", "output file; missing directories are created")
         .param<std::string>("name", "latents", "tensor name inside the file");
   }
   void check(const ParamMap& params, std::vector<std::string>& problems) const override {
-    const std::filesystem::path path(get<std::string>(params, "path"));
-    const auto dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
-    if (!std::filesystem::is_directory(dir))
-      problems.push_back("output directory does not exist: " + dir.string());
+    check_output_path(get<std::string>(params, "path"), problems);
   }
   void run(StageContext& ctx) const override {
     auto t = ctx.in<Tensor>("tensor");
     const auto path = ctx.param<std::string>("path");
+    make_output_dir(path);
     const std::string tmp = path + ".tmp";
     models::write_safetensors(tmp, {{ctx.param<std::string>("name"), t.get()}});
     std::filesystem::rename(tmp, path);  // never a half-written file

@@ -1,5 +1,9 @@
 #include "stages/shared.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+
 namespace gen3d::stages {
 
 render::RasterCache& raster_cache(const pipeline::StageContext& ctx) {
@@ -7,6 +11,25 @@ render::RasterCache& raster_cache(const pipeline::StageContext& ctx) {
   constexpr size_t kBudget = size_t{1} << 30;
   return *ctx.shared().get_or_create<render::RasterCache>(
       "raster_cache", [] { return new render::RasterCache(kBudget); });
+}
+
+void check_output_path(const std::string& path, std::vector<std::string>& problems) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  fs::path existing = dir;
+  while (!existing.empty() && !fs::exists(existing)) existing = existing.parent_path();
+  if (existing.empty()) existing = ".";
+  if (!fs::is_directory(existing))
+    problems.push_back("cannot create the output directory " + dir.string() + ": " +
+                       existing.string() + " is not a directory");
+  else if (access(existing.c_str(), W_OK) != 0)
+    problems.push_back("output directory " + existing.string() + " is not writable");
+}
+
+void make_output_dir(const std::string& path) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir);
 }
 
 void report_cache(const pipeline::StageContext& ctx, const render::RasterCache& cache) {

@@ -1,6 +1,9 @@
 #pragma once
 // Per-run objects shared by several stages, fetched through the stage context.
 
+#include <string>
+#include <vector>
+
 #include "pipeline/stage.h"
 #include "render/raster_cache.h"
 
@@ -9,6 +12,13 @@ namespace gen3d::stages {
 // The run's raster cache: every stage asking for the same pose of the same mesh gets the same
 // raster, computed once.
 render::RasterCache& raster_cache(const pipeline::StageContext& ctx);
+
+// Validation of an output file path: its directory must exist or be creatable (the nearest
+// existing ancestor is a writable directory). Adds one sentence per problem.
+void check_output_path(const std::string& path, std::vector<std::string>& problems);
+
+// Creates the output file's directory (and parents) when missing; call right before writing.
+void make_output_dir(const std::string& path);
 
 // Publishes the cache's counters (hits, misses, rasterizations, bytes, evictions) as gauges.
 void report_cache(const pipeline::StageContext& ctx, const render::RasterCache& cache);

@@ -113,9 +113,9 @@ TEST(TextureCommand, BadInputsAreRejectedBeforeWork) {
   r = run_gen3d("texture --mesh " + kSpider + " --image " + kFront + " --texture-size 32768");
   EXPECT_EQ(r.exit_code, 2) << r.output;
 
-  r = run_gen3d("texture --mesh " + kSpider + " --image " + kFront + " -o no/such/dir/o.glb");
+  r = run_gen3d("texture --mesh " + kSpider + " --image " + kFront + " -o " + kFront + "/o.glb");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("output directory does not exist"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is not a directory"), std::string::npos) << r.output;
 
   r = run_gen3d("texture --mesh " + kSpider + " -o " + dir + "/o.glb");
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -55,7 +55,7 @@ TEST(MeshStages, ChecksRejectMissingInputAndBadOutput) {
   pipeline::StageRunner save(*registry().find("save_mesh"));
   save.input("mesh", mesh::Mesh{}).param("path", temp_dir("mesh_stages_bad") + "/x.fbx");
   EXPECT_THROW(save.run(), pipeline::ConfigError);
-  save.param("path", "no/such/dir/x.glb");
+  save.param("path", source_dir() + "/assets/meshes/BoxTextured.glb/x.glb");
   EXPECT_THROW(save.run(), pipeline::ConfigError);
 }
 
