@@ -152,15 +152,17 @@ class Multiview final : public pipeline::Stage {
       throw std::runtime_error(
           fmt::format("{} view images for {} views", files.size(), views.size()));
     tbb::parallel_for(size_t{0}, files.size(), [&](size_t v) {
+      // RGB on white, at the render size (area filter when shrinking).
       const mesh::Image img = render::composite_over(mesh::load_image(files[v]));
-      const mesh::Image rgb = img.channels == 1 ? render::resize_image(img, size, size) : img;
-      out[v] = render::resize_image(rgb, size, size, rgb.width > size ? "area" : "linear");
-      if (out[v].channels == 1) {
-        mesh::Image grey = out[v];
-        out[v] = mesh::Image(size, size, 3);
-        for (size_t i = 0; i < grey.pixels.size(); ++i)
-          for (int c = 0; c < 3; ++c) out[v].pixels[i * 3 + c] = grey.pixels[i];
+      const mesh::Image sized =
+          render::resize_image(img, size, size, img.width > size ? "area" : "linear");
+      if (sized.channels == 3) {
+        out[v] = sized;
+        return;
       }
+      out[v] = mesh::Image(size, size, 3);
+      for (size_t i = 0; i < sized.pixels.size(); ++i)
+        for (int c = 0; c < 3; ++c) out[v].pixels[i * 3 + c] = sized.pixels[i];
     });
   }
 

@@ -89,6 +89,18 @@ TEST(TextureCommand, SourceMeshTransfersTheTexture) {
   EXPECT_TRUE(fs::exists(dir + "/out.png")) << "OBJ output writes its texture beside it";
 }
 
+TEST(TextureCommand, ViewsDirectoryGivesOneImagePerView) {
+  const std::string dir = temp_dir("texture_views_ok");
+  fs::create_directories(dir + "/views");
+  for (int v = 0; v < 6; ++v)
+    fs::copy_file(source_dir() + "/" + kFront, dir + "/views/" + std::to_string(v) + ".png");
+  const auto r = run_gen3d("texture --mesh " + kSpider + " --views " + dir + "/views" + kSmall +
+                           "-o " + dir + "/out.glb --metrics " + dir + "/m.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_json(dir + "/m.json")["counters"]["multiview.views_with_images"], 6.0);
+  EXPECT_TRUE(mesh::load_mesh(dir + "/out.glb").texture);
+}
+
 TEST(TextureCommand, ViewsDirectoryWithWrongCountFails) {
   const std::string dir = temp_dir("texture_views");
   fs::copy_file(source_dir() + "/" + kFront, dir + "/a.png");
