@@ -163,6 +163,34 @@ std::string read_file(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// Every face of the raw scene indexes existing vertices (what post-processing assumes).
+void check_raw_faces(const aiScene& scene, const std::string& path) {
+  for (unsigned m = 0; m < scene.mNumMeshes; ++m) {
+    const aiMesh* mesh = scene.mMeshes ? scene.mMeshes[m] : nullptr;
+    if (!mesh)
+      throw MeshError("cannot load mesh '" + path + "': mesh " + std::to_string(m) + " is missing");
+    if (mesh->mNumFaces > 0 && (!mesh->mFaces || !mesh->mVertices))
+      throw MeshError("cannot load mesh '" + path + "': mesh " + std::to_string(m) +
+                      " has faces but no vertex or face data");
+    for (unsigned f = 0; f < mesh->mNumFaces; ++f) {
+      const aiFace& face = mesh->mFaces[f];
+      if (face.mNumIndices > 0 && !face.mIndices)
+        throw MeshError("cannot load mesh '" + path + "': face " + std::to_string(f) +
+                        " has no indices");
+      for (unsigned k = 0; k < face.mNumIndices; ++k)
+        if (face.mIndices[k] >= mesh->mNumVertices)
+          throw MeshError("cannot load mesh '" + path + "': face " + std::to_string(f) +
+                          " of mesh " + std::to_string(m) + " indexes vertex " +
+                          std::to_string(face.mIndices[k]) + " of " +
+                          std::to_string(mesh->mNumVertices));
+    }
+  }
+}
+
+}  // namespace
+
 Mesh load_mesh(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw MeshError("cannot load mesh '" + path + "': no such file");
@@ -185,7 +213,13 @@ Mesh load_mesh(const std::string& path) {
   const unsigned flags = aiProcess_Triangulate | aiProcess_SortByPType;
   const aiScene* scene = nullptr;
   try {
-    scene = importer.ReadFile(path, flags);
+    // Read without post-processing first: assimp's steps trust the face indices, and a corrupt
+    // file with out-of-range ones crashes them (found by fuzzing a binary PLY). Check, then run.
+    scene = importer.ReadFile(path, 0);
+    if (scene) check_raw_faces(*scene, path);
+    if (scene) scene = importer.ApplyPostProcessing(flags);
+  } catch (const MeshError&) {
+    throw;
   } catch (const std::exception& e) {  // assimp catches most, but not every, internal exception
     throw MeshError("cannot load mesh '" + path + "': " + e.what());
   }
