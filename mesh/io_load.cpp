@@ -176,7 +176,10 @@ void check_raw_faces(const aiScene& scene, const std::string& path) {
                       " has faces but no vertex or face data");
     for (unsigned f = 0; f < mesh->mNumFaces; ++f) {
       const aiFace& face = mesh->mFaces[f];
-      if (face.mNumIndices > 0 && !face.mIndices)
+      if (face.mNumIndices == 0)  // post-processing aborts on empty faces (found by fuzzing OFF)
+        throw MeshError("cannot load mesh '" + path + "': face " + std::to_string(f) +
+                        " has no vertices");
+      if (!face.mIndices)
         throw MeshError("cannot load mesh '" + path + "': face " + std::to_string(f) +
                         " has no indices");
       for (unsigned k = 0; k < face.mNumIndices; ++k)
