@@ -78,6 +78,31 @@ void check_off(const std::string& path, const std::string& bytes) {
                    std::to_string(nf) + " faces but the file holds only " +
                    std::to_string(numbers) + " numbers");
   }
+  // assimp's OFF reader crashes on binary junk and on faces that index past the vertices (found
+  // by fuzzing), so the text is checked line by line: ASCII only, and every face line is
+  // "k i1 .. ik" with k >= 3 and indices below nv.
+  for (unsigned char c : bytes)
+    if (c >= 0x80 || (c < 0x20 && c != '\n' && c != '\r' && c != '\t'))
+      fail(path, "OFF file holds non-text bytes");
+  if (tokens.size() > 4) return;  // data shares the header line: counted above, lines unknown
+  size_t data_line = 0;
+  pos = 0;
+  size_t header_tokens = 0;
+  while (header_tokens < 4 && next_line(bytes, pos, line))  // skip the header again
+    header_tokens += split_ws(line.substr(0, line.find('#'))).size();
+  while (next_line(bytes, pos, line) && data_line < nv + nf) {
+    const auto items = split_ws(line.substr(0, line.find('#')));
+    if (items.empty()) continue;
+    if (data_line++ < nv) continue;
+    uint64_t k = 0, index = 0;
+    if (!parse_count(items[0], k) || k < 3 || items.size() < k + 1)
+      fail(path,
+           "OFF face " + std::to_string(data_line - nv) + " is not \"k i1 .. ik\" with k >= 3");
+    for (uint64_t j = 1; j <= k; ++j)
+      if (!parse_count(items[j], index) || index >= nv)
+        fail(path, "OFF face " + std::to_string(data_line - nv) + " indexes a vertex past " +
+                       std::to_string(nv));
+  }
 }
 
 // PLY: the header must end with end_header, use known types, and the announced elements must fit
