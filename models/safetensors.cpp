@@ -213,6 +213,20 @@ Tensor SafetensorsFile::to_f32(std::string_view name) const {
   return to_f32(*info);
 }
 
+Tensor SafetensorsFile::to_f32_as(std::string_view name, const Shape& shape) const {
+  const TensorInfo* info = find(name);
+  if (!info) throw ModelError(path_ + ": no tensor named '" + std::string(name) + "'");
+  if (!is_float_dtype(info->dtype))
+    throw ModelError(path_ + ": tensor '" + info->name + "' has dtype " +
+                     std::string(dtype_name(info->dtype)) + ", expected a float dtype");
+  if (info->numel() != shape.numel())
+    throw ModelError(path_ + ": tensor '" + info->name + "' " + info->shape_str() +
+                     " cannot be read as " + shape.str());
+  Tensor t(shape);
+  widen_to_f32(info->dtype, bytes(*info).data(), static_cast<std::size_t>(info->numel()), t.data());
+  return t;
+}
+
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                        DType dtype, const std::map<std::string, std::string>& metadata) {

@@ -54,6 +54,9 @@ class SafetensorsFile {
   // Widened to float32 (F32/F16/BF16/F64), owning. Throws for integer dtypes or rank > 4.
   Tensor to_f32(const TensorInfo& info) const;
   Tensor to_f32(std::string_view name) const;  // throws if absent
+  // Widened to float32 with another shape of the same element count (e.g. a rank-5
+  // (B, N, C, H, W) tensor read as (B·N, C, H, W)).
+  Tensor to_f32_as(std::string_view name, const Shape& shape) const;
 
  private:
   SafetensorsFile() = default;
@@ -104,6 +107,9 @@ class WeightMap {
   // Claims `name` and returns its stored info (for models that keep F16 storage); null after
   // recording a problem.
   const TensorInfo* take_info(const std::string& name, const Shape& expected);
+
+  // Claims a stored non-weight buffer (e.g. an int64 position-id table) without reading it.
+  void skip(const std::string& name) { claimed_.insert(name); }
 
   std::vector<std::string> unclaimed() const;
   const std::vector<std::string>& problems() const { return problems_; }

@@ -58,6 +58,35 @@ void require_pixels(const Image& image, const char* what) {
     throw RenderError(std::string(what) + ": the image is empty");
 }
 
+// The reference's recorrect_rgb: per channel, over the mask, shift and scale `src` to the mean
+// and spread of `target` (out = (src − s·mean_src)·std_tgt/std_src + s·mean_tgt, clamped to
+// [0, 1]); keeps `src` when that is further from `target` (MSE over the whole image). Returns
+// whether the corrected colours were kept.
+bool recorrect(const cv::Mat& src, const cv::Mat& target, const cv::Mat& m8, double scale,
+               cv::Mat& out) {
+  std::vector<cv::Mat> src_planes, dst_planes(3), tgt_planes;
+  cv::split(src, src_planes);
+  cv::split(target, tgt_planes);
+  for (int c = 0; c < 3; ++c) {
+    cv::Scalar src_mean, src_std, tgt_mean, tgt_std;
+    cv::meanStdDev(src_planes[c], src_mean, src_std, m8);
+    cv::meanStdDev(tgt_planes[c], tgt_mean, tgt_std, m8);
+    // Biased or unbiased std: the ratio is the same.
+    const double ratio = src_std[0] > 1e-8 ? tgt_std[0] / src_std[0] : 1.0;
+    dst_planes[c] = (src_planes[c] - scale * src_mean[0]) * ratio + scale * tgt_mean[0];
+    cv::min(cv::max(dst_planes[c], 0.0), 1.0, dst_planes[c]);
+  }
+  cv::Mat corrected;
+  cv::merge(dst_planes, corrected);
+  const auto mse = [&](const cv::Mat& a) {
+    cv::Mat d = a - target;
+    return cv::mean(d.mul(d))[0];
+  };
+  const bool use_corrected = !(mse(src) < mse(corrected));
+  out = use_corrected ? corrected : src.clone();
+  return use_corrected;
+}
+
 }  // namespace
 
 Image recenter_image(const Image& image, float border_ratio) {
@@ -201,30 +230,9 @@ Image delight_classical(const Image& image, const DelightOptions& options, Delig
   cv::Mat albedo;
   cv::merge(planes, albedo);
 
-  // 4. The reference's recorrect_rgb: match mean/std per channel over the mask, keep the original
-  //    if that brings it further from the input.
-  cv::Mat corrected = albedo.clone();
-  const cv::Mat m8 = mask > 0;
-  std::vector<cv::Mat> src_planes, dst_planes, tgt_planes;
-  cv::split(albedo, src_planes);
-  cv::split(corrected, dst_planes);
-  cv::split(input, tgt_planes);
-  for (int c = 0; c < 3; ++c) {
-    cv::Scalar src_mean, src_std, tgt_mean, tgt_std;
-    cv::meanStdDev(src_planes[c], src_mean, src_std, m8);
-    cv::meanStdDev(tgt_planes[c], tgt_mean, tgt_std, m8);
-    const double ratio = src_std[0] > 1e-8 ? tgt_std[0] / src_std[0] : 1.0;
-    dst_planes[c] = (src_planes[c] - options.color_scale * src_mean[0]) * ratio +
-                    options.color_scale * tgt_mean[0];
-    cv::min(cv::max(dst_planes[c], 0.0), 1.0, dst_planes[c]);
-  }
-  cv::merge(dst_planes, corrected);
-  const auto mse = [&](const cv::Mat& a) {
-    cv::Mat d = a - input;
-    return cv::mean(d.mul(d))[0];
-  };
-  const bool keep_albedo = mse(albedo) < mse(corrected);
-  cv::Mat result = keep_albedo ? albedo : corrected;
+  // 4. The reference's recorrect_rgb.
+  cv::Mat result;
+  const bool keep_albedo = !recorrect(albedo, input, mask > 0, options.color_scale, result);
   // Outside the object the input stays as it was.
   input.copyTo(result, mask == 0);
   if (stats) {
@@ -232,6 +240,40 @@ Image delight_classical(const Image& image, const DelightOptions& options, Delig
     stats->kept_input_colors = keep_albedo;
   }
   return image.channels == 4 ? with_alpha(result, alpha_of(image)) : from_mat(result);
+}
+
+Image delight_model_input(const Image& image) {
+  require_pixels(image, "delight input");
+  if (image.channels == 4) {
+    cv::Mat alpha = alpha_of(image);
+    cv::erode(alpha, alpha, cv::Mat::ones(3, 3, CV_8U));
+    cv::Mat rgb = rgb_of(image);
+    rgb.setTo(cv::Scalar(1.0, 1.0, 1.0), alpha <= 0.0);
+    return with_alpha(rgb, alpha);
+  }
+  return from_mat(rgb_of(image));
+}
+
+Image delight_model_output(const Image& net, const Image& input, float scale, bool* matched) {
+  require_pixels(net, "delight network output");
+  if (net.width != input.width || net.height != input.height || net.channels != 3)
+    throw RenderError("delight: network output " + std::to_string(net.width) + "x" +
+                      std::to_string(net.height) + "x" + std::to_string(net.channels) +
+                      " does not match the input " + std::to_string(input.width) + "x" +
+                      std::to_string(input.height));
+  const cv::Mat src = rgb_of(net);
+  const cv::Mat target = rgb_of(input);
+  const cv::Mat alpha =
+      input.channels == 4 ? alpha_of(input) : cv::Mat(src.rows, src.cols, CV_32F, cv::Scalar(1.0));
+  cv::Mat out;
+  const bool used = recorrect(src, target, alpha > 0.5, scale, out);
+  if (matched) *matched = used;
+  // Over white: rgb·a + (1 − a).
+  std::vector<cv::Mat> planes;
+  cv::split(out, planes);
+  for (cv::Mat& p : planes) p = p.mul(alpha) + (1.0 - alpha);
+  cv::merge(planes, out);
+  return from_mat(out);
 }
 
 Image composite_over(const Image& image, float r, float g, float b) {

@@ -51,6 +51,16 @@ struct DelightStats {
 Image delight_classical(const Image& image, const DelightOptions& options = {},
                         DelightStats* stats = nullptr);
 
+// The learned delighter's input preparation (the reference's Light_Shadow_Remover): RGBA gets its
+// alpha eroded by a 3×3 box and white RGB where that alpha is 0; RGB / grey become RGB unchanged.
+Image delight_model_input(const Image& image);
+// Its post-processing: the network output `net` (RGB) re-matched to `input` (from
+// delight_model_input, same size) with recorrect_rgb over alpha > 0.5 (factor `scale`; the
+// network output is kept when matching moves it further from the input), then composited over
+// white with the input's alpha. `matched` tells whether the re-matched colours were kept.
+Image delight_model_output(const Image& net, const Image& input, float scale = 0.95f,
+                           bool* matched = nullptr);
+
 // RGBA composited over a solid colour (RGB in [0, 1]); RGB input is returned unchanged.
 Image composite_over(const Image& image, float r = 1.0f, float g = 1.0f, float b = 1.0f);
 

@@ -1,10 +1,13 @@
 // Image stages: the reference image's path to a delit, centred RGBA picture.
 
 #include <filesystem>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
 #include "mesh/io.h"
+#include "models/delight_model.h"
+#include "models/tensor.h"
 #include "render/image_ops.h"
 #include "stages/register.h"
 #include "stages/types.h"
@@ -86,25 +89,50 @@ class Delight final : public pipeline::Stage {
   StageContract contract() const override {
     return StageContract(
                "delight",
-               "Remove shading and highlights from the reference image. method classical: "
-               "shading estimate + highlight inpainting + the reference's colour "
-               "re-matching (OpenCV; an approximation, not the learned delighter).")
+               "Remove shading and highlights from the reference image. method model: the "
+               "learned delighter (hunyuan3d-delight-v2-0: InstructPix2Pix UNet, Euler-ancestral, "
+               "then the reference's colour re-matching), RGB on white at `size`. method "
+               "classical: shading estimate + highlight inpainting + the same colour re-matching "
+               "(OpenCV; an approximation, not the learned delighter).")
+        .model_class()
         .input<mesh::Image>("image")
         .output<mesh::Image>("image")
         .choice("method", "classical", {"classical", "none", "model"},
                 "classical (OpenCV), none (pass through) or model (the learned network)")
-        .param<double>("strength", 0.8, Range{0.0, 1.0}, "how much of the shading to divide out");
+        .param<double>("strength", 0.8, Range{0.0, 1.0},
+                       "classical: how much of the shading to divide out")
+        .param<std::string>("model", "",
+                            "model: the delight model folder (diffusers layout: unet/, vae/, "
+                            "scheduler/, text_encoder/, tokenizer/)")
+        .param<int>("steps", 50, Range{1, 1000}, "model: Euler-ancestral steps")
+        .param<double>("guidance", 1.0, Range{0.0, 100.0},
+                       "model: text guidance (the official 1.0 means no guidance: one UNet pass "
+                       "per step)")
+        .param<double>("image_guidance", 1.5, Range{0.0, 100.0},
+                       "model: image guidance (only used when guidance > 1)")
+        .param<int>("seed", 42, Range{0, 2147483647}, "model: noise seed")
+        .param<int>("size", 512, Range{16, 4096},
+                    "model: working size (multiple of 8; the official 512)");
   }
   void check(const pipeline::ParamMap& params, std::vector<std::string>& problems) const override {
-    if (std::get<std::string>(params.at("method")) == "model")
-      problems.push_back(
-          "delight method 'model' needs the learned delighting weights: not available in this "
-          "build (use classical or none)");
+    if (std::get<std::string>(params.at("method")) != "model") return;
+    const auto& dir = std::get<std::string>(params.at("model"));
+    if (dir.empty())
+      problems.push_back("method 'model' needs \"model\": the delight model folder");
+    else if (!std::filesystem::is_directory(dir))
+      problems.push_back("delight model folder not found: " + dir);
+    if (std::get<int64_t>(params.at("size")) % 8 != 0)
+      problems.push_back("size must be a multiple of 8 (the VAE's downsampling)");
   }
   void run(StageContext& ctx) const override {
     auto in = ctx.in<mesh::Image>("image");
-    if (ctx.param<std::string>("method") == "none") {
+    const std::string method = ctx.param<std::string>("method");
+    if (method == "none") {
       ctx.out("image", in);
+      return;
+    }
+    if (method == "model") {
+      ctx.out("image", std::make_shared<mesh::Image>(run_model(ctx, *in)));
       return;
     }
     render::DelightOptions options;
@@ -113,6 +141,45 @@ class Delight final : public pipeline::Stage {
     auto out = std::make_shared<mesh::Image>(render::delight_classical(*in, options, &stats));
     ctx.gauge("delight.highlight_fraction", stats.highlight_fraction);
     ctx.out("image", std::move(out));
+  }
+
+ private:
+  static mesh::Image run_model(StageContext& ctx, const mesh::Image& image) {
+    std::shared_ptr<const models::DelightModel> model;
+    {
+      auto span = ctx.span("load model");
+      model = models::shared_delight_model(ctx.param<std::string>("model"));
+    }
+    const int size = ctx.param<int>("size");
+    const mesh::Image input =
+        render::delight_model_input(render::resize_image(image, size, size, "cubic"));
+    const mesh::Image rgb = render::composite_over(input);  // already white where alpha is 0
+    models::Tensor x(models::Shape{1, size, size, 3});
+    std::copy(rgb.pixels.begin(), rgb.pixels.end(), x.data());
+
+    models::DelightModelOptions opt;
+    opt.steps = ctx.param<int>("steps");
+    opt.guidance = ctx.param<float>("guidance");
+    opt.image_guidance = ctx.param<float>("image_guidance");
+    opt.seed = static_cast<std::uint64_t>(ctx.param<int>("seed"));
+    std::optional<pipeline::Profiler::Span> step_span = ctx.span("step 0");
+    const auto observer = [&](int i, int n) {
+      step_span->end();
+      ctx.throw_if_cancelled();
+      spdlog::debug("{}: delight step {}/{}", ctx.node_id(), i + 1, n);
+      if (i + 1 < n) step_span = ctx.span("step " + std::to_string(i + 1));
+    };
+    const models::Tensor out = models::delight_network(*model, x, opt, observer);
+    step_span.reset();
+
+    mesh::Image net(size, size, 3);
+    std::copy(out.data(), out.data() + out.numel(), net.pixels.begin());
+    bool matched = false;
+    mesh::Image result = render::delight_model_output(net, input, 0.95f, &matched);
+    ctx.gauge("delight.colors_rematched", matched ? 1.0 : 0.0);
+    spdlog::info("{}: learned delighting, {} steps at {}x{} ({})", ctx.node_id(), opt.steps, size,
+                 size, matched ? "colours re-matched" : "network colours kept");
+    return result;
   }
 };
 

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <tbb/parallel_for.h>
 
 #include "mesh/io.h"
+#include "models/multiview_diffusion.h"
+#include "models/mvunet.h"
 #include "render/image_ops.h"
 #include "render/maps.h"
 #include "stages/register.h"
@@ -79,7 +82,10 @@ class Multiview final : public pipeline::Stage {
  public:
   StageContract contract() const override {
     return StageContract("multiview",
-                         "The image of every view that will be baked into the texture.")
+                         "The image of every view that will be baked into the texture. "
+                         "source=model runs Hunyuan3D-Paint's multiview diffusion (UNet2.5D + "
+                         "SD VAE) on the normal and position maps and the reference image.")
+        .model_class()
         .input<render::ViewSet>("views")
         .input<mesh::Mesh>("mesh", "normalized target mesh (silhouettes for source=reference)")
         .optional_input<mesh::Image>("image", "source=reference: the (delit) reference image")
@@ -101,14 +107,30 @@ class Multiview final : public pipeline::Stage {
                      "source=reference: also use it, mirrored, for the opposite view")
         .param<std::vector<std::string>>("extra_images", std::vector<std::string>{},
                                          "source=reference: more reference images ...")
-        .param<std::vector<int>>("extra_views", std::vector<int>{}, "... and the view of each");
+        .param<std::vector<int>>("extra_views", std::vector<int>{}, "... and the view of each")
+        .param<std::string>("model", "",
+                            "source=model: the paint model folder (diffusers layout: unet/ with "
+                            "the UNet2.5D, vae/, scheduler/)")
+        .param<bool>("turbo", false,
+                     "source=model: LCM with the 10 official timesteps and no guidance (a turbo "
+                     "model folder)")
+        .param<int>("steps", 30, Range{1, 1000}, "source=model: Euler-ancestral steps")
+        .param<double>("guidance", 2.0, Range{0.0, 100.0},
+                       "source=model: classifier-free guidance (<= 1: conditional pass only)")
+        .param<int>("seed", 0, Range{0, 2147483647}, "source=model: noise seed")
+        .param<int>("view_size", 512, Range{16, 4096},
+                    "source=model: the network's view size (multiple of 8; official 512)");
   }
   void check(const pipeline::ParamMap& p, std::vector<std::string>& problems) const override {
     const auto& source = std::get<std::string>(p.at("source"));
     if (source == "model") {
-      problems.push_back(
-          "multiview source 'model' needs weights: not available in this build (use files, "
-          "reference or render)");
+      const auto& dir = std::get<std::string>(p.at("model"));
+      if (dir.empty())
+        problems.push_back("source 'model' needs \"model\": the paint model folder");
+      else if (!fs::is_directory(dir))
+        problems.push_back("paint model folder not found: " + dir);
+      if (std::get<int64_t>(p.at("view_size")) % 8 != 0)
+        problems.push_back("view_size must be a multiple of 8 (the VAE's downsampling)");
     } else if (source == "files") {
       const auto& files = std::get<std::vector<std::string>>(p.at("files"));
       const auto& dir = std::get<std::string>(p.at("dir"));
@@ -136,6 +158,8 @@ class Multiview final : public pipeline::Stage {
       run_files(ctx, *views, size, *out);
     else if (source == "render")
       run_render(ctx, *views, size, *out);
+    else if (source == "model")
+      run_model(ctx, *views, size, *out);
     else
       run_reference(ctx, *views, size, *out);
     size_t used = 0;
@@ -164,6 +188,83 @@ class Multiview final : public pipeline::Stage {
       for (size_t i = 0; i < sized.pixels.size(); ++i)
         for (int c = 0; c < 3; ++c) out[v].pixels[i * 3 + c] = sized.pixels[i];
     });
+  }
+
+  // Image (RGB / RGBA / grey) -> (S, S, 3) floats; RGBA over the paint pipeline's grey (127).
+  static void to_view_rgb(const mesh::Image& image, int size, float* dst) {
+    mesh::Image rgb = image.channels == 4
+                          ? render::composite_over(image, 127.f / 255, 127.f / 255, 127.f / 255)
+                          : image;
+    if (rgb.width != size || rgb.height != size)
+      rgb = render::resize_image(rgb, size, size, rgb.width > size ? "area" : "cubic");
+    const std::size_t n = static_cast<std::size_t>(size) * size;
+    for (std::size_t i = 0; i < n; ++i)
+      for (int c = 0; c < 3; ++c)
+        dst[i * 3 + c] = rgb.pixels[i * rgb.channels + (rgb.channels == 1 ? 0 : c)];
+  }
+
+  static void run_model(StageContext& ctx, const render::ViewSet& views, int size, ImageList& out) {
+    for (const char* port : {"image", "normals", "positions"})
+      if (!ctx.has_input(port))
+        throw std::runtime_error(std::string("source=model needs the ") + port + " input");
+    std::shared_ptr<const models::PaintModel> model;
+    {
+      auto span = ctx.span("load model");
+      model = models::shared_paint_model(ctx.param<std::string>("model"));
+    }
+    const auto normals = ctx.in<ImageList>("normals");
+    const auto positions = ctx.in<ImageList>("positions");
+    const std::int64_t n = static_cast<std::int64_t>(views.size());
+    if (static_cast<std::int64_t>(normals->size()) != n ||
+        static_cast<std::int64_t>(positions->size()) != n)
+      throw std::runtime_error(fmt::format("{} views but {} normal and {} position maps", n,
+                                           normals->size(), positions->size()));
+    const int vs = ctx.param<int>("view_size");
+    models::PaintInputs in;
+    in.reference = models::Tensor(models::Shape{1, vs, vs, 3});
+    in.normals = models::Tensor(models::Shape{n, vs, vs, 3});
+    in.positions = models::Tensor(models::Shape{n, vs, vs, 3});
+    const std::size_t per = static_cast<std::size_t>(vs) * vs * 3;
+    to_view_rgb(*ctx.in<mesh::Image>("image"), vs, in.reference.data());
+    tbb::parallel_for(std::int64_t{0}, n, [&](std::int64_t v) {
+      const auto& nm = (*normals)[static_cast<std::size_t>(v)];
+      const auto& pm = (*positions)[static_cast<std::size_t>(v)];
+      if (nm.empty() || pm.empty())
+        throw std::runtime_error(fmt::format("view {} has no normal or position map", v));
+      to_view_rgb(nm, vs, in.normals.data() + v * per);
+      to_view_rgb(pm, vs, in.positions.data() + v * per);
+    });
+    for (const auto& view : views.views)
+      in.cameras.push_back(
+          models::MultiviewUNet::camera_id(static_cast<int>(std::lround(view.camera.azim)),
+                                           static_cast<int>(std::lround(view.camera.elev))));
+
+    models::PaintOptions opt;
+    opt.turbo = ctx.param<bool>("turbo");
+    opt.steps = ctx.param<int>("steps");
+    opt.guidance = ctx.param<float>("guidance");
+    opt.seed = static_cast<std::uint64_t>(ctx.param<int>("seed"));
+    const int total = opt.turbo ? 10 : opt.steps;
+    // Spans: encode (VAE + reference UNet), one per step, decode.
+    std::optional<pipeline::Profiler::Span> step_span = ctx.span("encode + step 0");
+    const auto observer = [&](const models::PaintStep& s) {
+      step_span->end();
+      ctx.throw_if_cancelled();
+      spdlog::info("{}: paint step {}/{} (t = {:g})", ctx.node_id(), s.index + 1, total,
+                   s.timestep);
+      step_span = ctx.span(s.index + 1 < total ? "step " + std::to_string(s.index + 1)
+                                               : std::string("decode"));
+    };
+    const models::Tensor images = models::paint_views(*model, in, opt, nullptr, observer);
+    step_span.reset();
+
+    tbb::parallel_for(std::int64_t{0}, n, [&](std::int64_t v) {
+      mesh::Image img(vs, vs, 3);
+      std::copy(images.data() + v * per, images.data() + (v + 1) * per, img.pixels.begin());
+      out[static_cast<std::size_t>(v)] =
+          size == vs ? std::move(img) : render::resize_image(img, size, size, "cubic");
+    });
+    ctx.gauge("multiview.model_steps", opt.turbo ? 10 : opt.steps);
   }
 
   static void run_render(StageContext& ctx, const render::ViewSet& views, int size,

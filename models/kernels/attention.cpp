@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/blas_threads.h"
+#include "models/kernels/flops.h"
 
 namespace gen3d::models::kernels {
 
@@ -123,6 +124,7 @@ void attend_block(const HeadsOut& out, const HeadsView& q, const HeadsView& k, c
 void attention(const HeadsOut& out, const HeadsView& q, const HeadsView& k, const HeadsView& v,
                const AttentionShape& s) {
   if (s.batch <= 0 || s.heads <= 0 || s.q_len <= 0 || s.head_dim <= 0) return;
+  count_flops(4.0 * static_cast<double>(s.batch) * s.heads * s.q_len * s.kv_len * s.head_dim);
   if (s.kv_len <= 0) {  // softmax over nothing: define the output as zero
     for (std::int64_t b = 0; b < s.batch; ++b)
       for (std::int64_t h = 0; h < s.heads; ++h)

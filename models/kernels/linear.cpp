@@ -12,6 +12,7 @@
 
 #include "models/blas_threads.h"
 #include "models/dtype.h"
+#include "models/kernels/flops.h"
 
 namespace gen3d::models::kernels {
 
@@ -73,6 +74,7 @@ void set_gemm_threading(GemmThreading t) {
 void linear(float* y, std::int64_t ldy, const float* x, std::int64_t ldx, const float* w,
             const float* b, std::int64_t M, std::int64_t K, std::int64_t N, Act act) {
   if (M <= 0 || N <= 0) return;
+  count_flops(2.0 * static_cast<double>(M) * K * N);
   ensure_serial_blas();
   if (K == 0) {  // BLAS may reject K = 0; the product is zero
     for (std::int64_t i = 0; i < M; ++i) std::fill(y + i * ldy, y + i * ldy + N, 0.0f);
@@ -100,6 +102,7 @@ void linear_f16w(float* y, std::int64_t ldy, const float* x, std::int64_t ldx,
                  const std::uint16_t* w, const float* b, std::int64_t M, std::int64_t K,
                  std::int64_t N, Act act) {
   if (M <= 0 || N <= 0) return;
+  count_flops(2.0 * static_cast<double>(M) * K * N);
   ensure_serial_blas();
   // Tasks own a panel of output columns (and a slab of rows when M is large); each widens its
   // weight panel once into thread-local scratch and runs one GEMM over its rows.

@@ -29,6 +29,8 @@ struct TextureOptions {
   int render_size = 0;
   int faces = -1;           // -1: the config's default
   bool reunwrap = false;    // replace the mesh's own UVs with a fresh atlas
+  std::string models_dir;   // --models: learned delight + multiview from this model folder
+  bool turbo = false;       // --turbo: the turbo paint model
   std::string report_path;  // --report R.html
   bool dump = false;        // print the built config instead of running
 };

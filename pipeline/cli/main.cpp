@@ -66,6 +66,12 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   texture_cmd->add_flag("--reunwrap", tex.reunwrap,
                         "unwrap anew even when the mesh has UVs (default: keep them)");
+  texture_cmd->add_option("--models", tex.models_dir,
+                          "Hunyuan3D-2 model folder (hunyuan3d-paint-v2-0[-turbo]/, "
+                          "hunyuan3d-delight-v2-0/): learned delighting and multiview diffusion "
+                          "from the --image reference");
+  texture_cmd->add_flag("--turbo", tex.turbo,
+                        "with --models: the turbo paint model (LCM, 10 steps, no guidance)");
   texture_cmd->add_option("--set", tex.run.sets, "override: var=value or node.param=value");
   texture_cmd->add_option("--trace", tex.run.trace_path, "write a Chrome trace");
   texture_cmd->add_option("--metrics", tex.run.metrics_path, "write run metrics as JSON");

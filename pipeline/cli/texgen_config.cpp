@@ -1,14 +1,17 @@
 #include "pipeline/cli/texgen_config.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "pipeline/error.h"
 
 namespace gen3d::cli {
 
+namespace fs = std::filesystem;
 using nlohmann::json;
 using pipeline::ConfigError;
 
@@ -45,6 +48,34 @@ void remove_nodes(json& doc, const std::vector<std::string>& ids) {
 
 }  // namespace
 
+// --models DIR: the official model folder's paint (or turbo) and delight models drive the
+// multiview images and the delighting.
+static void wire_models(json& doc, const TextureOptions& o, const std::string& front) {
+  if (front.empty())
+    throw ConfigError("--models needs --image: the reference the paint model follows");
+  if (!o.views_dir.empty() || !o.source_mesh.empty())
+    throw ConfigError("--models makes the view images: drop --views / --source-mesh");
+  const fs::path root(o.models_dir);
+  if (!fs::is_directory(root)) throw ConfigError("--models: folder not found: " + o.models_dir);
+  const fs::path paint = root / (o.turbo ? "hunyuan3d-paint-v2-0-turbo" : "hunyuan3d-paint-v2-0");
+  if (!fs::is_directory(paint))
+    throw ConfigError("--models: " + o.models_dir + " has no " + paint.filename().string() +
+                      "/ folder");
+  json& multiview = *find_node(doc, "multiview");
+  multiview["params"]["source"] = "model";
+  multiview["params"]["model"] = paint.string();
+  multiview["params"]["turbo"] = o.turbo;
+  const fs::path delight = root / "hunyuan3d-delight-v2-0";
+  if (fs::is_directory(delight)) {
+    json& node = *find_node(doc, "delight");
+    node["params"]["method"] = "model";
+    node["params"]["model"] = delight.string();
+  } else {
+    spdlog::warn("--models: {} has no hunyuan3d-delight-v2-0/ folder: classical delighting",
+                 o.models_dir);
+  }
+}
+
 pipeline::PipelineConfig build_texgen_config(const TextureOptions& o) {
   json doc = json::parse(default_texgen_json());
   json& vars = doc["vars"];
@@ -54,6 +85,8 @@ pipeline::PipelineConfig build_texgen_config(const TextureOptions& o) {
   if (o.render_size > 0) vars["render_size"] = o.render_size;
   if (o.faces >= 0) vars["faces"] = o.faces;
 
+  if (!o.models_dir.empty() && o.images.empty())
+    throw ConfigError("--models needs --image: the reference the paint model follows");
   const int sources = !o.images.empty() + !o.views_dir.empty() + !o.source_mesh.empty();
   if (sources == 0)
     throw ConfigError("gen3d texture needs view images: give --image, --views or --source-mesh");
@@ -123,6 +156,7 @@ pipeline::PipelineConfig build_texgen_config(const TextureOptions& o) {
           {{"mesh", "inpaint.mesh"}, {"views", "views.views"}, {"images", "multiview.images"}}},
          {"params", {{"resolution", "$render_size"}}}});
   }
+  if (!o.models_dir.empty()) wire_models(doc, o, front);
   if (o.reunwrap) (*find_node(doc, "uv"))["params"]["keep_existing"] = false;
   return pipeline::parse_config(doc, "gen3d texture (assets/pipelines/texgen.json)");
 }

@@ -1,0 +1,184 @@
+// `gen3d texture --models` end to end on a tiny model folder built by the test in the official
+// layout: hunyuan3d-paint-v2-0[-turbo]/ (the golden UNet2.5D + SD VAE weights with their configs)
+// and hunyuan3d-delight-v2-0/ (the golden 8-channel UNet, the VAE, a small random CLIP text
+// encoder and a tokenizer with the three special tokens).
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "mesh/io.h"
+#include "models/safetensors.h"
+#include "models/tensor.h"
+#include "support/paths.h"
+#include "support/run_command.h"
+
+namespace gen3d::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kBox = "assets/meshes/BoxTextured.glb";
+const std::string kFront = "assets/images/spider_front.png";
+
+std::string golden_dir() {
+  return env_or("GEN3D_GOLDEN_DIR", source_dir() + "/tests/data/golden") + "/texmodels";
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
+json golden_config() {
+  std::ifstream in(golden_dir() + "/config.json");
+  return json::parse(in);
+}
+
+// unet/ vae/ scheduler/ of one diffusers pipeline folder.
+void write_common(const fs::path& dir, const json& cfg, const json& unet_cfg,
+                  const std::string& unet_weights) {
+  write_text(dir / "unet" / "config.json", unet_cfg.dump(2));
+  fs::copy_file(golden_dir() + "/" + unet_weights,
+                dir / "unet" / "diffusion_pytorch_model.safetensors");
+  write_text(dir / "vae" / "config.json", cfg["vae"]["cfg"].dump(2));
+  fs::copy_file(golden_dir() + "/vae.weights.fp16.safetensors",
+                dir / "vae" / "diffusion_pytorch_model.fp16.safetensors");
+  write_text(dir / "scheduler" / "scheduler_config.json", cfg["scheduler_config"].dump(2));
+}
+
+// A small random CLIP text tower of width `dim` (the delight UNet's cross_attention_dim).
+void write_text_encoder(const fs::path& dir, int dim) {
+  const int vocab = 8, positions = 8, ffn = 2 * dim;
+  write_text(dir / "config.json", json{{"vocab_size", vocab},
+                                       {"hidden_size", dim},
+                                       {"intermediate_size", ffn},
+                                       {"num_hidden_layers", 1},
+                                       {"num_attention_heads", 2},
+                                       {"max_position_embeddings", positions},
+                                       {"hidden_act", "quick_gelu"}}
+                                      .dump(2));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 0.2f);
+  std::vector<std::pair<std::string, models::Tensor>> t;
+  const auto add = [&](const std::string& name, models::Shape shape, float fill = NAN) {
+    models::Tensor x(shape);
+    for (auto& v : x.span()) v = std::isnan(fill) ? normal(rng) : fill;
+    t.emplace_back(name, std::move(x));
+  };
+  add("text_model.embeddings.token_embedding.weight", {vocab, dim});
+  add("text_model.embeddings.position_embedding.weight", {positions, dim});
+  const std::string l = "text_model.encoder.layers.0.";
+  for (const char* n : {"layer_norm1", "layer_norm2"}) {
+    add(l + n + ".weight", {dim}, 1.0f);
+    add(l + n + ".bias", {dim}, 0.0f);
+  }
+  for (const char* p : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
+    add(l + "self_attn." + p + ".weight", {dim, dim});
+    add(l + "self_attn." + p + ".bias", {dim});
+  }
+  add(l + "mlp.fc1.weight", {ffn, dim});
+  add(l + "mlp.fc1.bias", {ffn});
+  add(l + "mlp.fc2.weight", {dim, ffn});
+  add(l + "mlp.fc2.bias", {dim});
+  add("text_model.final_layer_norm.weight", {dim}, 1.0f);
+  add("text_model.final_layer_norm.bias", {dim}, 0.0f);
+  std::vector<std::pair<std::string, const models::Tensor*>> refs;
+  for (const auto& [name, x] : t) refs.emplace_back(name, &x);
+  models::write_safetensors((dir / "model.safetensors").string(), refs);
+}
+
+// The official folder layout with the golden tiny networks.
+std::string build_model_folder(const std::string& name) {
+  const fs::path root = temp_dir(name);
+  const json cfg = golden_config();
+  json mv = cfg["mv"]["cfg"];
+  for (const char* paint : {"hunyuan3d-paint-v2-0", "hunyuan3d-paint-v2-0-turbo"})
+    write_common(root / paint, cfg, mv, "mvunet.weights.fp16.safetensors");
+  const fs::path delight = root / "hunyuan3d-delight-v2-0";
+  write_common(delight, cfg, cfg["unet_b"]["cfg"], "unet_b.weights.fp32.safetensors");
+  write_text_encoder(delight / "text_encoder", cfg["unet_b"]["cfg"]["cross_attention_dim"]);
+  write_text(delight / "tokenizer" / "vocab.json",
+             json{{"<|startoftext|>", 5}, {"<|endoftext|>", 6}, {"!", 0}, {"a", 1}}.dump());
+  write_text(delight / "tokenizer" / "special_tokens_map.json",
+             json{{"bos_token", {{"content", "<|startoftext|>"}}},
+                  {"eos_token", "<|endoftext|>"},
+                  {"pad_token", "!"}}
+                 .dump());
+  return root.string();
+}
+
+// Small sizes: 32-px views (8×8 latents), 64-px delighting, 2 steps each.
+const std::string kTiny =
+    " --texture-size 128 --render-size 128 --set multiview.view_size=32 --set "
+    "multiview.steps=2 --set delight.size=64 --set delight.steps=2 ";
+
+TEST(TextureModels, LearnedDelightAndMultiviewProduceATexturedGlb) {
+  if (!fs::exists(golden_dir() + "/mvunet.weights.fp16.safetensors"))
+    GTEST_SKIP() << "texmodels golden weights absent";
+  const std::string models = build_model_folder("texture_models");
+  const std::string out = temp_dir("texture_models_out");
+  const auto r =
+      run_gen3d("texture --mesh " + kBox + " --image " + kFront + " --models " + models + kTiny +
+                "-o " + out + "/box.glb --metrics " + out + "/m.json --trace " + out + "/t.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const mesh::Mesh m = mesh::load_mesh(out + "/box.glb");
+  ASSERT_TRUE(m.texture);
+  EXPECT_EQ(m.texture->width, 128);
+  EXPECT_NE(r.output.find("learned delighting"), std::string::npos) << r.output;
+
+  // The model stages ran: per-step spans of both networks are in the trace.
+  std::ifstream trace_in(out + "/t.json");
+  const std::string trace((std::istreambuf_iterator<char>(trace_in)), {});
+  EXPECT_NE(trace.find("\"step 1\""), std::string::npos);
+  EXPECT_NE(trace.find("\"decode\""), std::string::npos);
+  std::ifstream metrics_in(out + "/m.json");
+  const json metrics = json::parse(metrics_in);
+  EXPECT_EQ(metrics["counters"]["multiview.model_steps"], 2.0);
+}
+
+TEST(TextureModels, TurboRunsTheLcmPath) {
+  if (!fs::exists(golden_dir() + "/mvunet.weights.fp16.safetensors"))
+    GTEST_SKIP() << "texmodels golden weights absent";
+  const std::string models = build_model_folder("texture_models_turbo");
+  const std::string out = temp_dir("texture_models_turbo_out");
+  const auto r =
+      run_gen3d("texture --mesh " + kBox + " --image " + kFront + " --models " + models +
+                " --turbo" + kTiny + "-o " + out + "/box.glb --metrics " + out + "/m.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream metrics_in(out + "/m.json");
+  const json metrics = json::parse(metrics_in);
+  EXPECT_EQ(metrics["counters"]["multiview.model_steps"], 10.0);
+  EXPECT_TRUE(fs::exists(out + "/box.glb"));
+}
+
+TEST(TextureModels, BrokenWeightsAreNamedAndNothingIsWritten) {
+  if (!fs::exists(golden_dir() + "/mvunet.weights.fp16.safetensors"))
+    GTEST_SKIP() << "texmodels golden weights absent";
+  const std::string models = build_model_folder("texture_models_bad");
+  // The paint UNet gets the VAE's weights: every tensor is missing or unexpected.
+  const fs::path unet = fs::path(models) / "hunyuan3d-paint-v2-0" / "unet";
+  fs::remove(unet / "diffusion_pytorch_model.safetensors");
+  fs::copy_file(golden_dir() + "/vae.weights.fp32.safetensors",
+                unet / "diffusion_pytorch_model.safetensors");
+  const std::string out = temp_dir("texture_models_bad_out");
+  const auto r = run_gen3d("texture --mesh " + kBox + " --image " + kFront + " --models " + models +
+                           kTiny + "-o " + out + "/box.glb");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("missing unet.conv_in.weight"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out + "/box.glb"));
+}
+
+TEST(TextureModels, ModelsNeedAReferenceImage) {
+  const auto r = run_gen3d("texture --mesh " + kBox + " --models " + source_dir() + " -o " +
+                           temp_dir("texture_models_noimg") + "/x.glb");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--models needs --image"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace gen3d::test

@@ -1,0 +1,138 @@
+// Golden tests of the plain UNet2DConditionModel (golden/texmodels/README.md §1): every
+// unet_<x>.forward.safetensors listed in $GEN3D_GOLDEN_DIR/texmodels/config.json is run with the
+// fp32 and the fp16 weight file; every stored inter.* tensor and out.sample must be within the
+// per-tensor tolerance of config.json["tolerances_abs"]. Sizes come from the files.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "models/kernels/conv.h"
+#include "models/safetensors.h"
+#include "models/unet.h"
+#include "support/paths.h"
+
+namespace gen3d::models {
+namespace {
+
+using json = nlohmann::json;
+
+std::string golden_dir() {
+  return test::env_or("GEN3D_GOLDEN_DIR", test::source_dir() + "/tests/data/golden") + "/texmodels";
+}
+std::string golden_file(const std::string& name) {
+  return golden_dir() + "/" + name;
+}
+
+json load_config() {
+  std::ifstream in(golden_file("config.json"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return json::parse(ss.str());
+}
+
+Tensor to_nhwc(const Tensor& x) {
+  Tensor y({x.dim(0), x.dim(2), x.dim(3), x.dim(1)});
+  kernels::nchw_to_nhwc(y.data(), x.data(), x.dim(0), x.dim(1), x.dim(2), x.dim(3));
+  return y;
+}
+Tensor to_nchw(const Tensor& x) {
+  Tensor y({x.dim(0), x.dim(3), x.dim(1), x.dim(2)});
+  kernels::nhwc_to_nchw(y.data(), x.data(), x.dim(0), x.dim(3), x.dim(1), x.dim(2));
+  return y;
+}
+
+// |got - want| <= atol elementwise, same shape; records the max error.
+::testing::AssertionResult close(const Tensor& got, const Tensor& want, double atol,
+                                 double* max_err = nullptr) {
+  if (!(got.shape() == want.shape()))
+    return ::testing::AssertionFailure()
+           << "shape " << got.shape().str() << ", expected " << want.shape().str();
+  double worst = 0.0;
+  std::int64_t at = 0;
+  for (std::int64_t i = 0; i < want.numel(); ++i) {
+    const double d = std::abs(double(got.data()[i]) - double(want.data()[i]));
+    if (!(d <= worst)) {  // NaN-safe
+      worst = std::isnan(d) ? INFINITY : d;
+      at = i;
+    }
+  }
+  if (max_err) *max_err = worst;
+  if (worst <= atol) return ::testing::AssertionSuccess() << "max |diff| " << worst;
+  return ::testing::AssertionFailure()
+         << "max |diff| " << worst << " > " << atol << " at flat " << at << " (got "
+         << got.data()[at] << ", expected " << want.data()[at] << ")";
+}
+
+TEST(UNetGolden, PlainUNetsMatchEveryStoredTensor) {
+  if (!std::filesystem::exists(golden_file("config.json")))
+    GTEST_SKIP() << "golden data absent: " << golden_dir();
+  const json cfg = load_config();
+  int runs = 0;
+  for (const auto& [part, entry] : cfg.items()) {
+    if (part.rfind("unet_", 0) != 0) continue;
+    const std::string fwd_path = golden_file(part + ".forward.safetensors");
+    if (!std::filesystem::exists(fwd_path)) continue;
+    const auto fwd = SafetensorsFile::open(fwd_path);
+    const UNetConfig config = UNetConfig::parse(entry.at("cfg").dump(), part);
+    const json& tol = cfg.at("tolerances_abs").at(part);
+
+    const Tensor sample = to_nhwc(fwd->to_f32("in.sample"));
+    const Tensor t = fwd->to_f32("in.timestep");
+    const std::vector<float> timesteps(t.data(), t.data() + t.numel());
+    const Tensor text = fwd->to_f32("in.encoder_hidden_states");
+
+    for (const char* dtype : {"fp32", "fp16"}) {
+      SCOPED_TRACE(part + " weights " + dtype);
+      const std::string wpath = golden_file(part + ".weights." + dtype + ".safetensors");
+      ASSERT_TRUE(std::filesystem::exists(wpath)) << wpath;
+      const UNet2DCondition unet = UNet2DCondition::load(config, SafetensorsFile::open(wpath));
+      if (entry.contains("params")) {
+        EXPECT_EQ(unet.num_parameters(), entry.at("params").get<std::int64_t>());
+      }
+
+      std::map<std::string, Tensor> probes;
+      const Tensor out =
+          unet.forward(sample, timesteps, text, [&](const std::string& name, const Tensor& v) {
+            probes[name] = v.rank() == 4 ? to_nchw(v) : v.clone();
+          });
+      int checked = 0;
+      double worst_ratio = 0;
+      for (const TensorInfo& info : fwd->tensors()) {
+        if (info.name.rfind("inter.", 0) != 0) continue;
+        const std::string name = info.name.substr(6);
+        ASSERT_TRUE(probes.count(name)) << "no probe " << name;
+        double err = 0;
+        const double atol = tol.at(info.name).get<double>();
+        EXPECT_TRUE(close(probes.at(name), fwd->to_f32(info.name), atol, &err)) << info.name;
+        worst_ratio = std::max(worst_ratio, err / atol);
+        std::printf("  %s %s %s: max |diff| %.3g (tol %.3g)\n", part.c_str(), dtype,
+                    info.name.c_str(), err, atol);
+        ++checked;
+      }
+      double err = 0;
+      EXPECT_TRUE(
+          close(to_nchw(out), fwd->to_f32("out.sample"), tol.at("out.sample").get<double>(), &err))
+          << "out.sample";
+      std::printf(
+          "%s %s: %d intermediates (worst max|diff|/tol %.3f), out.sample max |diff| %.3g (tol "
+          "%.3g)\n",
+          part.c_str(), dtype, checked, worst_ratio, err, tol.at("out.sample").get<double>());
+      EXPECT_GT(checked, 0);
+      ++runs;
+    }
+  }
+  EXPECT_GT(runs, 0) << "no unet_* forward files in " << golden_dir();
+}
+
+}  // namespace
+}  // namespace gen3d::models
