@@ -82,13 +82,30 @@ int main(int argc, char** argv) {
 
   gen3d::cli::ShapeOptions shape;
   auto* shape_cmd = app.add_subcommand(
-      "shape", "Generate a mesh: DiT sampling, ShapeVAE decode, volume decoding, marching cubes");
-  shape_cmd->add_option("--config", shape.config, "shapegen pipeline to adapt")
-      ->capture_default_str();
-  shape_cmd->add_option("--cond", shape.cond, "condition tokens (.safetensors)");
+      "shape",
+      "Generate a mesh from an image (--image) or condition tokens (--cond): DiT sampling, "
+      "ShapeVAE decode, volume decoding, marching cubes");
+  shape_cmd->add_option("--config", shape.config,
+                        std::string("pipeline to adapt (default: ") + gen3d::cli::kShapeCondConfig +
+                            ", with --image " + gen3d::cli::kShapeImageConfig + ")");
+  shape_cmd->add_option("--image", shape.image,
+                        "reference image (RGBA, or RGB on a plain background); not with --cond");
+  shape_cmd->add_option("--cond", shape.cond, "condition tokens (.safetensors); not with --image");
   shape_cmd->add_option("--cond-name", shape.cond_name, "tensor name of the condition tokens");
-  shape_cmd->add_option("--model", shape.model, "DiT weights (file or official model folder)");
-  shape_cmd->add_option("--vae", shape.vae, "ShapeVAE weights (file or official model folder)");
+  shape_cmd->add_option("--model", shape.model,
+                        "DiT weights (file or official model folder); a combined checkpoint "
+                        "also gives the VAE and, with --image, the conditioner");
+  shape_cmd->add_option("--vae", shape.vae,
+                        "ShapeVAE weights (file or official model folder; default: --model's "
+                        "vae.* weights when it has them)");
+  shape_cmd->add_option("--conditioner", shape.conditioner,
+                        "DINOv2 conditioner weights for --image (default: --model's "
+                        "conditioner.* weights)");
+  shape_cmd->add_option("--conditioner-config", shape.conditioner_config,
+                        "conditioner config JSON (default: config.json next to its weights)");
+  shape_cmd->add_option("--conditioner-section", shape.conditioner_section,
+                        "'/'-separated path of the conditioner block in that config (default: "
+                        "\"conditioner\" when present, else the whole file)");
   shape_cmd->add_option("-o,--output", shape.output, "output mesh (.glb, .obj, .ply)");
   shape_cmd->add_option("--method", shape.method, "volume decoder: dense, hierarchical, flashvdm");
   shape_cmd->add_option("--cache", shape.cache, "step cache: none, fbcache, teacache, taylorseer");

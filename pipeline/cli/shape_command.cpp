@@ -1,11 +1,104 @@
 #include "pipeline/cli/shape_command.h"
 
 #include <filesystem>
+#include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "models/model_registry.h"
+#include "models/safetensors.h"
 
 namespace gen3d::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// What a checkpoint (file or official model folder) holds besides the DiT.
+struct Checkpoint {
+  std::string config;  // config.json next to the weights (or the one given); "" if none
+  bool has_vae = false;
+  bool has_conditioner = false;
+};
+
+// Empty when `path` does not resolve to a readable checkpoint: the stage that loads it reports
+// why, with its node name, so nothing is decided here.
+std::optional<Checkpoint> inspect(const std::string& path, const std::string& config = {}) {
+  Checkpoint c;
+  std::string weights = path;
+  try {
+    const models::DiTSource src = models::resolve_dit_source(path, config);
+    weights = src.weights;
+    c.config = src.config;
+  } catch (const std::exception&) {
+    if (!fs::is_regular_file(path)) return std::nullopt;  // a file without config.json is fine
+    c.config = config;
+  }
+  try {
+    const auto file = models::SafetensorsFile::open(weights);
+    for (const auto& t : file->tensors()) {
+      c.has_vae = c.has_vae || t.name.starts_with("vae.");
+      c.has_conditioner = c.has_conditioner || t.name.starts_with("conditioner.");
+    }
+  } catch (const std::exception& e) {
+    spdlog::debug("shape: {} not inspected: {}", weights, e.what());
+    return std::nullopt;
+  }
+  return c;
+}
+
+// The official config keeps the conditioner under "conditioner"; a standalone DINOv2 folder's
+// config.json is the Dinov2Config itself (section "").
+std::string conditioner_section_of(const std::string& config) {
+  std::ifstream in(config);
+  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("conditioner") ? "conditioner" : "";
+}
+
+// Fills in what --model / --conditioner imply. Returns a usage error message, or "" when fine.
+std::string resolve_defaults(ShapeOptions& o) {
+  const bool image = !o.image.empty();
+  if (image && (!o.cond.empty() || !o.cond_name.empty()))
+    return "--image and --cond/--cond-name are exclusive: condition on an image (--image) or on "
+           "precomputed condition tokens (--cond), not both";
+  if (!image &&
+      (!o.conditioner.empty() || !o.conditioner_config.empty() || !o.conditioner_section.empty()))
+    return "--conditioner, --conditioner-config and --conditioner-section need --image";
+
+  std::optional<Checkpoint> model;
+  if (!o.model.empty()) model = inspect(o.model);
+  if (o.vae.empty() && model && model->has_vae) o.vae = o.model;
+  if (!image) return "";
+
+  std::string config = o.conditioner_config;
+  if (!o.conditioner.empty()) {
+    if (config.empty())
+      if (const auto c = inspect(o.conditioner)) config = c->config;
+  } else if (model && model->has_conditioner) {
+    o.conditioner = o.model;  // combined checkpoint: the conditioner sits next to the DiT
+    if (config.empty()) config = model->config;
+  } else if (model) {
+    return fmt::format(
+        "--model {} holds no conditioner.* weights: pass --conditioner FILE (a DINOv2 checkpoint "
+        "whose hidden size is the DiT's context_in_dim)",
+        o.model);
+  }
+  if (o.conditioner.empty()) return "";  // the pipeline's own conditioner variables stay
+  o.conditioner_config = config;         // "" = config.json next to the weights
+  if (o.conditioner_section.empty())
+    o.conditioner_section = config.empty() ? "conditioner" : conditioner_section_of(config);
+  return "";
+}
+
+}  // namespace
+
+std::string shape_config(const ShapeOptions& o) {
+  if (!o.config.empty()) return o.config;
+  return o.image.empty() ? kShapeCondConfig : kShapeImageConfig;
+}
 
 std::vector<std::string> shape_sets(const ShapeOptions& o) {
   std::vector<std::string> s;
@@ -17,6 +110,16 @@ std::vector<std::string> shape_sets(const ShapeOptions& o) {
   };
   str("cond", o.cond);
   str("cond_name", o.cond_name);
+  str("image", o.image);
+  str("conditioner", o.conditioner);
+  if (!o.conditioner.empty()) {
+    // Always set with a conditioner: the pipeline's defaults describe its own checkpoint.
+    s.push_back("conditioner_config=" + o.conditioner_config);
+    s.push_back("conditioner_section=" + o.conditioner_section);
+  } else {
+    str("conditioner_config", o.conditioner_config);
+    str("conditioner_section", o.conditioner_section);
+  }
   str("model", o.model);
   str("vae", o.vae);
   str("out", o.output);
@@ -34,18 +137,30 @@ std::vector<std::string> shape_sets(const ShapeOptions& o) {
   return s;
 }
 
-int cmd_shape(const ShapeOptions& o) {
-  if (!std::filesystem::is_regular_file(o.config)) {
+int cmd_shape(const ShapeOptions& options) {
+  ShapeOptions o = options;
+  if (const std::string problem = resolve_defaults(o); !problem.empty()) {
+    spdlog::error("shape: {}", problem);
+    return 2;
+  }
+  if (!o.image.empty() && o.config.empty() && o.model.empty() && o.conditioner.empty() &&
+      o.run.sets.empty())
+    spdlog::warn(
+        "shape: --image without --model or --conditioner runs {} with its own defaults, small "
+        "test checkpoints whose widths do not chain; pass --model with an official model folder",
+        kShapeImageConfig);
+  const std::string config = shape_config(o);
+  if (!fs::is_regular_file(config)) {
     spdlog::error(
         "shape: pipeline config not found: {} (run from the repository root or pass "
         "--config)",
-        o.config);
+        config);
     return 2;
   }
   const std::vector<std::string> sets = shape_sets(o);
-  if (o.dump) return cmd_validate(o.config, sets, true);
+  if (o.dump) return cmd_validate(config, sets, true);
   RunOptions run = o.run;
-  run.config = o.config;
+  run.config = config;
   run.sets = sets;
   return cmd_run(run);
 }

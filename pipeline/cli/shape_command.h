@@ -1,6 +1,7 @@
 #pragma once
-// `gen3d shape`: condition tokens -> mesh with the shipped shapegen pipeline
-// (assets/pipelines/shapegen.json), its variables set from the command line.
+// `gen3d shape`: condition tokens (--cond, assets/pipelines/shapegen.json) or a reference image
+// (--image, assets/pipelines/image_to_shape.json) -> mesh, the shipped pipeline's variables set
+// from the command line.
 
 #include <string>
 #include <vector>
@@ -9,18 +10,25 @@
 
 namespace gen3d::cli {
 
+inline constexpr const char* kShapeCondConfig = "assets/pipelines/shapegen.json";
+inline constexpr const char* kShapeImageConfig = "assets/pipelines/image_to_shape.json";
+
 struct ShapeOptions {
-  RunOptions run;                                         // --set, trace, metrics, threads
-  std::string config = "assets/pipelines/shapegen.json";  // --config: the pipeline to adapt
-  std::string cond;                                       // --cond FILE.safetensors
-  std::string cond_name;                                  // --cond-name TENSOR
-  std::string model;                                      // --model DiT weights / folder
-  std::string vae;                                        // --vae VAE weights / folder
-  std::string output;                                     // -o, --output mesh file
-  std::string method;                                     // --method dense|hierarchical|flashvdm
-  std::string cache;       // --cache none|fbcache|teacache|taylorseer
-  int steps = -1;          // -1: the config's default
-  double guidance = -1e9;  // < -1e8: the config's default
+  RunOptions run;                   // --set, trace, metrics, threads
+  std::string config;               // --config: the pipeline to adapt ("": by mode, see above)
+  std::string cond;                 // --cond FILE.safetensors
+  std::string cond_name;            // --cond-name TENSOR
+  std::string image;                // --image FILE (exclusive with --cond)
+  std::string conditioner;          // --conditioner: DINOv2 / combined checkpoint or folder
+  std::string conditioner_config;   // --conditioner-config JSON
+  std::string conditioner_section;  // --conditioner-section ('/'-separated path in that JSON)
+  std::string model;                // --model DiT weights / folder
+  std::string vae;                  // --vae VAE weights / folder
+  std::string output;               // -o, --output mesh file
+  std::string method;               // --method dense|hierarchical|flashvdm
+  std::string cache;                // --cache none|fbcache|teacache|taylorseer
+  int steps = -1;                   // -1: the config's default
+  double guidance = -1e9;           // < -1e8: the config's default
   int seed = -1;
   int resolution = -1;
   int min_resolution = -1;
@@ -30,11 +38,16 @@ struct ShapeOptions {
   bool dump = false;  // print the config it would run, and stop
 };
 
-// The --set list that adapts the shapegen config to `options` (options' own --set last, so they
-// win).
+// The pipeline `options` adapt: --config, else the --cond or --image default.
+std::string shape_config(const ShapeOptions& options);
+
+// The --set list that adapts that pipeline to `options` as given (options' own --set last, so
+// they win). cmd_shape first fills in the defaults a model folder implies (see below).
 std::vector<std::string> shape_sets(const ShapeOptions& options);
 
-// Runs (or with dump, prints) the adapted pipeline; returns the process exit code.
+// Runs (or with dump, prints) the adapted pipeline; returns the process exit code. When --model
+// names a combined checkpoint (or its folder) that also holds `vae.*` / `conditioner.*` weights,
+// --vae and (with --image) the conditioner default to it. Usage errors give exit code 2.
 int cmd_shape(const ShapeOptions& options);
 
 }  // namespace gen3d::cli

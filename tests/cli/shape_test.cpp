@@ -1,6 +1,7 @@
 // `gen3d shape` end to end on the tiny golden models (tests/data/golden): condition tokens ->
-// sampled latents -> ShapeVAE -> volume decoding -> marching cubes -> mesh file; and its
-// bad-input paths.
+// sampled latents -> ShapeVAE -> volume decoding -> marching cubes -> mesh file; from an image
+// (--image) on a tiny random model folder in the official combined layout, built here; the
+// image -> textured mesh pipeline on that folder; and the bad-input paths.
 
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "mesh/io.h"
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "support/tiny_models.h"
 
 namespace gen3d::test {
 namespace {
@@ -58,6 +60,114 @@ TEST(ShapeCommand, BadInputsFailCleanly) {
                            temp_dir("shape_bad") + "/x.obj");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("/nonexistent/vae.safetensors"), std::string::npos) << r.output;
+}
+
+// --- from an image -------------------------------------------------------------------------
+
+const std::string kImage = "assets/images/spider_front.png";
+// Few steps and a coarse grid: the models are random, only the wiring is under test.
+const std::string kFast = " --steps 4 --resolution 64 --min-resolution 16 ";
+
+// The "vars" of the config `--dump` printed (log lines on stderr may come before or after it).
+nlohmann::json dumped_vars(const std::string& output) {
+  const auto open = output.find('{'), close = output.rfind('}');
+  if (open == std::string::npos || close == std::string::npos) return {};
+  return nlohmann::json::parse(output.substr(open, close - open + 1))["vars"];
+}
+
+// A fresh tiny model folder per test (a few hundred KiB, written in milliseconds): tests run as
+// separate processes, possibly at once, so none shares another's folder.
+TinyModelFolder tiny_folder() {
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  return write_tiny_model_folder(temp_dir(std::string("tiny_models_") + test->name()), 7);
+}
+
+TEST(ShapeCommand, ImageToGlbWithAModelFolder) {
+  const TinyModelFolder f = tiny_folder();
+  const std::string dir = temp_dir("shape_image");
+  const auto r = run_gen3d("shape --model " + f.dir + " --image " + kImage + kFast + "-o " + dir +
+                           "/shape.glb --metrics " + dir + "/m.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const mesh::Mesh m = mesh::load_mesh(dir + "/shape.glb");
+  EXPECT_GT(m.face_count(), 100u);
+  // The condition came from the folder's own conditioner, through encode_image.
+  std::ifstream in(dir + "/m.json");
+  const auto metrics = nlohmann::json::parse(in);
+  bool encoded = false;
+  for (const auto& n : metrics["nodes"]) encoded = encoded || n["stage"] == "encode_image";
+  EXPECT_TRUE(encoded) << metrics.dump();
+}
+
+TEST(ShapeCommand, ModelFolderSuppliesConditionerAndVae) {
+  const TinyModelFolder f = tiny_folder();
+  const auto r = run_gen3d("shape --model " + f.dir + " --image " + kImage + " --dump");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto vars = dumped_vars(r.output);
+  EXPECT_EQ(vars["image"], kImage);
+  EXPECT_EQ(vars["model"], f.dir);
+  EXPECT_EQ(vars["vae"], f.dir);
+  EXPECT_EQ(vars["conditioner"], f.dir);
+  EXPECT_EQ(fs::path(vars["conditioner_config"].get<std::string>()), fs::path(f.config));
+  EXPECT_EQ(vars["conditioner_section"], "conditioner");
+
+  // --conditioner (a separate file) and its config override the folder's.
+  const std::string golden = source_dir() + "/tests/data/golden/dinov2/";
+  const auto o =
+      run_gen3d("shape --model " + f.dir + " --image " + kImage + " --conditioner " + golden +
+                "conditioner_a.fp16.safetensors --conditioner-config " + golden +
+                "config.json --conditioner-section models/a/conditioner_config" + " --dump");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const auto vars2 = dumped_vars(o.output);
+  EXPECT_EQ(vars2["conditioner"], golden + "conditioner_a.fp16.safetensors");
+  EXPECT_EQ(vars2["conditioner_config"], golden + "config.json");
+  EXPECT_EQ(vars2["conditioner_section"], "models/a/conditioner_config");
+}
+
+TEST(ShapeCommand, ImageUsageErrors) {
+  const TinyModelFolder f = tiny_folder();
+  const auto both =
+      run_gen3d("shape --image " + kImage + " --cond tests/data/golden/sampler.safetensors --dump");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.output.find("--image and --cond"), std::string::npos) << both.output;
+
+  const auto no_image =
+      run_gen3d("shape --model " + f.dir + " --conditioner " + f.weights + " --dump");
+  EXPECT_EQ(no_image.exit_code, 2);
+  EXPECT_NE(no_image.output.find("need --image"), std::string::npos) << no_image.output;
+
+  // A DiT checkpoint without conditioner weights and no --conditioner: nothing to encode with.
+  const auto no_conditioner = run_gen3d(
+      "shape --model tests/data/golden/dit_weights.fp32.safetensors --image " + kImage + " --dump");
+  EXPECT_EQ(no_conditioner.exit_code, 2);
+  EXPECT_NE(no_conditioner.output.find("no conditioner"), std::string::npos)
+      << no_conditioner.output;
+
+  const auto missing = run_gen3d("shape --model " + f.dir + " --image /nonexistent/in.png" + kFast +
+                                 "-o " + temp_dir("shape_image_bad") + "/x.glb");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("/nonexistent/in.png"), std::string::npos) << missing.output;
+}
+
+// The shipped image -> textured mesh pipeline, pointed at the tiny folder: shape from the image,
+// then texgen from the same image.
+TEST(ImageToTexturedMesh, TinyModelFolderGivesATexturedGlb) {
+  const TinyModelFolder f = tiny_folder();
+  const std::string dir = temp_dir("image_textured");
+  std::string sets;
+  for (const std::string& s : {"conditioner=" + f.dir, "conditioner_config=" + f.config,
+                               std::string("conditioner_section=conditioner"), "model=" + f.dir,
+                               "vae=" + f.dir, std::string("steps=4"), std::string("resolution=64"),
+                               std::string("min_resolution=16"), std::string("texture_size=256"),
+                               std::string("render_size=256"), "out=" + dir + "/textured.glb"})
+    sets += " --set " + s;
+  const auto r = run_gen3d("run assets/pipelines/image_to_textured_mesh.json" + sets);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const mesh::Mesh m = mesh::load_mesh(dir + "/textured.glb");
+  EXPECT_GT(m.face_count(), 100u);
+  EXPECT_TRUE(m.has_uvs());
+  ASSERT_TRUE(m.texture);
+  EXPECT_EQ(m.texture->width, 256);
+  EXPECT_EQ(m.texture->height, 256);
 }
 
 }  // namespace

@@ -1,0 +1,188 @@
+#include "support/tiny_models.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/dit.h"
+#include "models/dit_config.h"
+#include "models/safetensors.h"
+#include "models/shape_vae.h"
+#include "models/tensor.h"
+
+namespace gen3d::test {
+namespace {
+
+using models::Shape;
+using models::Tensor;
+using nlohmann::json;
+
+// Sizes: every width small enough that a full image -> mesh run takes about a second.
+constexpr int kContextWidth = 16;  // DINOv2 hidden = DiT context_in_dim
+constexpr int kDinoHeads = 2;
+constexpr int kDinoLayers = 1;
+constexpr int kDinoImageSize = 28;  // 2 x 2 patches of 14 + CLS = 5 condition tokens
+constexpr int kLatentChannels = 8;  // DiT in_channels = VAE embed_dim
+constexpr int kLatentTokens = 32;
+
+json dit_params() {
+  return {{"in_channels", kLatentChannels},
+          {"context_in_dim", kContextWidth},
+          {"hidden_size", 32},
+          {"mlp_ratio", 4.0},
+          {"num_heads", 4},
+          {"depth", 1},
+          {"depth_single_blocks", 1},
+          {"axes_dim", {8}},
+          {"theta", 10000},
+          {"qkv_bias", true},
+          {"guidance_embed", false}};
+}
+
+json vae_params() {
+  return {{"num_latents", kLatentTokens},
+          {"embed_dim", kLatentChannels},
+          {"num_freqs", 4},
+          {"include_pi", false},
+          {"heads", 4},
+          {"width", 32},
+          {"num_decoder_layers", 1},
+          {"qkv_bias", false},
+          {"qk_norm", true},
+          {"scale_factor", 0.75},
+          {"geo_decoder_mlp_expand_ratio", 4},
+          {"geo_decoder_downsample_ratio", 1},
+          {"geo_decoder_ln_post", true}};
+}
+
+// A Dinov2Config dict in the form the official conditioner block passes to transformers.
+json dinov2_config() {
+  return {{"attention_probs_dropout_prob", 0.0},
+          {"drop_path_rate", 0.0},
+          {"hidden_act", "gelu"},
+          {"hidden_dropout_prob", 0.0},
+          {"hidden_size", kContextWidth},
+          {"image_size", kDinoImageSize},
+          {"initializer_range", 0.02},
+          {"layer_norm_eps", 1e-6},
+          {"layerscale_value", 1.0},
+          {"mlp_ratio", 4},
+          {"model_type", "dinov2"},
+          {"num_attention_heads", kDinoHeads},
+          {"num_channels", 3},
+          {"num_hidden_layers", kDinoLayers},
+          {"patch_size", 14},
+          {"qkv_bias", true},
+          {"use_swiglu_ffn", false}};
+}
+
+// Official config layout (config.yaml as JSON): one section per sub-model.
+json folder_config() {
+  return {{"model", {{"target", "hy3dgen.shapegen.models.Hunyuan3DDiT"}, {"params", dit_params()}}},
+          {"vae", {{"target", "hy3dgen.shapegen.models.ShapeVAE"}, {"params", vae_params()}}},
+          {"conditioner",
+           {{"target", "hy3dgen.shapegen.models.SingleImageEncoder"},
+            {"params",
+             {{"main_image_encoder",
+               {{"type", "DinoImageEncoder"},
+                {"kwargs",
+                 {{"config", dinov2_config()},
+                  {"image_size", kDinoImageSize},
+                  {"use_cls_token", true}}}}}}}}},
+          {"scheduler",
+           {{"target", "hy3dgen.shapegen.schedulers.FlowMatchEulerDiscreteScheduler"},
+            {"params", {{"num_train_timesteps", 1000}}}}}};
+}
+
+// Dinov2Model state_dict with small random values: Linear weights ~ N(0, 1/fan_in), biases
+// ~ N(0, 0.02), LayerNorm weights around 1, layer scales in [0.1, 0.5].
+std::vector<std::pair<std::string, Tensor>> dinov2_weights(std::mt19937_64& rng) {
+  const std::int64_t c = kContextWidth, hidden = 4 * c, p = 14;
+  const std::int64_t positions = (kDinoImageSize / p) * (kDinoImageSize / p) + 1;
+  std::vector<std::pair<std::string, Tensor>> out;
+  auto add = [&](const std::string& name, const Shape& shape, double mean, double sd) {
+    Tensor t(shape);
+    std::normal_distribution<double> nd(mean, sd);
+    for (float& v : t.span()) v = static_cast<float>(nd(rng));
+    out.emplace_back(name, std::move(t));
+  };
+  auto linear = [&](const std::string& name, std::int64_t n_out, std::int64_t n_in) {
+    add(name + ".weight", {n_out, n_in}, 0.0, 1.0 / std::sqrt(static_cast<double>(n_in)));
+    add(name + ".bias", {n_out}, 0.0, 0.02);
+  };
+  auto norm = [&](const std::string& name) {
+    add(name + ".weight", {c}, 1.0, 0.1);
+    add(name + ".bias", {c}, 0.0, 0.05);
+  };
+  auto scale = [&](const std::string& name) {
+    Tensor t({c});
+    std::uniform_real_distribution<double> ud(0.1, 0.5);
+    for (float& v : t.span()) v = static_cast<float>(ud(rng));
+    out.emplace_back(name, std::move(t));
+  };
+  add("embeddings.cls_token", {1, 1, c}, 0.0, 0.5);
+  add("embeddings.mask_token", {1, c}, 0.0, 0.5);
+  add("embeddings.position_embeddings", {1, positions, c}, 0.0, 0.5);
+  add("embeddings.patch_embeddings.projection.weight", {c, 3, p, p}, 0.0,
+      1.0 / std::sqrt(3.0 * p * p));
+  add("embeddings.patch_embeddings.projection.bias", {c}, 0.0, 0.02);
+  for (int i = 0; i < kDinoLayers; ++i) {
+    const std::string l = "encoder.layer." + std::to_string(i) + ".";
+    norm(l + "norm1");
+    for (const char* qkv : {"query", "key", "value"})
+      linear(l + "attention.attention." + qkv, c, c);
+    linear(l + "attention.output.dense", c, c);
+    scale(l + "layer_scale1.lambda1");
+    norm(l + "norm2");
+    linear(l + "mlp.fc1", hidden, c);
+    linear(l + "mlp.fc2", c, hidden);
+    scale(l + "layer_scale2.lambda1");
+  }
+  norm("layernorm");
+  return out;
+}
+
+}  // namespace
+
+TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t seed) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  TinyModelFolder f;
+  f.dir = dir;
+  f.weights = (fs::path(dir) / "model.fp16.safetensors").string();
+  f.config = (fs::path(dir) / "config.json").string();
+  f.context_width = kContextWidth;
+  f.context_tokens = (kDinoImageSize / 14) * (kDinoImageSize / 14) + 1;
+  f.latent_tokens = kLatentTokens;
+
+  const json config = folder_config();
+  std::vector<std::pair<std::string, Tensor>> all;
+  // The DiT's own random init (the golden recipe); the hook sees every tensor by official name.
+  models::Hunyuan3DDiT::random(
+      models::DiTConfig::from_json(config["model"].dump()), seed, {},
+      [&](const std::string& name, Tensor& value) { all.emplace_back("model." + name, value); });
+  for (auto& [name, t] : models::ShapeVAE::random_weights(
+           models::ShapeVAEConfig::from_json(config["vae"].dump()), seed + 1))
+    all.emplace_back("vae." + name, std::move(t));
+  std::mt19937_64 rng(seed + 2);
+  for (auto& [name, t] : dinov2_weights(rng))
+    all.emplace_back("conditioner.main_image_encoder.model." + name, std::move(t));
+
+  std::vector<std::pair<std::string, const Tensor*>> refs;
+  refs.reserve(all.size());
+  for (const auto& [name, t] : all) refs.emplace_back(name, &t);
+  models::write_safetensors(f.weights, refs, models::DType::kF16, {{"format", "pt"}});
+  std::ofstream out(f.config);
+  out << config.dump(2) << "\n";
+  if (!out) throw std::runtime_error("cannot write " + f.config);
+  return f;
+}
+
+}  // namespace gen3d::test
