@@ -4,14 +4,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <map>
-#include <mutex>
 
 #include "models/clip_text.h"
 #include "models/error.h"
 #include "models/safetensors.h"
 #include "models/sampler.h"  // gaussian_noise
 #include "models/sd_vae.h"
+#include "models/shared_models.h"
 #include "models/unet.h"
 
 namespace gen3d::models {
@@ -63,23 +62,7 @@ std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir) {
 }
 
 std::shared_ptr<const DelightModel> shared_delight_model(const std::string& dir) {
-  struct Entry {
-    std::once_flag once;
-    std::shared_ptr<const DelightModel> model;
-  };
-  static std::mutex mutex;
-  static std::map<std::string, std::shared_ptr<Entry>> entries;
-  std::error_code ec;
-  const std::string key = fs::weakly_canonical(dir, ec).string();
-  std::shared_ptr<Entry> e;
-  {
-    std::lock_guard lock(mutex);
-    auto& slot = entries[ec ? dir : key];
-    if (!slot) slot = std::make_shared<Entry>();
-    e = slot;
-  }
-  std::call_once(e->once, [&] { e->model = load_delight_model(dir); });
-  return e->model;
+  return shared_model<DelightModel>(dir, load_delight_model);
 }
 
 Tensor delight_network(const DelightModel& model, const Tensor& image,

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <map>
-#include <mutex>
 
 #include <spdlog/spdlog.h>
 
@@ -12,6 +10,7 @@
 #include "models/mvunet.h"
 #include "models/sampler.h"  // gaussian_noise
 #include "models/sd_vae.h"
+#include "models/shared_models.h"
 
 namespace gen3d::models {
 
@@ -93,23 +92,7 @@ std::shared_ptr<const PaintModel> load_paint_model(const std::string& dir) {
 }
 
 std::shared_ptr<const PaintModel> shared_paint_model(const std::string& dir) {
-  struct Entry {
-    std::once_flag once;
-    std::shared_ptr<const PaintModel> model;
-  };
-  static std::mutex mutex;
-  static std::map<std::string, std::shared_ptr<Entry>> entries;
-  std::error_code ec;
-  const std::string key = fs::weakly_canonical(dir, ec).string();
-  std::shared_ptr<Entry> e;
-  {
-    std::lock_guard lock(mutex);
-    auto& slot = entries[ec ? dir : key];
-    if (!slot) slot = std::make_shared<Entry>();
-    e = slot;
-  }
-  std::call_once(e->once, [&] { e->model = load_paint_model(dir); });
-  return e->model;
+  return shared_model<PaintModel>(dir, load_paint_model);
 }
 
 Tensor paint_views(const PaintModel& model, const PaintInputs& in, const PaintOptions& opt,

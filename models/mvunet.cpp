@@ -16,28 +16,6 @@ namespace {
 
 using i64 = std::int64_t;
 
-class MapSource final : public ParamSource {
- public:
-  explicit MapSource(WeightMap& w) : w_(w) {}
-  Tensor take(const std::string& name, const Shape& shape) override { return w_.take(name, shape); }
-
- private:
-  WeightMap& w_;
-};
-
-class Recorder final : public ParamSource {
- public:
-  explicit Recorder(std::string prefix) : prefix_(std::move(prefix)) {}
-  Tensor take(const std::string& name, const Shape& shape) override {
-    list.emplace_back(prefix_ + name, shape);
-    return Tensor();
-  }
-  std::vector<std::pair<std::string, Shape>> list;
-
- private:
-  std::string prefix_;
-};
-
 // Every official UNet2.5D block is wrapped (Basic2p5DTransformerBlock.transformer).
 UNetLoadOptions wrapped() {
   UNetLoadOptions o;
@@ -99,7 +77,7 @@ std::unique_ptr<MultiviewUNet> MultiviewUNet::load(const UNetConfig& base,
   i64 tokens = 77;
   if (const TensorInfo* t = wm.info("learned_text_clip_gen"); t && t->shape.size() == 3)
     tokens = t->shape[1];
-  MapSource sm(wm), sd(wd);
+  WeightMapSource sm(wm), sd(wd);
   std::unique_ptr<MultiviewUNet> net = Builder::build(base, sm, sd, tokens);
 
   std::vector<std::string> problems;
@@ -152,7 +130,7 @@ std::unique_ptr<MultiviewUNet> MultiviewUNet::load_folder(const std::string& dir
 
 std::vector<std::pair<std::string, Shape>> MultiviewUNet::expected_tensors(const UNetConfig& base,
                                                                            i64 text_tokens) {
-  Recorder rm("unet."), rd("unet_dual.");
+  ShapeRecorder rm("unet."), rd("unet_dual.");
   Builder::build(base, rm, rd, text_tokens);
   std::vector<std::pair<std::string, Shape>> all = std::move(rm.list);
   all.insert(all.end(), rd.list.begin(), rd.list.end());

@@ -18,6 +18,7 @@
 #include "models/error.h"
 #include "models/kernels/attention.h"
 #include "models/kernels/conv.h"
+#include "models/kernels/elementwise.h"
 #include "models/kernels/linear.h"
 #include "models/safetensors.h"
 
@@ -30,24 +31,9 @@ using json = nlohmann::json;
 namespace K = kernels;
 
 constexpr float kEps = 1e-6f;  // every GroupNorm of the SD VAE
-constexpr i64 kGrain = 1 << 16;
 
-template <class F>
-void parallel_chunks(i64 n, F f) {
-  if (n <= kGrain) {
-    f(i64{0}, n);
-    return;
-  }
-  tbb::parallel_for(tbb::blocked_range<i64>(0, n, kGrain),
-                    [&](const tbb::blocked_range<i64>& r) { f(r.begin(), r.end()); });
-}
-
-// y += x
-void add_inplace(float* y, const float* x, i64 n) {
-  parallel_chunks(n, [&](i64 a, i64 b) {
-    for (i64 i = a; i < b; ++i) y[i] += x[i];
-  });
-}
+using kernels::add_inplace;
+using kernels::parallel_chunks;
 
 // A single-image feature map (1, h, w, c).
 struct Map {

@@ -15,6 +15,7 @@
 #include "models/kernels/activations.h"
 #include "models/kernels/attention.h"
 #include "models/kernels/conv.h"
+#include "models/kernels/elementwise.h"
 #include "models/kernels/linear.h"
 #include "models/kernels/norms.h"
 #include "models/safetensors.h"
@@ -32,45 +33,11 @@ constexpr float kLayerNormEps = 1e-5f;
 // intermediate of the network, so it is bounded to ~32 MiB whatever the batch and resolution.
 constexpr i64 kFeedForwardBudget = i64{1} << 23;
 
-// f(begin, end) over [0, n), in TBB chunks when n is large.
-template <class F>
-void parallel_chunks(i64 n, F&& f) {
-  constexpr i64 kGrain = i64{1} << 15;
-  if (n <= kGrain) {
-    f(i64{0}, n);
-    return;
-  }
-  tbb::parallel_for(tbb::blocked_range<i64>(0, n, kGrain),
-                    [&](const tbb::blocked_range<i64>& r) { f(r.begin(), r.end()); });
-}
-
-void add_inplace(float* y, const float* x, i64 n) {
-  parallel_chunks(n, [&](i64 b, i64 e) {
-    for (i64 i = b; i < e; ++i) y[i] += x[i];
-  });
-}
+using kernels::add_inplace;
+using kernels::parallel_chunks;
 
 // ---------------------------------------------------------------------------------------------
 // Parameter sources
-
-class WeightMapSource final : public ParamSource {
- public:
-  explicit WeightMapSource(WeightMap& w) : w_(w) {}
-  Tensor take(const std::string& name, const Shape& shape) override { return w_.take(name, shape); }
-
- private:
-  WeightMap& w_;
-};
-
-// Lists names and shapes; returns empty tensors, so the builders below skip packing.
-class ShapeRecorder final : public ParamSource {
- public:
-  Tensor take(const std::string& name, const Shape& shape) override {
-    list.emplace_back(name, shape);
-    return Tensor();
-  }
-  std::vector<std::pair<std::string, Shape>> list;
-};
 
 class CountingSource final : public ParamSource {
  public:
@@ -1027,6 +994,10 @@ UNetConfig UNetConfig::read(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return parse(ss.str(), path);
+}
+
+Tensor WeightMapSource::take(const std::string& name, const Shape& shape) {
+  return w_.take(name, shape);
 }
 
 Tensor RandomParamSource::take(const std::string& name, const Shape& shape) {

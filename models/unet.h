@@ -79,6 +79,31 @@ class ParamSource {
   virtual Tensor take(const std::string& name, const Shape& shape) = 0;
 };
 
+// Lists the names (with a prefix) and shapes asked for; returns empty tensors, so builders skip
+// packing.
+class ShapeRecorder final : public ParamSource {
+ public:
+  explicit ShapeRecorder(std::string prefix = {}) : prefix_(std::move(prefix)) {}
+  Tensor take(const std::string& name, const Shape& shape) override {
+    list.emplace_back(prefix_ + name, shape);
+    return Tensor();
+  }
+  std::vector<std::pair<std::string, Shape>> list;
+
+ private:
+  std::string prefix_;
+};
+
+// Parameters claimed from a WeightMap (names relative to its prefix).
+class WeightMapSource final : public ParamSource {
+ public:
+  explicit WeightMapSource(WeightMap& w) : w_(w) {}
+  Tensor take(const std::string& name, const Shape& shape) override;
+
+ private:
+  WeightMap& w_;
+};
+
 // Deterministic random parameters of the requested shapes (benchmarks): uniform in ±0.02, norm
 // scales 1 (names containing "norm"), biases 0.
 class RandomParamSource final : public ParamSource {

@@ -18,8 +18,11 @@ namespace gen3d::models::kernels {
 
 namespace {
 
-constexpr std::int64_t kBlockQ = 64;
-constexpr std::int64_t kBlockK = 128;
+// Query x key tile of the online softmax. Larger tiles make the two block GEMMs (inner size
+// head_dim, 64 in the texture UNets) more efficient: 256 x 256 ran 1.15x faster than 64 x 128 on
+// a 6144-token, 5-head attention (2 cores); the score tile (256 KiB) stays cache-resident.
+constexpr std::int64_t kBlockQ = 256;
+constexpr std::int64_t kBlockK = 256;
 
 // exp(x) for x <= 0 (softmax after max subtraction): range reduction x = n ln2 + r, degree-7
 // Taylor polynomial on |r| <= ln2/2 (relative error < 1e-7, about 1 ulp), 2^n from the exponent

@@ -21,57 +21,13 @@
 #include "models/sd_vae.h"
 #include "models/unet.h"
 #include "support/paths.h"
+#include "texmodels_golden.h"
 
 namespace gen3d::models {
 namespace {
 
 using json = nlohmann::json;
-
-std::string golden_dir() {
-  return test::env_or("GEN3D_GOLDEN_DIR", test::source_dir() + "/tests/data/golden") + "/texmodels";
-}
-
-json load_config() {
-  std::ifstream in(golden_dir() + "/config.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return json::parse(ss.str());
-}
-
-// A stored (..., C, H, W) tensor (leading dims folded into one) as NHWC.
-Tensor nhwc(const SafetensorsFile& f, const std::string& name) {
-  const TensorInfo* info = f.find(name);
-  if (!info) throw ModelError("golden tensor absent: " + name);
-  const auto& s = info->shape;
-  const std::size_t r = s.size();
-  if (r < 3) throw ModelError(name + ": rank < 3");
-  std::int64_t lead = 1;
-  for (std::size_t i = 0; i + 3 < r; ++i) lead *= s[i];
-  const std::int64_t c = s[r - 3], h = s[r - 2], w = s[r - 1];
-  const Tensor nchw = f.to_f32_as(name, Shape{lead, c, h, w});
-  Tensor out(Shape{lead, h, w, c});
-  kernels::nchw_to_nhwc(out.data(), nchw.data(), lead, c, h, w);
-  return out;
-}
-
-::testing::AssertionResult close(const Tensor& got, const Tensor& want, double tol) {
-  if (got.numel() != want.numel())
-    return ::testing::AssertionFailure()
-           << "shape " << got.shape().str() << ", expected " << want.shape().str();
-  double worst = 0.0;
-  std::int64_t at = 0;
-  for (std::int64_t i = 0; i < got.numel(); ++i) {
-    const double d = std::fabs(static_cast<double>(got.data()[i]) - want.data()[i]);
-    if (!(d <= worst)) {  // catches NaN
-      worst = std::isnan(d) ? INFINITY : d;
-      at = i;
-    }
-  }
-  if (worst <= tol) return ::testing::AssertionSuccess() << "max diff " << worst;
-  return ::testing::AssertionFailure()
-         << "max diff " << worst << " at " << at << " > tol " << tol << " (got " << got.data()[at]
-         << ", want " << want.data()[at] << ")";
-}
+using namespace texmodels_golden;
 
 class PaintGolden : public ::testing::TestWithParam<std::string> {};
 
@@ -98,19 +54,19 @@ TEST_P(PaintGolden, SamplerRunMatchesReference) {
 
   const auto rec = SafetensorsFile::open(dir + "/sampler.safetensors");
   PaintInputs in;
-  in.reference = nhwc(*rec, "in.ref_image");
-  in.normals = nhwc(*rec, "in.normal_images");
-  in.positions = nhwc(*rec, "in.position_images");
+  in.reference = read_nhwc(*rec, "in.ref_image");
+  in.normals = read_nhwc(*rec, "in.normal_images");
+  in.positions = read_nhwc(*rec, "in.position_images");
   for (const auto& id : mv["camera_info_gen"]) in.cameras.push_back(id.get<int>());
 
   PaintNoise noise;
-  noise.vae_ref = nhwc(*rec, "in.noise.vae_ref");
-  noise.vae_normal = nhwc(*rec, "in.noise.vae_normal");
-  noise.vae_position = nhwc(*rec, "in.noise.vae_position");
-  noise.init = nhwc(*rec, "in.noise.init");
+  noise.vae_ref = read_nhwc(*rec, "in.noise.vae_ref");
+  noise.vae_normal = read_nhwc(*rec, "in.noise.vae_normal");
+  noise.vae_position = read_nhwc(*rec, "in.noise.vae_position");
+  noise.init = read_nhwc(*rec, "in.noise.init");
   const int steps = mv["steps"].get<int>();
   {
-    const Tensor all = nhwc(*rec, "in.noise.steps");  // (steps·N, h, w, 4)
+    const Tensor all = read_nhwc(*rec, "in.noise.steps");  // (steps·N, h, w, 4)
     const std::int64_t per = all.numel() / steps;
     for (int i = 0; i < steps; ++i) {
       Tensor t(Shape{all.dim(0) / steps, all.dim(1), all.dim(2), all.dim(3)});
@@ -127,25 +83,27 @@ TEST_P(PaintGolden, SamplerRunMatchesReference) {
     const std::string p = "rec.step" + std::to_string(s.index);
     SCOPED_TRACE(p);
     EXPECT_EQ(s.timestep, rec->to_f32(p + ".timestep").data()[0]);
-    EXPECT_TRUE(close(*s.model_input, nhwc(*rec, p + ".model_input"),
+    EXPECT_TRUE(close(*s.model_input, read_nhwc(*rec, p + ".model_input"),
                       tol[p + ".model_input"].get<double>()));
-    EXPECT_TRUE(close(*s.noise_pred_raw, nhwc(*rec, p + ".noise_pred_raw"),
+    EXPECT_TRUE(close(*s.noise_pred_raw, read_nhwc(*rec, p + ".noise_pred_raw"),
                       tol[p + ".noise_pred_raw"].get<double>()));
-    EXPECT_TRUE(close(*s.noise_pred, nhwc(*rec, p + ".noise_pred_cfg"),
+    EXPECT_TRUE(close(*s.noise_pred, read_nhwc(*rec, p + ".noise_pred_cfg"),
                       tol[p + ".noise_pred_cfg"].get<double>()));
-    EXPECT_TRUE(close(*s.latents, nhwc(*rec, p + ".latents"), tol[p + ".latents"].get<double>()));
+    EXPECT_TRUE(
+        close(*s.latents, read_nhwc(*rec, p + ".latents"), tol[p + ".latents"].get<double>()));
     ++seen;
   };
   PaintLatents latents;
   Tensor decoded;
   const Tensor image = paint_views(model, in, opt, &noise, observer, &latents, &decoded);
   EXPECT_EQ(seen, steps);
-  EXPECT_TRUE(close(latents.ref, nhwc(*rec, "rec.ref_latents"), tol["rec.ref_latents"]));
-  EXPECT_TRUE(close(latents.normals, nhwc(*rec, "rec.normal_latents"), tol["rec.normal_latents"]));
+  EXPECT_TRUE(close(latents.ref, read_nhwc(*rec, "rec.ref_latents"), tol["rec.ref_latents"]));
   EXPECT_TRUE(
-      close(latents.positions, nhwc(*rec, "rec.position_latents"), tol["rec.position_latents"]));
-  EXPECT_TRUE(close(decoded, nhwc(*rec, "rec.decoded"), tol["rec.decoded"]));
-  EXPECT_TRUE(close(image, nhwc(*rec, "rec.image"), tol["rec.image"]));
+      close(latents.normals, read_nhwc(*rec, "rec.normal_latents"), tol["rec.normal_latents"]));
+  EXPECT_TRUE(close(latents.positions, read_nhwc(*rec, "rec.position_latents"),
+                    tol["rec.position_latents"]));
+  EXPECT_TRUE(close(decoded, read_nhwc(*rec, "rec.decoded"), tol["rec.decoded"]));
+  EXPECT_TRUE(close(image, read_nhwc(*rec, "rec.image"), tol["rec.image"]));
 }
 
 INSTANTIATE_TEST_SUITE_P(Weights, PaintGolden, ::testing::Values("fp32", "fp16"));

@@ -22,36 +22,13 @@
 #include "models/mvunet.h"
 #include "models/safetensors.h"
 #include "support/paths.h"
+#include "texmodels_golden.h"
 
 namespace gen3d::models {
 namespace {
 
 using json = nlohmann::json;
-
-std::string golden_dir() {
-  return test::env_or("GEN3D_GOLDEN_DIR", test::source_dir() + "/tests/data/golden") + "/texmodels";
-}
-std::string golden_file(const std::string& name) {
-  return golden_dir() + "/" + name;
-}
-
-json load_config() {
-  std::ifstream in(golden_file("config.json"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return json::parse(ss.str());
-}
-
-Tensor to_nhwc(const Tensor& x) {
-  Tensor y({x.dim(0), x.dim(2), x.dim(3), x.dim(1)});
-  kernels::nchw_to_nhwc(y.data(), x.data(), x.dim(0), x.dim(1), x.dim(2), x.dim(3));
-  return y;
-}
-Tensor to_nchw(const Tensor& x) {
-  Tensor y({x.dim(0), x.dim(3), x.dim(1), x.dim(2)});
-  kernels::nhwc_to_nchw(y.data(), x.data(), x.dim(0), x.dim(3), x.dim(1), x.dim(2));
-  return y;
-}
+using namespace texmodels_golden;
 
 // A rank-5 (B, N, C, H, W) golden tensor as NHWC (B·N, H, W, C); also returns N.
 Tensor views_nhwc(const SafetensorsFile& f, const std::string& name, std::int64_t* n = nullptr) {
@@ -69,28 +46,6 @@ std::vector<std::int64_t> i64_values(const SafetensorsFile& f, const std::string
   std::vector<std::int64_t> v(bytes.size() / 8);
   std::memcpy(v.data(), bytes.data(), bytes.size());
   return v;
-}
-
-// max |got - want| over equal element counts (layouts already matched by the caller).
-::testing::AssertionResult close_flat(const Tensor& got, const Tensor& want, double atol,
-                                      double* max_err) {
-  if (got.numel() != want.numel())
-    return ::testing::AssertionFailure()
-           << "shape " << got.shape().str() << ", expected " << want.shape().str();
-  double worst = 0.0;
-  std::int64_t at = 0;
-  for (std::int64_t i = 0; i < want.numel(); ++i) {
-    const double d = std::abs(double(got.data()[i]) - double(want.data()[i]));
-    if (!(d <= worst)) {
-      worst = std::isnan(d) ? INFINITY : d;
-      at = i;
-    }
-  }
-  *max_err = worst;
-  if (worst <= atol) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "max |diff| " << worst << " > " << atol << " at flat " << at << " (got "
-         << got.data()[at] << ", expected " << want.data()[at] << ")";
 }
 
 TEST(MultiviewUNetGolden, CfgCallMatchesEveryStoredTensor) {
@@ -159,8 +114,7 @@ TEST(MultiviewUNetGolden, CfgCallMatchesEveryStoredTensor) {
       ASSERT_TRUE(ref.layers.count(layer)) << "no reference features for " << layer;
       double err = 0;
       const double atol = tol.at(info.name).get<double>();
-      EXPECT_TRUE(close_flat(ref.layers.at(layer), fwd->to_f32(info.name), atol, &err))
-          << info.name;
+      EXPECT_TRUE(close(ref.layers.at(layer), fwd->to_f32(info.name), atol, &err)) << info.name;
       worst_ratio = std::max(worst_ratio, err / atol);
       std::printf("  mvunet %s %s: max |diff| %.3g (tol %.3g)\n", dtype, info.name.c_str(), err,
                   atol);
@@ -182,7 +136,7 @@ TEST(MultiviewUNetGolden, CfgCallMatchesEveryStoredTensor) {
       const double atol = tol.at(info.name).get<double>();
       const Tensor want = fwd->to_f32(info.name);
       EXPECT_EQ(probes.at(name).shape(), want.shape()) << info.name;
-      EXPECT_TRUE(close_flat(probes.at(name), want, atol, &err)) << info.name;
+      EXPECT_TRUE(close(probes.at(name), want, atol, &err)) << info.name;
       worst_ratio = std::max(worst_ratio, err / atol);
       std::printf("  mvunet %s %s: max |diff| %.3g (tol %.3g)\n", dtype, info.name.c_str(), err,
                   atol);
@@ -192,7 +146,7 @@ TEST(MultiviewUNetGolden, CfgCallMatchesEveryStoredTensor) {
     const double atol = tol.at("out.sample").get<double>();
     const Tensor want = fwd->to_f32("out.sample");
     EXPECT_EQ(to_nchw(out).shape(), want.shape());
-    EXPECT_TRUE(close_flat(to_nchw(out), want, atol, &err)) << "out.sample";
+    EXPECT_TRUE(close(to_nchw(out), want, atol, &err)) << "out.sample";
     std::printf(
         "mvunet %s: B=%lld N=%lld N_ref=%lld, %d tensors (worst max|diff|/tol %.3f), out.sample "
         "max |diff| %.3g (tol %.3g)\n",

@@ -21,27 +21,14 @@
 #include "models/safetensors.h"
 #include "models/sd_vae.h"
 #include "support/paths.h"
+#include "texmodels_golden.h"
 
 namespace gen3d::models {
 namespace {
 
 using i64 = std::int64_t;
 using json = nlohmann::json;
-
-std::string golden_dir() {
-  return test::env_or("GEN3D_GOLDEN_DIR", test::source_dir() + "/tests/data/golden") + "/texmodels";
-}
-
-json load_config() {
-  std::ifstream in(golden_dir() + "/config.json");
-  return json::parse(in);
-}
-
-Tensor to_nhwc(const Tensor& nchw) {
-  Tensor t(Shape{nchw.dim(0), nchw.dim(2), nchw.dim(3), nchw.dim(1)});
-  kernels::nchw_to_nhwc(t.data(), nchw.data(), nchw.dim(0), nchw.dim(1), nchw.dim(2), nchw.dim(3));
-  return t;
-}
+using namespace texmodels_golden;
 
 struct Check {
   double max_err = 0.0, tol = 0.0;

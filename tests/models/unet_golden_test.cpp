@@ -20,58 +20,13 @@
 #include "models/safetensors.h"
 #include "models/unet.h"
 #include "support/paths.h"
+#include "texmodels_golden.h"
 
 namespace gen3d::models {
 namespace {
 
 using json = nlohmann::json;
-
-std::string golden_dir() {
-  return test::env_or("GEN3D_GOLDEN_DIR", test::source_dir() + "/tests/data/golden") + "/texmodels";
-}
-std::string golden_file(const std::string& name) {
-  return golden_dir() + "/" + name;
-}
-
-json load_config() {
-  std::ifstream in(golden_file("config.json"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return json::parse(ss.str());
-}
-
-Tensor to_nhwc(const Tensor& x) {
-  Tensor y({x.dim(0), x.dim(2), x.dim(3), x.dim(1)});
-  kernels::nchw_to_nhwc(y.data(), x.data(), x.dim(0), x.dim(1), x.dim(2), x.dim(3));
-  return y;
-}
-Tensor to_nchw(const Tensor& x) {
-  Tensor y({x.dim(0), x.dim(3), x.dim(1), x.dim(2)});
-  kernels::nhwc_to_nchw(y.data(), x.data(), x.dim(0), x.dim(3), x.dim(1), x.dim(2));
-  return y;
-}
-
-// |got - want| <= atol elementwise, same shape; records the max error.
-::testing::AssertionResult close(const Tensor& got, const Tensor& want, double atol,
-                                 double* max_err = nullptr) {
-  if (!(got.shape() == want.shape()))
-    return ::testing::AssertionFailure()
-           << "shape " << got.shape().str() << ", expected " << want.shape().str();
-  double worst = 0.0;
-  std::int64_t at = 0;
-  for (std::int64_t i = 0; i < want.numel(); ++i) {
-    const double d = std::abs(double(got.data()[i]) - double(want.data()[i]));
-    if (!(d <= worst)) {  // NaN-safe
-      worst = std::isnan(d) ? INFINITY : d;
-      at = i;
-    }
-  }
-  if (max_err) *max_err = worst;
-  if (worst <= atol) return ::testing::AssertionSuccess() << "max |diff| " << worst;
-  return ::testing::AssertionFailure()
-         << "max |diff| " << worst << " > " << atol << " at flat " << at << " (got "
-         << got.data()[at] << ", expected " << want.data()[at] << ")";
-}
+using namespace texmodels_golden;
 
 TEST(UNetGolden, PlainUNetsMatchEveryStoredTensor) {
   if (!std::filesystem::exists(golden_file("config.json")))

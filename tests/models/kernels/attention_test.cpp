@@ -55,7 +55,8 @@ void run_case(const AttnCase& c, bool vae_layout, bool cross) {
 TEST(Attention, FastMatchesReferenceSelfAttention) {
   const AttnCase cases[] = {{1, 1, 1, 1, 1},      {1, 1, 5, 5, 8},      {2, 4, 22, 22, 8},
                             {1, 3, 63, 63, 17},   {2, 2, 64, 64, 16},   {1, 2, 65, 65, 32},
-                            {1, 1, 129, 129, 64}, {2, 3, 300, 300, 24}, {1, 4, 257, 257, 64}};
+                            {1, 1, 129, 129, 64}, {2, 3, 300, 300, 24}, {1, 4, 257, 257, 64},
+                            {1, 2, 600, 600, 16}};  // several query and key tiles
   for (const auto& c : cases) {
     run_case(c, false, false);
     run_case(c, true, false);
@@ -64,7 +65,8 @@ TEST(Attention, FastMatchesReferenceSelfAttention) {
 
 TEST(Attention, FastMatchesReferenceCrossAttention) {
   const AttnCase cases[] = {{1, 1, 1, 7, 4},     {2, 4, 500, 32, 8},  {1, 2, 3, 300, 16},
-                            {2, 1, 130, 129, 5}, {1, 3, 64, 128, 64}, {1, 2, 200, 1, 8}};
+                            {2, 1, 130, 129, 5}, {1, 3, 64, 128, 64}, {1, 2, 200, 1, 8},
+                            {1, 1, 520, 700, 8}};
   for (const auto& c : cases) {
     run_case(c, false, true);
     run_case(c, true, true);
