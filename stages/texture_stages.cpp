@@ -190,11 +190,10 @@ class Multiview final : public pipeline::Stage {
     });
   }
 
-  // Image (RGB / RGBA / grey) -> (S, S, 3) floats; RGBA over the paint pipeline's grey (127).
-  static void to_view_rgb(const mesh::Image& image, int size, float* dst) {
-    mesh::Image rgb = image.channels == 4
-                          ? render::composite_over(image, 127.f / 255, 127.f / 255, 127.f / 255)
-                          : image;
+  // Image (RGB / RGBA / grey) -> (S, S, 3) floats; RGBA composited over `bg` (the paint
+  // pipeline: grey 127 behind the reference, white behind the maps).
+  static void to_view_rgb(const mesh::Image& image, int size, float bg, float* dst) {
+    mesh::Image rgb = image.channels == 4 ? render::composite_over(image, bg, bg, bg) : image;
     if (rgb.width != size || rgb.height != size)
       rgb = render::resize_image(rgb, size, size, rgb.width > size ? "area" : "cubic");
     const std::size_t n = static_cast<std::size_t>(size) * size;
@@ -225,14 +224,14 @@ class Multiview final : public pipeline::Stage {
     in.normals = models::Tensor(models::Shape{n, vs, vs, 3});
     in.positions = models::Tensor(models::Shape{n, vs, vs, 3});
     const std::size_t per = static_cast<std::size_t>(vs) * vs * 3;
-    to_view_rgb(*ctx.in<mesh::Image>("image"), vs, in.reference.data());
+    to_view_rgb(*ctx.in<mesh::Image>("image"), vs, 127.f / 255, in.reference.data());
     tbb::parallel_for(std::int64_t{0}, n, [&](std::int64_t v) {
       const auto& nm = (*normals)[static_cast<std::size_t>(v)];
       const auto& pm = (*positions)[static_cast<std::size_t>(v)];
       if (nm.empty() || pm.empty())
         throw std::runtime_error(fmt::format("view {} has no normal or position map", v));
-      to_view_rgb(nm, vs, in.normals.data() + v * per);
-      to_view_rgb(pm, vs, in.positions.data() + v * per);
+      to_view_rgb(nm, vs, 1.0f, in.normals.data() + v * per);
+      to_view_rgb(pm, vs, 1.0f, in.positions.data() + v * per);
     });
     for (const auto& view : views.views)
       in.cameras.push_back(
