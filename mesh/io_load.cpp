@@ -9,8 +9,10 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <unordered_map>
 
+#include <assimp/BaseImporter.h>
 #include <assimp/material.h>
 #include <assimp/postprocess.h>
 #include <assimp/scene.h>
@@ -155,6 +157,21 @@ void collect_instances(const aiNode* node, const aiMatrix4x4& parent, unsigned d
   }
 }
 
+// Only .gltf/.glb files pass the glTF pre-check, but assimp falls back to content sniffing when
+// the readers of an extension decline a file, and its glTF readers accept glTF JSON under any
+// name (a ".xml" file, for one). Removing them from this importer keeps unchecked glTF out.
+void drop_gltf_readers(Assimp::Importer& importer) {
+  for (size_t i = importer.GetImporterCount(); i-- > 0;) {
+    Assimp::BaseImporter* reader = importer.GetImporter(i);
+    std::set<std::string> extensions;
+    reader->GetExtensionList(extensions);
+    if ((extensions.count("gltf") || extensions.count("glb")) &&
+        importer.UnregisterLoader(reader) == aiReturn_SUCCESS) {
+      delete reader;  // unregistered readers are no longer owned by the importer
+    }
+  }
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw MeshError("cannot load mesh '" + path + "': cannot open the file");
@@ -208,8 +225,10 @@ Mesh load_mesh(const std::string& path) {
     throw MeshError("cannot load mesh '" + path + "': unsupported format '" + ext + "'");
   }
   // Keep points and lines out of the way but present, so we can count and report them.
-  if (ext == ".off" || ext == ".ply" || ext == ".obj") {
+  if (ext == ".off" || ext == ".ply" || ext == ".obj" || ext == ".gltf" || ext == ".glb") {
     detail::precheck_mesh_file(path, ext, read_file(path));
+  } else {
+    drop_gltf_readers(importer);
   }
   // No aiProcess_ValidateDataStructure: it rejects face-less meshes (point clouds) with a cryptic
   // message; we check what we use ourselves (null arrays, index ranges, finite positions).
