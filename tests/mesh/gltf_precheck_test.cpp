@@ -68,7 +68,9 @@ std::string glb_bytes(const std::string& js_in, const std::string& bin) {
 class GltfPrecheck : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = test::temp_dir("mesh_gltf_precheck");
+    // One directory per test: CTest runs the tests of this fixture in parallel processes.
+    dir_ = test::temp_dir(std::string("mesh_gltf_precheck_") +
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
     const std::string base = dir_ + "/base.glb";
     save_mesh(testing::textured_cube(), base);
     const std::string bytes = read_bytes(base);

@@ -51,7 +51,11 @@ models::ShapeVAEConfig tiny_config() {
 // <tmp>/hunyuan3d-vae-v2-0/{model.fp16.safetensors, config.json}; returns the folder.
 std::string tiny_model_folder() {
   static const std::string dir = [] {
-    const std::string d = temp_dir("shape_vae_stages") + "/hunyuan3d-vae-v2-0";
+    // Per test: CTest runs this file's tests as parallel processes, each with its own folder.
+    const std::string d =
+        temp_dir(std::string("shape_vae_stages_") +
+                 ::testing::UnitTest::GetInstance()->current_test_info()->name()) +
+        "/hunyuan3d-vae-v2-0";
     std::filesystem::create_directories(d);
     auto w = models::ShapeVAE::random_weights(tiny_config(), 17);
     std::vector<std::pair<std::string, const Tensor*>> list;
