@@ -162,12 +162,13 @@ class Delight final : public pipeline::Stage {
     opt.guidance = ctx.param<float>("guidance");
     opt.image_guidance = ctx.param<float>("image_guidance");
     opt.seed = static_cast<std::uint64_t>(ctx.param<int>("seed"));
-    std::optional<pipeline::Profiler::Span> step_span = ctx.span("step 0");
+    // Spans: encode (VAE) + step 0, one per step, decode.
+    std::optional<pipeline::Profiler::Span> step_span = ctx.span("encode + step 0");
     const auto observer = [&](int i, int n) {
       step_span->end();
       ctx.throw_if_cancelled();
       spdlog::debug("{}: delight step {}/{}", ctx.node_id(), i + 1, n);
-      if (i + 1 < n) step_span = ctx.span("step " + std::to_string(i + 1));
+      step_span = ctx.span(i + 1 < n ? "step " + std::to_string(i + 1) : std::string("decode"));
     };
     const models::Tensor out = models::delight_network(*model, x, opt, observer);
     step_span.reset();
