@@ -85,6 +85,8 @@ pipeline::PipelineConfig build_texgen_config(const TextureOptions& o) {
   if (o.render_size > 0) vars["render_size"] = o.render_size;
   if (o.faces >= 0) vars["faces"] = o.faces;
 
+  if (o.turbo && o.models_dir.empty())
+    throw ConfigError("--turbo selects the turbo paint model: it needs --models DIR");
   if (!o.models_dir.empty() && o.images.empty())
     throw ConfigError("--models needs --image: the reference the paint model follows");
   const int sources = !o.images.empty() + !o.views_dir.empty() + !o.source_mesh.empty();

@@ -173,11 +173,16 @@ TEST(TextureModels, BrokenWeightsAreNamedAndNothingIsWritten) {
   EXPECT_FALSE(fs::exists(out + "/box.glb"));
 }
 
-TEST(TextureModels, ModelsNeedAReferenceImage) {
+TEST(TextureModels, UsageErrors) {
   const auto r = run_gen3d("texture --mesh " + kBox + " --models " + source_dir() + " -o " +
                            temp_dir("texture_models_noimg") + "/x.glb");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--models needs --image"), std::string::npos) << r.output;
+
+  const auto t = run_gen3d("texture --mesh " + kBox + " --image " + kFront + " --turbo -o " +
+                           temp_dir("texture_models_turbo_alone") + "/x.glb");
+  EXPECT_EQ(t.exit_code, 2) << t.output;
+  EXPECT_NE(t.output.find("--turbo"), std::string::npos) << t.output;
 }
 
 }  // namespace
