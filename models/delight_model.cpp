@@ -20,17 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 using i64 = std::int64_t;
 
-std::string diffusers_weights(const fs::path& dir) {
-  for (const char* name :
-       {"diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.fp16.safetensors"})
-    if (fs::is_regular_file(dir / name)) return (dir / name).string();
-  if (fs::is_regular_file(dir / "diffusion_pytorch_model.bin"))
-    throw ModelError(dir.string() +
-                     " holds PyTorch pickle weights (diffusion_pytorch_model.bin); gen3d reads "
-                     "safetensors only: convert them once (README, 'Texture models')");
-  throw ModelError(dir.string() + " has no diffusion_pytorch_model[.fp16].safetensors");
-}
-
 }  // namespace
 
 std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir) {
@@ -46,8 +35,8 @@ std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir) {
       throw ModelError((root / "unet" / "config.json").string() + ": in_channels " +
                        std::to_string(cfg.in_channels) +
                        ", the InstructPix2Pix UNet has 8 (noisy latent + image latent)");
-    m->unet = std::make_shared<const UNet2DCondition>(
-        UNet2DCondition::load(cfg, SafetensorsFile::open(diffusers_weights(root / "unet"))));
+    m->unet = std::make_shared<const UNet2DCondition>(UNet2DCondition::load(
+        cfg, SafetensorsFile::open(diffusers_weights_path((root / "unet").string()))));
   }
   {
     const auto text = ClipTextEncoder::load_folder((root / "text_encoder").string());
@@ -123,14 +112,10 @@ Tensor delight_network(const DelightModel& model, const Tensor& image,
     if (observer) observer(i, sched.size());
   }
 
-  const float sf = static_cast<float>(vae.config().scaling_factor);
-  for (i64 k = 0; k < count; ++k) x.data()[k] /= sf;
-  Tensor decoded = vae.decode(x);
-  for (i64 k = 0; k < decoded.numel(); ++k) {
-    const float v = std::clamp(decoded.data()[k] / 2.0f + 0.5f, 0.0f, 1.0f);
-    decoded.data()[k] = std::round(v * 255.0f) / 255.0f;
-  }
-  return decoded;
+  // The pipeline's PIL output: 8-bit.
+  Tensor out = vae.decode_to_image(x);
+  for (float& v : out.span()) v = std::round(v * 255.0f) / 255.0f;
+  return out;
 }
 
 }  // namespace gen3d::models

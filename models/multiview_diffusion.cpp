@@ -42,13 +42,12 @@ Tensor noise_or(const Tensor* injected, const Shape& shape, std::uint64_t seed,
 // (mean + std·ε)·scaling_factor of a batch of images (the pipeline's encode_images).
 Tensor encode_sample(const SdVae& vae, const Tensor& images, const Tensor* injected,
                      std::uint64_t seed, std::uint64_t stream, const char* what) {
-  SdVae::Posterior p = vae.encode(images);
-  const Tensor eps = noise_or(injected, p.mean.shape(), seed, stream, what);
-  const float sf = static_cast<float>(vae.config().scaling_factor);
-  Tensor z(p.mean.shape());
-  for (std::int64_t i = 0; i < z.numel(); ++i)
-    z.data()[i] = (p.mean.data()[i] + p.std.data()[i] * eps.data()[i]) * sf;
-  return z;
+  const SdVaeConfig& c = vae.config();
+  const std::int64_t ds = c.downscale();
+  const Tensor eps = noise_or(
+      injected, Shape{images.dim(0), images.dim(1) / ds, images.dim(2) / ds, c.latent_channels},
+      seed, stream, what);
+  return vae.encode_scaled(images, &eps);
 }
 
 // `copies` copies of x stacked along dim 0 (any rank >= 1).

@@ -114,18 +114,7 @@ std::unique_ptr<MultiviewUNet> MultiviewUNet::load_folder(const std::string& dir
   namespace fs = std::filesystem;
   const fs::path root(dir);
   const UNetConfig base = UNetConfig::read((root / "config.json").string());
-  for (const char* name :
-       {"diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.fp16.safetensors"}) {
-    const fs::path p = root / name;
-    if (fs::exists(p)) return load(base, p.string());
-  }
-  if (fs::exists(root / "diffusion_pytorch_model.bin"))
-    throw ModelError(dir +
-                     ": holds diffusion_pytorch_model.bin (a PyTorch pickle), which is not read "
-                     "natively; convert it to diffusion_pytorch_model.safetensors (same names)");
-  throw ModelError(dir +
-                   ": no diffusion_pytorch_model.safetensors or "
-                   "diffusion_pytorch_model.fp16.safetensors");
+  return load(base, diffusers_weights_path(dir));
 }
 
 std::vector<std::pair<std::string, Shape>> MultiviewUNet::expected_tensors(const UNetConfig& base,

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -225,6 +226,20 @@ Tensor SafetensorsFile::to_f32_as(std::string_view name, const Shape& shape) con
   Tensor t(shape);
   widen_to_f32(info->dtype, bytes(*info).data(), static_cast<std::size_t>(info->numel()), t.data());
   return t;
+}
+
+std::string diffusers_weights_path(const std::string& dir) {
+  namespace fs = std::filesystem;
+  for (const char* name :
+       {"diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.fp16.safetensors"})
+    if (fs::is_regular_file(fs::path(dir) / name)) return (fs::path(dir) / name).string();
+  if (fs::is_regular_file(fs::path(dir) / "diffusion_pytorch_model.bin"))
+    throw ModelError(dir +
+                     ": holds diffusion_pytorch_model.bin, a PyTorch pickle, which is not read; "
+                     "convert it once to diffusion_pytorch_model.safetensors (same tensor names)");
+  throw ModelError(dir +
+                   ": no diffusion_pytorch_model.safetensors or "
+                   "diffusion_pytorch_model.fp16.safetensors");
 }
 
 void write_safetensors(const std::string& path,

@@ -72,6 +72,11 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
+// The weights of a diffusers component folder (unet/, vae/, ...): diffusion_pytorch_model.
+// safetensors, else its .fp16 variant. Throws ModelError naming the folder otherwise, saying to
+// convert when only PyTorch pickle weights (.bin) are there.
+std::string diffusers_weights_path(const std::string& dir);
+
 // Writes tensors (float32 in memory) as `dtype` (F32, F16 or BF16), names sorted, packed.
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, const Tensor*>>& tensors,

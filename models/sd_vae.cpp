@@ -491,13 +491,7 @@ std::unique_ptr<SdVae> SdVae::load_folder(const std::string& dir) {
   namespace fs = std::filesystem;
   const fs::path root(dir);
   const SdVaeConfig cfg = SdVaeConfig::read((root / "config.json").string());
-  fs::path weights = root / "diffusion_pytorch_model.safetensors";
-  if (!fs::exists(weights)) weights = root / "diffusion_pytorch_model.fp16.safetensors";
-  if (!fs::exists(weights))
-    throw ModelError(dir +
-                     ": no diffusion_pytorch_model.safetensors or "
-                     "diffusion_pytorch_model.fp16.safetensors (PyTorch .bin weights must be "
-                     "converted to safetensors first)");
+  const fs::path weights = diffusers_weights_path(dir);
   WeightMap wm(SafetensorsFile::open(weights.string()), "");
   auto vae = load(cfg, wm);
   wm.finish("SD VAE (" + weights.string() + ")");

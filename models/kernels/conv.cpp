@@ -15,6 +15,7 @@
 
 #include "models/blas_threads.h"
 #include "models/error.h"
+#include "models/kernels/elementwise.h"
 #include "models/kernels/flops.h"
 #include "models/kernels/linear.h"
 
@@ -91,16 +92,6 @@ void add_bias(float* y, std::int64_t ldy, const float* bias, std::int64_t m, std
     float* row = y + i * ldy;
     for (std::int64_t j = 0; j < n; ++j) row[j] += bias[j];
   }
-}
-
-template <class F>
-void for_blocks(std::int64_t n, std::int64_t grain, F f) {
-  if (n <= grain) {
-    f(std::int64_t{0}, n);
-    return;
-  }
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, grain),
-                    [&](const tbb::blocked_range<std::int64_t>& r) { f(r.begin(), r.end()); });
 }
 
 }  // namespace
@@ -237,69 +228,78 @@ void group_norm(float* y, const float* x, std::int64_t batch, std::int64_t hw, s
     }
   }
   const std::int64_t rows = batch * hw;
-  for_blocks(rows, bpx, [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const std::int64_t n = r / hw;
-      const float* m = mu.data() + n * c;
-      const float* sh = shift.data() + n * c;
-      const float* sc = a.data() + n * c;
-      const float* of = off.data() + n * c;
-      const float* xi = x + r * c;
-      float* yo = y + r * c;
-      if (silu_out) {
-        for (std::int64_t ch = 0; ch < c; ++ch)
-          yo[ch] = silu(((xi[ch] - sh[ch]) - m[ch]) * sc[ch] + of[ch]);
-      } else {
-        for (std::int64_t ch = 0; ch < c; ++ch)
-          yo[ch] = ((xi[ch] - sh[ch]) - m[ch]) * sc[ch] + of[ch];
-      }
-    }
-  });
+  parallel_chunks(
+      rows,
+      [&](std::int64_t r0, std::int64_t r1) {
+        for (std::int64_t r = r0; r < r1; ++r) {
+          const std::int64_t n = r / hw;
+          const float* m = mu.data() + n * c;
+          const float* sh = shift.data() + n * c;
+          const float* sc = a.data() + n * c;
+          const float* of = off.data() + n * c;
+          const float* xi = x + r * c;
+          float* yo = y + r * c;
+          if (silu_out) {
+            for (std::int64_t ch = 0; ch < c; ++ch)
+              yo[ch] = silu(((xi[ch] - sh[ch]) - m[ch]) * sc[ch] + of[ch]);
+          } else {
+            for (std::int64_t ch = 0; ch < c; ++ch)
+              yo[ch] = ((xi[ch] - sh[ch]) - m[ch]) * sc[ch] + of[ch];
+          }
+        }
+      },
+      bpx);
 }
 
 void upsample_nearest2x(float* y, const float* x, std::int64_t batch, std::int64_t h,
                         std::int64_t w, std::int64_t c) {
   const std::size_t bytes = static_cast<std::size_t>(c) * sizeof(float);
-  for_blocks(batch * h, std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(1, w * c)),
-             [&](std::int64_t r0, std::int64_t r1) {
-               for (std::int64_t r = r0; r < r1; ++r) {  // r = n * h + iy
-                 const float* src = x + r * w * c;
-                 float* d0 = y + (2 * r) * (2 * w) * c;
-                 for (std::int64_t ix = 0; ix < w; ++ix) {
-                   std::memcpy(d0 + (2 * ix) * c, src + ix * c, bytes);
-                   std::memcpy(d0 + (2 * ix + 1) * c, src + ix * c, bytes);
-                 }
-                 std::memcpy(d0 + 2 * w * c, d0, 2 * static_cast<std::size_t>(w) * bytes);
-               }
-             });
+  parallel_chunks(
+      batch * h,
+      [&](std::int64_t r0, std::int64_t r1) {
+        for (std::int64_t r = r0; r < r1; ++r) {  // r = n * h + iy
+          const float* src = x + r * w * c;
+          float* d0 = y + (2 * r) * (2 * w) * c;
+          for (std::int64_t ix = 0; ix < w; ++ix) {
+            std::memcpy(d0 + (2 * ix) * c, src + ix * c, bytes);
+            std::memcpy(d0 + (2 * ix + 1) * c, src + ix * c, bytes);
+          }
+          std::memcpy(d0 + 2 * w * c, d0, 2 * static_cast<std::size_t>(w) * bytes);
+        }
+      },
+      std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(1, w * c)));
 }
 
 void nchw_to_nhwc(float* y, const float* x, std::int64_t batch, std::int64_t c, std::int64_t h,
                   std::int64_t w) {
   const std::int64_t hw = h * w;
-  for_blocks(batch * hw, std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(1, c)),
-             [&](std::int64_t p0, std::int64_t p1) {
-               for (std::int64_t p = p0; p < p1; ++p) {
-                 const std::int64_t n = p / hw, q = p % hw;
-                 const float* src = x + n * c * hw + q;
-                 float* dst = y + p * c;
-                 for (std::int64_t ch = 0; ch < c; ++ch) dst[ch] = src[ch * hw];
-               }
-             });
+  parallel_chunks(
+      batch * hw,
+      [&](std::int64_t p0, std::int64_t p1) {
+        for (std::int64_t p = p0; p < p1; ++p) {
+          const std::int64_t n = p / hw, q = p % hw;
+          const float* src = x + n * c * hw + q;
+          float* dst = y + p * c;
+          for (std::int64_t ch = 0; ch < c; ++ch) dst[ch] = src[ch * hw];
+        }
+      },
+      std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(1, c)));
 }
 
 void nhwc_to_nchw(float* y, const float* x, std::int64_t batch, std::int64_t c, std::int64_t h,
                   std::int64_t w) {
   const std::int64_t hw = h * w;
-  for_blocks(batch * c, std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(1, hw)),
-             [&](std::int64_t r0, std::int64_t r1) {
-               for (std::int64_t r = r0; r < r1; ++r) {
-                 const std::int64_t n = r / c, ch = r % c;
-                 const float* src = x + n * hw * c + ch;
-                 float* dst = y + r * hw;
-                 for (std::int64_t q = 0; q < hw; ++q) dst[q] = src[q * c];
-               }
-             });
+  parallel_chunks(
+      batch * c,
+      [&](std::int64_t r0, std::int64_t r1) {
+        for (std::int64_t r = r0; r < r1; ++r) {
+          const std::int64_t n = r / c, ch = r % c;
+          const float* src = x + n * hw * c + ch;
+          float* dst = y + r * hw;
+          for (std::int64_t q = 0; q < hw; ++q) dst[q] = src[q * c];
+        }
+      },
+      std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(1, hw)));
 }
 
 namespace ref {
