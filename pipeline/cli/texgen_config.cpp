@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "pipeline/cli/shipped_configs.h"
 #include "pipeline/error.h"
 
 namespace gen3d::cli {
@@ -21,38 +22,63 @@ namespace {
 const std::map<std::string, int> kViewNames = {{"front", 0}, {"right", 1}, {"back", 2},
                                                {"left", 3},  {"top", 4},   {"bottom", 5}};
 
-json* find_node(json& doc, const std::string& id) {
-  for (json& n : doc["nodes"])
-    if (n["id"] == id) return &n;
-  throw ConfigError(fmt::format("the texgen config has no node \"{}\"", id));
+// The --image items: the first bare path (or front=PATH) shows the front view; VIEW=PATH puts
+// another image on another view.
+struct ReferenceImages {
+  std::string front;
+  json extra_images = json::array();
+  json extra_views = json::array();
+};
+
+int view_index(const std::string& item, const std::string& view) {
+  if (kViewNames.count(view)) return kViewNames.at(view);
+  if (!view.empty() && std::all_of(view.begin(), view.end(), ::isdigit)) return std::stoi(view);
+  throw ConfigError(fmt::format(
+      "--image {}: unknown view \"{}\" (front, right, back, left, top, bottom or an index)", item,
+      view));
 }
 
-// Removes nodes and every input that refers to them.
-void remove_nodes(json& doc, const std::vector<std::string>& ids) {
-  json kept = json::array();
-  for (json& n : doc["nodes"]) {
-    if (std::find(ids.begin(), ids.end(), n["id"].get<std::string>()) != ids.end()) continue;
-    if (n.contains("inputs")) {
-      json inputs = json::object();
-      for (auto& [port, from] : n["inputs"].items()) {
-        const std::string src = from.get<std::string>();
-        const std::string node = src.substr(0, src.find('.'));
-        if (std::find(ids.begin(), ids.end(), node) == ids.end()) inputs[port] = from;
-      }
-      n["inputs"] = inputs;
+ReferenceImages parse_reference_images(const std::vector<std::string>& items) {
+  ReferenceImages refs;
+  for (const std::string& item : items) {
+    const auto eq = item.find('=');
+    const std::string view = eq == std::string::npos ? "" : item.substr(0, eq);
+    const std::string path = eq == std::string::npos ? item : item.substr(eq + 1);
+    if (view.empty() && refs.front.empty()) {
+      refs.front = path;
+      continue;
     }
-    kept.push_back(n);
+    if (view.empty())
+      throw ConfigError(
+          fmt::format("--image {}: a second image needs a view (e.g. back={})", item, path));
+    const int index = view_index(item, view);
+    if (index == 0 && refs.front.empty()) {
+      refs.front = path;
+      continue;
+    }
+    refs.extra_images.push_back(path);
+    refs.extra_views.push_back(index);
   }
-  doc["nodes"] = kept;
+  if (!items.empty() && refs.front.empty())
+    throw ConfigError("--image: the front view needs an image (a bare path or front=PATH)");
+  return refs;
 }
 
-}  // namespace
-
-// --models DIR: the official model folder's paint (or turbo) and delight models drive the
-// multiview images and the delighting.
-static void wire_models(json& doc, const TextureOptions& o, const std::string& front) {
-  if (front.empty())
+// Usage errors of the view-image sources, before anything else is looked at.
+void check_sources(const TextureOptions& o) {
+  if (o.turbo && o.models_dir.empty())
+    throw ConfigError("--turbo selects the turbo paint model: it needs --models DIR");
+  if (!o.models_dir.empty() && o.images.empty())
     throw ConfigError("--models needs --image: the reference the paint model follows");
+  if (o.images.empty() && o.views_dir.empty() && o.source_mesh.empty())
+    throw ConfigError("gen3d texture needs view images: give --image, --views or --source-mesh");
+  if (!o.views_dir.empty() && !o.source_mesh.empty())
+    throw ConfigError("--views and --source-mesh are two sources of views: give one");
+}
+
+// --models DIR: the paint model (or its turbo variant) paints the views; the delight model
+// delights the reference when the folder has one, else the classical method does.
+void set_model_vars(const TextureOptions& o, json& vars) {
   if (!o.views_dir.empty() || !o.source_mesh.empty())
     throw ConfigError("--models makes the view images: drop --views / --source-mesh");
   const fs::path root(o.models_dir);
@@ -61,106 +87,72 @@ static void wire_models(json& doc, const TextureOptions& o, const std::string& f
   if (!fs::is_directory(paint))
     throw ConfigError("--models: " + o.models_dir + " has no " + paint.filename().string() +
                       "/ folder");
-  json& multiview = *find_node(doc, "multiview");
-  multiview["params"]["source"] = "model";
-  multiview["params"]["model"] = paint.string();
-  multiview["params"]["turbo"] = o.turbo;
+  vars["paint_model"] = paint.string();
+  vars["turbo"] = o.turbo;
   const fs::path delight = root / "hunyuan3d-delight-v2-0";
   if (fs::is_directory(delight)) {
-    json& node = *find_node(doc, "delight");
-    node["params"]["method"] = "model";
-    node["params"]["model"] = delight.string();
+    vars["delight_method"] = "model";
+    vars["delight_model"] = delight.string();
   } else {
     spdlog::warn("--models: {} has no hunyuan3d-delight-v2-0/ folder: classical delighting",
                  o.models_dir);
+    vars["delight_method"] = "classical";
   }
 }
 
-pipeline::PipelineConfig build_texgen_config(const TextureOptions& o) {
-  json doc = json::parse(default_texgen_json());
-  json& vars = doc["vars"];
+}  // namespace
+
+TexgenSelection select_texgen_config(const TextureOptions& o) {
+  check_sources(o);
+  const ReferenceImages refs = parse_reference_images(o.images);
+
+  TexgenSelection s;
+  json& vars = s.vars;
   vars["mesh"] = o.mesh;
   vars["out"] = o.output;
   if (o.texture_size > 0) vars["texture_size"] = o.texture_size;
   if (o.render_size > 0) vars["render_size"] = o.render_size;
   if (o.faces >= 0) vars["faces"] = o.faces;
+  vars["keep_uvs"] = !o.reunwrap;
 
-  if (o.turbo && o.models_dir.empty())
-    throw ConfigError("--turbo selects the turbo paint model: it needs --models DIR");
-  if (!o.models_dir.empty() && o.images.empty())
-    throw ConfigError("--models needs --image: the reference the paint model follows");
-  const int sources = !o.images.empty() + !o.views_dir.empty() + !o.source_mesh.empty();
-  if (sources == 0)
-    throw ConfigError("gen3d texture needs view images: give --image, --views or --source-mesh");
-  if (!o.views_dir.empty() && !o.source_mesh.empty())
-    throw ConfigError("--views and --source-mesh are two sources of views: give one");
-
-  // Reference images: the first bare path is the front view; VIEW=PATH puts one on a view.
-  std::string front;
-  json extra_images = json::array(), extra_views = json::array();
-  for (const std::string& item : o.images) {
-    const auto eq = item.find('=');
-    std::string view = eq == std::string::npos ? "" : item.substr(0, eq);
-    const std::string path = eq == std::string::npos ? item : item.substr(eq + 1);
-    if (view.empty() && front.empty()) {
-      front = path;
-      continue;
+  if (!o.models_dir.empty()) {
+    s.config = "texgen_models";
+    vars["image"] = refs.front;
+    set_model_vars(o, vars);
+    if (!refs.extra_images.empty())
+      spdlog::warn("--models paints every view from the front image: VIEW=PATH images are unused");
+    return s;
+  }
+  if (!o.views_dir.empty() || !o.source_mesh.empty()) {
+    if (!o.images.empty())
+      spdlog::warn("--image is unused: the view images come from {}",
+                   o.views_dir.empty() ? "--source-mesh" : "--views");
+    if (!o.views_dir.empty()) {
+      s.config = "texgen_views";
+      vars["views"] = o.views_dir;
+    } else {
+      s.config = "texgen_transfer";
+      vars["source_mesh"] = o.source_mesh;
     }
-    if (view.empty())
-      throw ConfigError(
-          fmt::format("--image {}: a second image needs a view (e.g. back={})", item, path));
-    int index = -1;
-    if (kViewNames.count(view))
-      index = kViewNames.at(view);
-    else if (std::all_of(view.begin(), view.end(), ::isdigit))
-      index = std::stoi(view);
-    if (index < 0)
-      throw ConfigError(
-          fmt::format("--image {}: unknown view \"{}\" (front, right, back, left, top, "
-                      "bottom or an index)",
-                      item, view));
-    if (index == 0 && front.empty()) {
-      front = path;
-      continue;
-    }
-    extra_images.push_back(path);
-    extra_views.push_back(index);
+    return s;
   }
-  if (!o.images.empty() && front.empty())
-    throw ConfigError("--image: the front view needs an image (a bare path or front=PATH)");
+  s.config = "texgen";
+  vars["image"] = refs.front;
+  vars["extra_images"] = refs.extra_images;
+  vars["extra_views"] = refs.extra_views;
+  return s;
+}
 
-  if (front.empty()) {
-    remove_nodes(doc, {"image", "background", "recenter", "delight"});
-    doc["vars"].erase("image");
-  } else {
-    doc["vars"]["image"] = front;
+pipeline::PipelineConfig build_texgen_config(const TextureOptions& o) {
+  const TexgenSelection selection = select_texgen_config(o);
+  pipeline::PipelineConfig cfg = shipped_config(selection.config, "gen3d texture");
+  for (const auto& [name, value] : selection.vars.items()) {
+    if (!cfg.vars.contains(name))
+      throw ConfigError(
+          fmt::format("{}: the shipped config has no variable \"{}\"", cfg.source, name));
+    cfg.vars[name] = value;
   }
-  if (!o.source_mesh.empty()) {
-    json source = {{"id", "source"}, {"stage", "load_mesh"}, {"params", {{"path", o.source_mesh}}}};
-    doc["nodes"].insert(doc["nodes"].begin(), source);
-  }
-  // Looked up last: the edits above rebuild the node array.
-  json& multiview = *find_node(doc, "multiview");
-  multiview["params"]["extra_images"] = extra_images;
-  multiview["params"]["extra_views"] = extra_views;
-  if (!o.views_dir.empty()) {
-    multiview["params"]["source"] = "files";
-    multiview["params"]["dir"] = o.views_dir;
-  } else if (!o.source_mesh.empty()) {
-    multiview["params"]["source"] = "render";
-    multiview["inputs"]["source_mesh"] = "source.mesh";
-    multiview["inputs"]["transform"] = "normalize.transform";
-    // A transfer can be checked: the new texture's views against the source's.
-    doc["nodes"].push_back(
-        {{"id", "psnr"},
-         {"stage", "texture_psnr"},
-         {"inputs",
-          {{"mesh", "inpaint.mesh"}, {"views", "views.views"}, {"images", "multiview.images"}}},
-         {"params", {{"resolution", "$render_size"}}}});
-  }
-  if (!o.models_dir.empty()) wire_models(doc, o, front);
-  if (o.reunwrap) (*find_node(doc, "uv"))["params"]["keep_existing"] = false;
-  return pipeline::parse_config(doc, "gen3d texture (assets/pipelines/texgen.json)");
+  return cfg;
 }
 
 }  // namespace gen3d::cli

@@ -62,6 +62,17 @@ std::shared_ptr<const T> output_of_stage(const Graph& g, const RunResult& run,
   return nullptr;
 }
 
+// The view images the bake used: the output wired to bake_views' "images" input, whichever stage
+// made them.
+std::shared_ptr<const stages::ImageList> baked_view_images(const Graph& g, const RunResult& run) {
+  for (const auto& n : g.nodes)
+    if (n.contract && n.contract->name == "bake_views")
+      for (const auto& e : n.inputs)
+        if (e.port == "images")
+          if (auto v = run.output<stages::ImageList>(g, g.nodes[e.from].id, e.from_port)) return v;
+  return nullptr;
+}
+
 std::string image_row(const std::shared_ptr<const stages::ImageList>& list,
                       const std::string& label) {
   if (!list) return {};
@@ -115,8 +126,7 @@ std::string texgen_report_html(const Graph& g, const RunResult& run,
                     "Normal maps");
   body += image_row(output_of_stage<stages::ImageList>(g, run, "render_positions", "maps"),
                     "Position maps");
-  body +=
-      image_row(output_of_stage<stages::ImageList>(g, run, "multiview", "images"), "View images");
+  body += image_row(baked_view_images(g, run), "View images");
 
   auto texture = output_of_stage<mesh::Image>(g, run, "inpaint_texture", "texture");
   auto merged = output_of_stage<render::MergeResult>(g, run, "merge_views", "merged");

@@ -80,6 +80,60 @@ TEST(TextureCommand, ReferenceImageToTexturedGlb) {
   }
 }
 
+// The config `gen3d texture ... --dump` would run (log lines may come before or after it).
+json dumped_config(const std::string& args) {
+  const auto r = run_gen3d("texture --mesh " + kSpider + " " + args + " --dump");
+  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+  const auto open = r.output.find("{\n"), close = r.output.rfind("\n}");
+  if (r.exit_code != 0 || open == std::string::npos || close == std::string::npos) return {};
+  return json::parse(r.output.substr(open, close + 2 - open));
+}
+
+const json* node_of(const json& config, const std::string& id) {
+  for (const json& n : config["nodes"])
+    if (n["id"] == id) return &n;
+  return nullptr;
+}
+
+// The flags pick one shipped config and set its variables; --set still applies on top.
+TEST(TextureCommand, FlagsPickAShippedConfigAndSetItsVariables) {
+  json c = dumped_config("--image " + kFront + " --image back=" + kFront +
+                         " --reunwrap --texture-size 512 --set render_size=300");
+  EXPECT_EQ(c["name"], "texgen");
+  EXPECT_EQ(c["vars"]["image"], kFront);
+  EXPECT_EQ(c["vars"]["extra_images"], json::array({kFront}));
+  EXPECT_EQ(c["vars"]["extra_views"], json::array({2}));
+  EXPECT_EQ(c["vars"]["keep_uvs"], false);
+  EXPECT_EQ(c["vars"]["texture_size"], 512);
+  EXPECT_EQ(c["vars"]["render_size"], 300);
+
+  const std::string dir = temp_dir("texture_select");
+  c = dumped_config("--views " + dir + " --set uv.keep_existing=false");
+  EXPECT_EQ(c["name"], "texgen_views");
+  EXPECT_EQ(c["vars"]["views"], dir);
+  EXPECT_EQ(c["vars"]["keep_uvs"], true);
+  ASSERT_TRUE(node_of(c, "uv"));
+  EXPECT_EQ((*node_of(c, "uv"))["params"]["keep_existing"], false);
+  EXPECT_FALSE(node_of(c, "image")) << "no reference image branch";
+
+  c = dumped_config("--source-mesh " + kSpider);
+  EXPECT_EQ(c["name"], "texgen_transfer");
+  EXPECT_EQ(c["vars"]["source_mesh"], kSpider);
+  EXPECT_TRUE(node_of(c, "psnr")) << "a transfer is checked against the source's views";
+
+  // A model folder without the delighter: the paint model, classical delighting.
+  fs::create_directories(dir + "/models/hunyuan3d-paint-v2-0-turbo");
+  c = dumped_config("--image " + kFront + " --models " + dir + "/models --turbo");
+  EXPECT_EQ(c["name"], "texgen_models");
+  EXPECT_EQ(c["vars"]["paint_model"], dir + "/models/hunyuan3d-paint-v2-0-turbo");
+  EXPECT_EQ(c["vars"]["turbo"], true);
+  EXPECT_EQ(c["vars"]["delight_method"], "classical");
+  fs::create_directories(dir + "/models/hunyuan3d-delight-v2-0");
+  c = dumped_config("--image " + kFront + " --models " + dir + "/models --turbo");
+  EXPECT_EQ(c["vars"]["delight_method"], "model");
+  EXPECT_EQ(c["vars"]["delight_model"], dir + "/models/hunyuan3d-delight-v2-0");
+}
+
 TEST(TextureCommand, SourceMeshTransfersTheTexture) {
   const std::string dir = temp_dir("texture_src");
   const auto r = run_gen3d("texture --mesh " + kSpider + " --source-mesh " + kSpider + kSmall +

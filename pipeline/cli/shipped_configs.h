@@ -1,0 +1,18 @@
+#pragma once
+// The shipped pipeline configs (assets/pipelines/<name>.json) that commands run, compiled into the
+// executable so it works from any directory. The list lives in pipeline/cli/CMakeLists.txt.
+
+#include <string>
+#include <string_view>
+
+#include "pipeline/config.h"
+
+namespace gen3d::cli {
+
+// The file's text as shipped. Throws ConfigError for a name that is not compiled in.
+std::string_view shipped_config_text(std::string_view name);
+
+// The parsed config; messages name it as "<command> (assets/pipelines/<name>.json)".
+pipeline::PipelineConfig shipped_config(std::string_view name, const std::string& command);
+
+}  // namespace gen3d::cli
