@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -131,184 +132,216 @@ std::optional<std::string> convert_param(const ParamSpec& spec, const json& v, P
   return expected();
 }
 
-Graph build_graph(const PipelineConfig& cfg, const Registry& registry) {
-  std::vector<Problem> problems;
-  Graph g;
-  g.name = cfg.name;
-  const auto with_origin = [&](const std::string& path, std::string message) {
-    const auto it = cfg.overridden.find(path);
-    if (it != cfg.overridden.end()) message += " (set by --set " + it->second + ")";
-    return message;
-  };
+namespace {
 
-  // Ids first: edges refer to them.
-  std::map<std::string, size_t> index_of;
-  for (const NodeConfig& n : cfg.nodes) {
-    const auto [it, fresh] = index_of.emplace(n.id, g.nodes.size());
-    if (!fresh) {
-      problems.push_back({fmt::format("/nodes/{}/id", n.index), n.id,
-                          fmt::format("duplicate node id (first used at /nodes/{})",
-                                      cfg.nodes[it->second].index)});
-    }
-    GraphNode node;
-    node.id = n.id;
-    node.config_index = n.index;
-    node.stage = registry.find(n.stage);
-    node.contract = registry.contract(n.stage);
-    if (!node.stage) {
-      problems.push_back(
-          {fmt::format("/nodes/{}/stage", n.index), n.id,
-           fmt::format("unknown stage \"{}\"{}", n.stage, suggestion(n.stage, registry.names()))});
-    }
-    g.nodes.push_back(std::move(node));
+// Checks a config against the stage contracts in named steps. Every step records what is wrong and
+// goes on, so one ConfigError lists every problem of the config at once.
+class GraphBuilder {
+ public:
+  GraphBuilder(const PipelineConfig& cfg, const Registry& registry)
+      : cfg_(cfg), registry_(registry) {
+    graph_.name = cfg.name;
   }
 
-  for (size_t i = 0; i < cfg.nodes.size(); ++i) {
-    const NodeConfig& n = cfg.nodes[i];
-    GraphNode& node = g.nodes[i];
-    if (!node.contract) continue;
+  Graph build() {
+    add_nodes();
+    for (size_t i = 0; i < cfg_.nodes.size(); ++i) {
+      GraphNode& node = graph_.nodes[i];
+      if (!node.contract) continue;  // its unknown stage is reported already
+      resolve_params(cfg_.nodes[i], node);
+      connect_inputs(cfg_.nodes[i], node);
+      run_stage_checks(cfg_.nodes[i], node);
+    }
+    link_dependencies();
+    order_topologically();
+    if (!problems_.empty()) throw ConfigError(cfg_.source, std::move(problems_));
+    return std::move(graph_);
+  }
+
+ private:
+  // One node per config entry (ids first: edges refer to them); duplicate ids, unknown stages.
+  void add_nodes() {
+    for (const NodeConfig& n : cfg_.nodes) {
+      const auto [it, fresh] = index_of_.emplace(n.id, graph_.nodes.size());
+      if (!fresh)
+        report(fmt::format("/nodes/{}/id", n.index), n.id,
+               fmt::format("duplicate node id (first used at /nodes/{})",
+                           cfg_.nodes[it->second].index));
+      GraphNode node;
+      node.id = n.id;
+      node.config_index = n.index;
+      node.stage = registry_.find(n.stage);
+      node.contract = registry_.contract(n.stage);
+      if (!node.stage)
+        report(
+            fmt::format("/nodes/{}/stage", n.index), n.id,
+            fmt::format("unknown stage \"{}\"{}", n.stage, suggestion(n.stage, registry_.names())));
+      graph_.nodes.push_back(std::move(node));
+    }
+  }
+
+  // Every declared parameter: the given ones ($vars resolved, type and range checked), then the
+  // defaults; unknown names and missing required ones are problems.
+  void resolve_params(const NodeConfig& n, GraphNode& node) {
     const StageContract& c = *node.contract;
     const std::string at = fmt::format("/nodes/{}", n.index);
-
-    // Parameters: unknown names, $vars, types, ranges, required ones, then defaults.
     for (const auto& [name, raw] : n.params.items()) {
       const std::string path = at + "/params/" + pointer_token(name);
       const ParamSpec* spec = c.find_param(name);
       if (!spec) {
-        problems.push_back(
-            {path, n.id,
-             with_origin(path, fmt::format("stage {} has no parameter \"{}\"{}", c.name, name,
-                                           suggestion(name, names_of(c.params))))});
+        report(path, n.id,
+               with_origin(path, fmt::format("stage {} has no parameter \"{}\"{}", c.name, name,
+                                             suggestion(name, names_of(c.params)))));
         continue;
       }
-      std::vector<std::string> unresolved;
-      json value = resolve(raw, cfg.vars, path, unresolved);
-      for (const std::string& var : unresolved) {
-        std::vector<std::string> vars;
-        for (const auto& [k, v] : cfg.vars.items()) vars.push_back(k);
-        problems.push_back(
-            {path, n.id, fmt::format("unresolved variable \"${}\"{}", var, suggestion(var, vars))});
-      }
-      if (!unresolved.empty()) continue;
-      // An override's text names a file or word when the parameter is a string.
-      const auto origin = cfg.overridden.find(path);
-      if (spec->type == ParamType::String && !value.is_string() && origin != cfg.overridden.end())
-        value = origin->second.substr(origin->second.find('=') + 1);
-      ParamValue converted;
-      if (auto err = convert_param(*spec, value, converted)) {
-        problems.push_back({path, n.id, with_origin(path, *err)});
-        continue;
-      }
-      node.params[name] = std::move(converted);
+      if (auto value = param_value(n, *spec, raw, path)) node.params[name] = std::move(*value);
     }
     for (const ParamSpec& spec : c.params) {
       if (node.params.count(spec.name)) continue;
-      if (spec.required() && !n.params.contains(spec.name)) {
-        problems.push_back({at + "/params", n.id,
-                            fmt::format("missing required parameter \"{}\" ({})", spec.name,
-                                        spec.describe_type())});
-      } else if (spec.default_value) {
+      if (spec.required() && !n.params.contains(spec.name))
+        report(
+            at + "/params", n.id,
+            fmt::format("missing required parameter \"{}\" ({})", spec.name, spec.describe_type()));
+      else if (spec.default_value)
         node.params[spec.name] = *spec.default_value;
-      }
     }
+  }
 
-    // Inputs: declared port, "node.port" reference, producer's output exists, types agree.
+  // One given parameter's value with its variables resolved, or nothing after reporting why not.
+  std::optional<ParamValue> param_value(const NodeConfig& n, const ParamSpec& spec, const json& raw,
+                                        const std::string& path) {
+    std::vector<std::string> unresolved;
+    json value = resolve(raw, cfg_.vars, path, unresolved);
+    for (const std::string& var : unresolved) {
+      std::vector<std::string> vars;
+      for (const auto& [k, v] : cfg_.vars.items()) vars.push_back(k);
+      report(path, n.id, fmt::format("unresolved variable \"${}\"{}", var, suggestion(var, vars)));
+    }
+    if (!unresolved.empty()) return std::nullopt;
+    // An override's text names a file or word when the parameter is a string.
+    const auto origin = cfg_.overridden.find(path);
+    if (spec.type == ParamType::String && !value.is_string() && origin != cfg_.overridden.end())
+      value = origin->second.substr(origin->second.find('=') + 1);
+    ParamValue converted;
+    if (auto err = convert_param(spec, value, converted)) {
+      report(path, n.id, with_origin(path, *err));
+      return std::nullopt;
+    }
+    return converted;
+  }
+
+  // Each input: a declared port, a "node.port" reference to an existing output of the same type.
+  // Required inputs left unconnected are problems.
+  void connect_inputs(const NodeConfig& n, GraphNode& node) {
+    const StageContract& c = *node.contract;
+    const std::string at = fmt::format("/nodes/{}", n.index);
     std::set<std::string> connected;
     for (const auto& [port, from] : n.inputs) {
       const std::string path = at + "/inputs/" + pointer_token(port);
       const PortSpec* in = c.find_input(port);
       if (!in) {
-        problems.push_back({path, n.id,
-                            fmt::format("stage {} has no input \"{}\"{}", c.name, port,
-                                        suggestion(port, names_of(c.inputs)))});
+        report(path, n.id,
+               fmt::format("stage {} has no input \"{}\"{}", c.name, port,
+                           suggestion(port, names_of(c.inputs))));
         continue;
       }
       connected.insert(port);
-      const auto dot = from.find('.');
-      if (dot == std::string::npos) {
-        problems.push_back({path, n.id, fmt::format("expected \"node.port\", got \"{}\"", from)});
-        continue;
-      }
-      const std::string from_id = from.substr(0, dot), from_port = from.substr(dot + 1);
-      const auto producer = index_of.find(from_id);
-      if (producer == index_of.end()) {
-        std::vector<std::string> ids;
-        for (const auto& [id, idx] : index_of) ids.push_back(id);
-        problems.push_back({path, n.id,
-                            fmt::format("input \"{}\" refers to unknown node \"{}\"{}", port,
-                                        from_id, suggestion(from_id, ids))});
-        continue;
-      }
-      const GraphNode& p = g.nodes[producer->second];
-      if (!p.contract) continue;  // its unknown stage is reported already
-      const PortSpec* out = p.contract->find_output(from_port);
-      if (!out) {
-        problems.push_back(
-            {path, n.id,
-             fmt::format("node \"{}\" (stage {}) has no output \"{}\"{}", from_id, p.contract->name,
-                         from_port, suggestion(from_port, names_of(p.contract->outputs)))});
-        continue;
-      }
-      if (!(out->type == in->type)) {
-        problems.push_back({path, n.id,
-                            fmt::format("type mismatch: input \"{}\" expects {} but {} is {}", port,
-                                        in->type.name, from, out->type.name)});
-        continue;
-      }
-      node.inputs.push_back(Edge{port, producer->second, from_port});
+      if (auto edge = edge_to(n, *in, from, path)) node.inputs.push_back(std::move(*edge));
     }
-    for (const PortSpec& in : c.inputs) {
+    for (const PortSpec& in : c.inputs)
       if (!in.optional && !connected.count(in.name))
-        problems.push_back(
-            {at + "/inputs", n.id,
-             fmt::format("required input \"{}\" ({}) is not connected", in.name, in.type.name)});
-    }
-
-    // Stage-specific semantic checks, only once the params are well-typed.
-    bool params_ok = true;
-    for (const ParamSpec& spec : c.params) params_ok = params_ok && node.params.count(spec.name);
-    if (params_ok) {
-      std::vector<std::string> stage_problems;
-      node.stage->check(node.params, stage_problems);
-      for (std::string& m : stage_problems)
-        problems.push_back({at + "/params", n.id, std::move(m)});
-    }
+        report(at + "/inputs", n.id,
+               fmt::format("required input \"{}\" ({}) is not connected", in.name, in.type.name));
   }
 
-  // Dependencies, then a topological order (Kahn); what is left over lies on or behind a cycle.
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (const Edge& e : g.nodes[i].inputs) {
-      auto& after = g.nodes[i].after;
-      if (std::find(after.begin(), after.end(), e.from) == after.end()) {
-        after.push_back(e.from);
-        g.nodes[e.from].before.push_back(i);
+  // The edge feeding input `in` from "node.port", or nothing after reporting why not.
+  std::optional<Edge> edge_to(const NodeConfig& n, const PortSpec& in, const std::string& from,
+                              const std::string& path) {
+    const auto dot = from.find('.');
+    if (dot == std::string::npos) {
+      report(path, n.id, fmt::format("expected \"node.port\", got \"{}\"", from));
+      return std::nullopt;
+    }
+    const std::string from_id = from.substr(0, dot), from_port = from.substr(dot + 1);
+    const auto producer = index_of_.find(from_id);
+    if (producer == index_of_.end()) {
+      std::vector<std::string> ids;
+      for (const auto& [id, idx] : index_of_) ids.push_back(id);
+      report(path, n.id,
+             fmt::format("input \"{}\" refers to unknown node \"{}\"{}", in.name, from_id,
+                         suggestion(from_id, ids)));
+      return std::nullopt;
+    }
+    const GraphNode& p = graph_.nodes[producer->second];
+    if (!p.contract) return std::nullopt;  // its unknown stage is reported already
+    const PortSpec* out = p.contract->find_output(from_port);
+    if (!out) {
+      report(path, n.id,
+             fmt::format("node \"{}\" (stage {}) has no output \"{}\"{}", from_id, p.contract->name,
+                         from_port, suggestion(from_port, names_of(p.contract->outputs))));
+      return std::nullopt;
+    }
+    if (!(out->type == in.type)) {
+      report(path, n.id,
+             fmt::format("type mismatch: input \"{}\" expects {} but {} is {}", in.name,
+                         in.type.name, from, out->type.name));
+      return std::nullopt;
+    }
+    return Edge{in.name, producer->second, from_port};
+  }
+
+  // The stage's own semantic checks (files exist, lists agree, ...), once its params are typed.
+  void run_stage_checks(const NodeConfig& n, const GraphNode& node) {
+    for (const ParamSpec& spec : node.contract->params)
+      if (!node.params.count(spec.name)) return;
+    std::vector<std::string> stage_problems;
+    node.stage->check(node.params, stage_problems);
+    for (std::string& m : stage_problems)
+      report(fmt::format("/nodes/{}/params", n.index), n.id, std::move(m));
+  }
+
+  // Producer and consumer lists from the edges, each neighbour once.
+  void link_dependencies() {
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      for (const Edge& e : graph_.nodes[i].inputs) {
+        auto& after = graph_.nodes[i].after;
+        if (std::find(after.begin(), after.end(), e.from) == after.end()) {
+          after.push_back(e.from);
+          graph_.nodes[e.from].before.push_back(i);
+        }
       }
     }
   }
-  std::vector<size_t> pending(g.nodes.size());
-  std::vector<size_t> ready;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    pending[i] = g.nodes[i].after.size();
-    if (pending[i] == 0) ready.push_back(i);
+
+  // A topological order (Kahn); what is left over lies on or behind a cycle, which is reported.
+  void order_topologically() {
+    std::vector<size_t> pending(graph_.nodes.size());
+    std::vector<size_t> ready;
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      pending[i] = graph_.nodes[i].after.size();
+      if (pending[i] == 0) ready.push_back(i);
+    }
+    while (!ready.empty()) {
+      const size_t i = ready.front();
+      ready.erase(ready.begin());
+      graph_.order.push_back(i);
+      for (size_t j : graph_.nodes[i].before)
+        if (--pending[j] == 0) ready.push_back(j);
+    }
+    if (graph_.order.size() != graph_.nodes.size()) report_cycle(pending);
   }
-  while (!ready.empty()) {
-    const size_t i = ready.front();
-    ready.erase(ready.begin());
-    g.order.push_back(i);
-    for (size_t j : g.nodes[i].before)
-      if (--pending[j] == 0) ready.push_back(j);
-  }
-  if (g.order.size() != g.nodes.size()) {
-    // Walk producer links from a stuck node until a node repeats: that loop is the cycle.
+
+  // Walks producer links from a stuck node until a node repeats: that loop is the cycle.
+  void report_cycle(const std::vector<size_t>& pending) {
     size_t start = 0;
     while (pending[start] == 0) ++start;
     std::vector<size_t> walk;
-    std::vector<int> seen_at(g.nodes.size(), -1);
+    std::vector<int> seen_at(graph_.nodes.size(), -1);
     size_t cur = start;
     while (seen_at[cur] < 0) {
       seen_at[cur] = static_cast<int>(walk.size());
       walk.push_back(cur);
-      for (size_t p : g.nodes[cur].after)
+      for (size_t p : graph_.nodes[cur].after)
         if (pending[p] != 0) {
           cur = p;
           break;
@@ -317,13 +350,33 @@ Graph build_graph(const PipelineConfig& cfg, const Registry& registry) {
     std::vector<size_t> cycle(walk.begin() + seen_at[cur], walk.end());
     std::reverse(cycle.begin(), cycle.end());  // producer -> consumer order
     std::string text;
-    for (size_t k : cycle) text += g.nodes[k].id + " -> ";
-    text += g.nodes[cycle.front()].id;
-    problems.push_back({"/nodes", g.nodes[cycle.front()].id, "cycle: " + text});
+    for (size_t k : cycle) text += graph_.nodes[k].id + " -> ";
+    text += graph_.nodes[cycle.front()].id;
+    report("/nodes", graph_.nodes[cycle.front()].id, "cycle: " + text);
   }
 
-  if (!problems.empty()) throw ConfigError(cfg.source, std::move(problems));
-  return g;
+  // Names the --set that produced a value, when one did.
+  std::string with_origin(const std::string& path, std::string message) const {
+    const auto it = cfg_.overridden.find(path);
+    if (it != cfg_.overridden.end()) message += " (set by --set " + it->second + ")";
+    return message;
+  }
+
+  void report(std::string path, std::string node, std::string message) {
+    problems_.push_back({std::move(path), std::move(node), std::move(message)});
+  }
+
+  const PipelineConfig& cfg_;
+  const Registry& registry_;
+  Graph graph_;
+  std::map<std::string, size_t> index_of_;
+  std::vector<Problem> problems_;
+};
+
+}  // namespace
+
+Graph build_graph(const PipelineConfig& cfg, const Registry& registry) {
+  return GraphBuilder(cfg, registry).build();
 }
 
 std::string Graph::to_dot() const {
