@@ -18,8 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/cache_study.h"
-#include "models/dit.h"
+#include "models/shape/cache_study.h"
+#include "models/shape/dit.h"
 
 int main(int argc, char** argv) {
   using namespace gen3d::models;

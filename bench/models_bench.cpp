@@ -18,13 +18,13 @@
 #include <random>
 #include <vector>
 
-#include "models/blas_threads.h"
-#include "models/dit.h"
-#include "models/dtype.h"
+#include "models/core/blas_threads.h"
+#include "models/core/dtype.h"
 #include "models/kernels/attention.h"
 #include "models/kernels/fused.h"
 #include "models/kernels/linear.h"
 #include "models/kernels/norms.h"
+#include "models/shape/dit.h"
 
 namespace {
 

@@ -14,9 +14,9 @@
 #include <memory>
 
 #include "mesh/marching_cubes.h"
-#include "models/field.h"
-#include "models/shape_vae.h"
-#include "models/volume_decoder.h"
+#include "models/shape/field.h"
+#include "models/shape/shape_vae.h"
+#include "models/shape/volume_decoder.h"
 
 namespace {
 

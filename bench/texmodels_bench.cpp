@@ -20,11 +20,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/core/safetensors.h"
 #include "models/kernels/flops.h"
-#include "models/mvunet.h"
-#include "models/safetensors.h"
-#include "models/sd_vae.h"
-#include "models/unet.h"
+#include "models/nn/init.h"
+#include "models/paint/mvunet.h"
+#include "models/paint/sd_vae.h"
+#include "models/paint/unet.h"
 
 namespace {
 
@@ -97,7 +98,7 @@ int main(int argc, char** argv) {
     {
       std::vector<Tensor> owned;
       std::vector<std::pair<std::string, const Tensor*>> list;
-      RandomParamSource rnd(7);
+      nn::RandomParams rnd(nn::uniform_init(7));
       const auto expected = SdVae::expected_tensors(vc);
       owned.reserve(expected.size());
       for (const auto& [name, shape] : expected) owned.push_back(rnd.take(name, shape));
@@ -175,7 +176,7 @@ int main(int argc, char** argv) {
   if (wants(parts, "delight")) {
     UNetConfig dc = paint_unet();
     dc.in_channels = 8;
-    RandomParamSource rnd(13);
+    nn::RandomParams rnd(nn::uniform_init(13));
     const UNet2DCondition unet = UNet2DCondition::load(dc, rnd);
     const Tensor x = filled(Shape{1, lat, lat, 8}, 0.1f);
     const Tensor text(Shape{1, 77, dc.cross_attention_dim});

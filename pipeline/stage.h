@@ -188,7 +188,8 @@ struct StageContract {
 
 // ---- Per-run shared state ----------------------------------------------------------------------
 
-// Objects that several nodes of one run share (the raster cache, loaded weights). Created on first
+// Objects that several nodes of one run share (the raster cache; loaded networks live in the
+// process-wide model cache, models/nn/model_cache.h). Created on first
 // request; the object itself must be safe for concurrent use.
 class SharedState {
  public:

@@ -7,12 +7,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "models/dit.h"
-#include "models/error.h"
-#include "models/model_registry.h"
-#include "models/safetensors.h"
-#include "models/sampler.h"
-#include "models/step_cache.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
+#include "models/nn/init.h"
+#include "models/shape/checkpoints.h"
+#include "models/shape/dit.h"
+#include "models/shape/sampler.h"
+#include "models/shape/step_cache.h"
 #include "stages/register.h"
 #include "stages/shared.h"
 #include "stages/types.h"
@@ -173,15 +174,15 @@ class Denoise final : public pipeline::Stage {
     }
     const auto model = get<std::string>(params, "model");
     try {
-      models::resolve_dit_source(model, get<std::string>(params, "config"));
+      models::resolve_checkpoint(model, get<std::string>(params, "config"));
     } catch (const std::exception& e) {
       problems.push_back(e.what());
     }
   }
 
   void run(StageContext& ctx) const override {
-    models::DiTSource src = models::resolve_dit_source(ctx.param<std::string>("model"),
-                                                       ctx.param<std::string>("config"));
+    models::CheckpointSource src = models::resolve_checkpoint(ctx.param<std::string>("model"),
+                                                              ctx.param<std::string>("config"));
     src.section = ctx.param<std::string>("config_section");
     src.storage = ctx.param<std::string>("weights") == "f16" ? models::WeightStorage::kF16
                                                              : models::WeightStorage::kF32;
@@ -210,7 +211,7 @@ class Denoise final : public pipeline::Stage {
     } else {
       if (cond->rank() != 3)
         throw models::ModelError("denoise: cond must be [B, Lc, C], got " + cond->shape().str());
-      noise = models::gaussian_noise(
+      noise = models::nn::gaussian_noise(
           {cond->dim(0), ctx.param<int>("latent_tokens"), model->config().in_channels},
           static_cast<std::uint64_t>(ctx.param<int>("seed")));
     }

@@ -2,21 +2,17 @@
 // logit grid, dense / hierarchical / FlashVDM) and `extract_surface` (grid -> mesh by marching
 // cubes, with the official apps' optional post-processing). specs/volume-decoding.md.
 
-#include <filesystem>
-#include <fstream>
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <nlohmann/json.hpp>
 
 #include "mesh/cleanup.h"
 #include "mesh/error.h"
 #include "mesh/marching_cubes.h"
 #include "mesh/simplify.h"
-#include "models/error.h"
-#include "models/model_registry.h"
-#include "models/shape_vae.h"
-#include "models/volume_decoder.h"
+#include "models/core/error.h"
+#include "models/shape/checkpoints.h"
+#include "models/shape/shape_vae.h"
+#include "models/shape/volume_decoder.h"
 #include "stages/types.h"
 
 namespace gen3d::stages {
@@ -34,34 +30,25 @@ using pipeline::StageContract;
 // Model params shared by the two VAE stages.
 StageContract& vae_params(StageContract& c) {
   return c.model_class()
-      .required<std::string>("model",
-                             "VAE weights: a .safetensors file or an official model folder "
-                             "(model.fp16.safetensors + config.json); combined pipeline "
-                             "checkpoints use their vae.* tensors")
+      .required<std::string>(
+          "model",
+          "VAE weights: a .safetensors file or an official model folder "
+          "(model.safetensors or model.fp16.safetensors + config.json); combined pipeline "
+          "checkpoints use their vae.* tensors")
       .param<std::string>("config", "", "JSON config (default: config.json next to the weights)")
       .param<std::string>("config_section", "",
                           "section of the config with the VAE params (default: \"vae\" when the "
                           "file has one, else the whole file)");
 }
 
-// The ShapeVAE of this node's params, loaded once per run (shared by vae_decode / volume_decode).
+// The ShapeVAE of this node's params (loaded once per process, shared by vae_decode and
+// volume_decode nodes and batch jobs).
 std::shared_ptr<const models::ShapeVAE> load_vae(StageContext& ctx) {
-  const models::DiTSource src =
-      models::resolve_dit_source(ctx.param<std::string>("model"), ctx.param<std::string>("config"));
-  std::string section = ctx.param<std::string>("config_section");
-  if (section.empty()) {
-    std::ifstream in(src.config);
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_object() && j.contains("vae")) section = "vae";
-  }
-  const std::string key = "shape_vae|" + std::filesystem::weakly_canonical(src.weights).string() +
-                          "|" + std::filesystem::weakly_canonical(src.config).string() + "|" +
-                          section;
+  models::CheckpointSource src =
+      models::resolve_checkpoint(ctx.param<std::string>("model"), ctx.param<std::string>("config"));
+  src.section = ctx.param<std::string>("config_section");
   auto span = ctx.span("load model");
-  return ctx.shared().get_or_create<models::ShapeVAE>(key, [&] {
-    const auto cfg = models::ShapeVAEConfig::from_file(src.config, section);
-    return new models::ShapeVAE(models::ShapeVAE::load(cfg, src.weights));
-  });
+  return models::shared_shape_vae(src);
 }
 
 class VaeDecode final : public pipeline::Stage {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "models/blas_threads.h"
+#include "models/core/blas_threads.h"
 #include "models/kernels/flops.h"
 
 namespace gen3d::models::kernels {

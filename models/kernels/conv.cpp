@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "models/blas_threads.h"
-#include "models/error.h"
+#include "models/core/blas_threads.h"
+#include "models/core/error.h"
 #include "models/kernels/elementwise.h"
 #include "models/kernels/flops.h"
 #include "models/kernels/linear.h"

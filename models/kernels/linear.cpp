@@ -10,8 +10,8 @@
 #include <atomic>
 #include <vector>
 
-#include "models/blas_threads.h"
-#include "models/dtype.h"
+#include "models/core/blas_threads.h"
+#include "models/core/dtype.h"
 #include "models/kernels/flops.h"
 
 namespace gen3d::models::kernels {

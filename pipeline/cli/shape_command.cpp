@@ -1,62 +1,18 @@
 #include "pipeline/cli/shape_command.h"
 
 #include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <nlohmann/json.hpp>
 
-#include "models/model_registry.h"
-#include "models/safetensors.h"
+#include "models/shape/checkpoints.h"
 
 namespace gen3d::cli {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-// What a checkpoint (file or official model folder) holds besides the DiT.
-struct Checkpoint {
-  std::string config;  // config.json next to the weights (or the one given); "" if none
-  bool has_vae = false;
-  bool has_conditioner = false;
-};
-
-// Empty when `path` does not resolve to a readable checkpoint: the stage that loads it reports
-// why, with its node name, so nothing is decided here.
-std::optional<Checkpoint> inspect(const std::string& path, const std::string& config = {}) {
-  Checkpoint c;
-  std::string weights = path;
-  try {
-    const models::DiTSource src = models::resolve_dit_source(path, config);
-    weights = src.weights;
-    c.config = src.config;
-  } catch (const std::exception&) {
-    if (!fs::is_regular_file(path)) return std::nullopt;  // a file without config.json is fine
-    c.config = config;
-  }
-  try {
-    const auto file = models::SafetensorsFile::open(weights);
-    for (const auto& t : file->tensors()) {
-      c.has_vae = c.has_vae || t.name.starts_with("vae.");
-      c.has_conditioner = c.has_conditioner || t.name.starts_with("conditioner.");
-    }
-  } catch (const std::exception& e) {
-    spdlog::debug("shape: {} not inspected: {}", weights, e.what());
-    return std::nullopt;
-  }
-  return c;
-}
-
-// The official config keeps the conditioner under "conditioner"; a standalone DINOv2 folder's
-// config.json is the Dinov2Config itself (section "").
-std::string conditioner_section_of(const std::string& config) {
-  std::ifstream in(config);
-  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("conditioner") ? "conditioner" : "";
-}
 
 // Fills in what --model / --conditioner imply. Returns a usage error message, or "" when fine.
 std::string resolve_defaults(ShapeOptions& o) {
@@ -68,15 +24,15 @@ std::string resolve_defaults(ShapeOptions& o) {
       (!o.conditioner.empty() || !o.conditioner_config.empty() || !o.conditioner_section.empty()))
     return "--conditioner, --conditioner-config and --conditioner-section need --image";
 
-  std::optional<Checkpoint> model;
-  if (!o.model.empty()) model = inspect(o.model);
+  std::optional<models::CheckpointContents> model;
+  if (!o.model.empty()) model = models::inspect_checkpoint(o.model);
   if (o.vae.empty() && model && model->has_vae) o.vae = o.model;
   if (!image) return "";
 
   std::string config = o.conditioner_config;
   if (!o.conditioner.empty()) {
     if (config.empty())
-      if (const auto c = inspect(o.conditioner)) config = c->config;
+      if (const auto c = models::inspect_checkpoint(o.conditioner)) config = c->config;
   } else if (model && model->has_conditioner) {
     o.conditioner = o.model;  // combined checkpoint: the conditioner sits next to the DiT
     if (config.empty()) config = model->config;
@@ -89,7 +45,8 @@ std::string resolve_defaults(ShapeOptions& o) {
   if (o.conditioner.empty()) return "";  // the pipeline's own conditioner variables stay
   o.conditioner_config = config;         // "" = config.json next to the weights
   if (o.conditioner_section.empty())
-    o.conditioner_section = config.empty() ? "conditioner" : conditioner_section_of(config);
+    o.conditioner_section = config.empty() ? std::string(models::kConditionerPrefix)
+                                           : models::conditioner_section_of(config);
   return "";
 }
 

@@ -2,8 +2,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "models/error.h"
-#include "models/safetensors.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

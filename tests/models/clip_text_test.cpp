@@ -9,9 +9,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "models/clip_text.h"
-#include "models/error.h"
-#include "models/safetensors.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
+#include "models/paint/clip_text.h"
 #include "support/paths.h"
 
 namespace gen3d::models {

@@ -8,10 +8,10 @@
 #include <cmath>
 #include <filesystem>
 
-#include "models/delight_model.h"
-#include "models/safetensors.h"
-#include "models/sd_vae.h"
-#include "models/unet.h"
+#include "models/core/safetensors.h"
+#include "models/paint/delight_model.h"
+#include "models/paint/sd_vae.h"
+#include "models/paint/unet.h"
 #include "texmodels_golden.h"
 
 namespace gen3d::models {

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "models/diffusion_scheduler.h"
-#include "models/error.h"
-#include "models/safetensors.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
+#include "models/paint/diffusion_scheduler.h"
 #include "support/paths.h"
 
 namespace gen3d::models {

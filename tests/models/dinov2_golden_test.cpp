@@ -18,10 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "models/dinov2.h"
-#include "models/error.h"
-#include "models/image_preprocess.h"
-#include "models/safetensors.h"
+#include "image/recenter.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
+#include "models/shape/dinov2.h"
+#include "models/shape/image_preprocess.h"
 #include "support/paths.h"
 
 namespace gen3d::models {
@@ -49,13 +50,13 @@ json load_config() {
 }
 
 // U8 tensor of a golden file as an image [H, W, C] (rank 2 -> one channel).
-ImageU8 u8_image(const SafetensorsFile& f, const std::string& name) {
+image::ImageU8 u8_image(const SafetensorsFile& f, const std::string& name) {
   const TensorInfo* info = f.find(name);
   if (!info) throw ModelError("golden tensor absent: " + name);
   if (info->dtype != DType::kU8) throw ModelError(name + " is not U8");
   const auto& s = info->shape;
-  ImageU8 img(static_cast<int>(s[1]), static_cast<int>(s[0]),
-              s.size() == 3 ? static_cast<int>(s[2]) : 1);
+  image::ImageU8 img(static_cast<int>(s[1]), static_cast<int>(s[0]),
+                     s.size() == 3 ? static_cast<int>(s[2]) : 1);
   const auto bytes = f.bytes(*info);
   std::copy(bytes.begin(), bytes.end(), img.pixels.begin());
   return img;
@@ -71,7 +72,7 @@ std::vector<std::int32_t> i32_values(const SafetensorsFile& f, const std::string
 }
 
 // Exact comparison of two u8 images; reports the mismatch count and the first one.
-::testing::AssertionResult same_u8(const ImageU8& got, const ImageU8& want) {
+::testing::AssertionResult same_u8(const image::ImageU8& got, const image::ImageU8& want) {
   if (got.width != want.width || got.height != want.height || got.channels != want.channels)
     return ::testing::AssertionFailure()
            << "shape " << got.height << "x" << got.width << "x" << got.channels << ", expected "
@@ -163,13 +164,13 @@ TEST(Dinov2Golden, PreprocessingIsBitExact) {
   ASSERT_FALSE(cfg.at("preprocess").empty());
   for (const auto& [run, r] : cfg.at("preprocess").items()) {
     SCOPED_TRACE("preprocess run " + run);
-    const ImageU8 input = u8_image(*pre, "input." + r.at("image").get<std::string>());
+    const image::ImageU8 input = u8_image(*pre, "input." + r.at("image").get<std::string>());
     ImagePreprocessOptions opt;
     opt.size = r.at("size");
     opt.border_ratio = r.at("border_ratio");
     const PreprocessedImage out = preprocess_image(input, opt);
 
-    const RecenterInfo& i = out.recentered.info;
+    const image::RecenterInfo& i = out.recentered.info;
     const std::vector<std::int32_t> want = i32_values(*pre, run + ".recenter.ints");
     const std::vector<std::int32_t> got = {i.size,    i.row_min, i.row_max,  i.col_min,
                                            i.col_max, i.h,       i.w,        i.desired,

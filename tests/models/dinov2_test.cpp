@@ -10,9 +10,9 @@
 #include <random>
 #include <string>
 
-#include "models/dinov2.h"
-#include "models/error.h"
-#include "models/safetensors.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
+#include "models/shape/dinov2.h"
 #include "support/paths.h"
 
 namespace gen3d::models {

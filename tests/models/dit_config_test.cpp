@@ -1,10 +1,10 @@
-#include "models/dit_config.h"
+#include "models/shape/dit_config.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 
-#include "models/error.h"
+#include "models/core/error.h"
 #include "support/paths.h"
 
 namespace gen3d::models {

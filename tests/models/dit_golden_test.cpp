@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <map>
 
-#include "models/dit.h"
-#include "models/error.h"
-#include "models/safetensors.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
+#include "models/shape/dit.h"
 #include "support/paths.h"
 
 namespace gen3d::models {

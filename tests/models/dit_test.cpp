@@ -1,14 +1,14 @@
-#include "models/dit.h"
+#include "models/shape/dit.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
-#include "models/dtype.h"
-#include "models/error.h"
+#include "models/core/dtype.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
 #include "models/kernels/kernel_test_util.h"
-#include "models/safetensors.h"
 #include "support/paths.h"
 
 namespace gen3d::models {

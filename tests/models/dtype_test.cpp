@@ -1,4 +1,4 @@
-#include "models/dtype.h"
+#include "models/core/dtype.h"
 
 #include <gtest/gtest.h>
 

@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "models/error.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
 #include "models/kernels/conv.h"
-#include "models/multiview_diffusion.h"
-#include "models/mvunet.h"
-#include "models/safetensors.h"
-#include "models/sd_vae.h"
-#include "models/unet.h"
+#include "models/paint/multiview_diffusion.h"
+#include "models/paint/mvunet.h"
+#include "models/paint/sd_vae.h"
+#include "models/paint/unet.h"
 #include "support/paths.h"
 #include "texmodels_golden.h"
 

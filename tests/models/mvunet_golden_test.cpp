@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "models/core/safetensors.h"
 #include "models/kernels/conv.h"
-#include "models/mvunet.h"
-#include "models/safetensors.h"
+#include "models/paint/mvunet.h"
 #include "support/paths.h"
 #include "texmodels_golden.h"
 

@@ -1,4 +1,4 @@
-#include "models/safetensors.h"
+#include "models/core/safetensors.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "models/error.h"
+#include "models/core/error.h"
 #include "support/paths.h"
 
 namespace gen3d::models {
@@ -194,25 +194,6 @@ TEST(Safetensors, OpenErrorsNameTheFile) {
   } catch (const ModelError& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/x.safetensors"), std::string::npos);
   }
-}
-
-TEST(DiffusersFolder, WeightsFileOrAClearError) {
-  const std::string dir = test::temp_dir("diffusers_folder");
-  const auto message = [&] {
-    try {
-      (void)diffusers_weights_path(dir);
-    } catch (const ModelError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_NE(message().find("no diffusion_pytorch_model.safetensors"), std::string::npos);
-  std::ofstream(dir + "/diffusion_pytorch_model.bin") << "pickle";
-  EXPECT_NE(message().find("convert it once"), std::string::npos) << message();
-  std::ofstream(dir + "/diffusion_pytorch_model.fp16.safetensors") << "x";
-  EXPECT_EQ(diffusers_weights_path(dir), dir + "/diffusion_pytorch_model.fp16.safetensors");
-  std::ofstream(dir + "/diffusion_pytorch_model.safetensors") << "x";
-  EXPECT_EQ(diffusers_weights_path(dir), dir + "/diffusion_pytorch_model.safetensors");
 }
 
 }  // namespace

@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/dit.h"
-#include "models/safetensors.h"
-#include "models/sampler.h"
+#include "models/core/safetensors.h"
+#include "models/shape/dit.h"
+#include "models/shape/sampler.h"
 #include "support/paths.h"
 
 namespace gen3d::models {

@@ -1,7 +1,8 @@
 // Flow-matching sampler, schedules, noise, the staged DiT pass and the model registry, on tiny
 // random DiTs (no golden data needed).
 
-#include "models/sampler.h"
+#include "models/shape/sampler.h"
+#include "models/nn/init.h"
 
 #include <gtest/gtest.h>
 #include <tbb/global_control.h>
@@ -10,9 +11,10 @@
 #include <filesystem>
 #include <map>
 
-#include "models/dit.h"
-#include "models/error.h"
-#include "models/model_registry.h"
+#include "models/core/error.h"
+#include "models/nn/model_cache.h"
+#include "models/shape/checkpoints.h"
+#include "models/shape/dit.h"
 #include "support/paths.h"
 
 namespace gen3d::models {
@@ -66,8 +68,8 @@ TEST(Schedule, ConsistencyEveryStepIsEffective) {
 }
 
 TEST(Noise, DeterministicStandardNormal) {
-  const Tensor a = gaussian_noise({4, 1000, 25}, 7), b = gaussian_noise({4, 1000, 25}, 7);
-  const Tensor c = gaussian_noise({4, 1000, 25}, 8);
+  const Tensor a = nn::gaussian_noise({4, 1000, 25}, 7), b = nn::gaussian_noise({4, 1000, 25}, 7);
+  const Tensor c = nn::gaussian_noise({4, 1000, 25}, 8);
   expect_identical(a, b, "same seed");
   int same = 0;
   double sum = 0.0, sq = 0.0;
@@ -81,7 +83,7 @@ TEST(Noise, DeterministicStandardNormal) {
   EXPECT_NEAR(mean, 0.0, 0.01);
   EXPECT_NEAR(sq / n - mean * mean, 1.0, 0.02);
   // Prefix-stable: a smaller tensor is the start of a bigger one (counter-based generator).
-  const Tensor small = gaussian_noise({10}, 7);
+  const Tensor small = nn::gaussian_noise({10}, 7);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(small.data()[i], a.data()[i]);
 }
 
@@ -90,8 +92,8 @@ struct Inputs {
 };
 
 Inputs make_inputs(const DiTConfig& c, std::int64_t B, std::int64_t L, std::int64_t Lc) {
-  Inputs in{gaussian_noise({B, L, c.in_channels}, 1), Tensor({B}),
-            gaussian_noise({B, Lc, c.context_in_dim}, 2)};
+  Inputs in{nn::gaussian_noise({B, L, c.in_channels}, 1), Tensor({B}),
+            nn::gaussian_noise({B, Lc, c.context_in_dim}, 2)};
   for (std::int64_t b = 0; b < B; ++b) in.t.data()[b] = 0.2f + 0.3f * static_cast<float>(b);
   return in;
 }
@@ -171,8 +173,8 @@ TEST(Sampler, CfgBatchOrderCombineAndEulerUpdate) {
   const auto cfg = tiny_config();
   const auto model = Hunyuan3DDiT::random(cfg, 5);
   const std::int64_t B = 2, L = 6, Lc = 4;
-  const Tensor x0 = gaussian_noise({B, L, cfg.in_channels}, 3);
-  const Tensor cond = gaussian_noise({B, Lc, cfg.context_in_dim}, 4);
+  const Tensor x0 = nn::gaussian_noise({B, L, cfg.in_channels}, 3);
+  const Tensor cond = nn::gaussian_noise({B, Lc, cfg.context_in_dim}, 4);
   SamplerOptions o;
   o.steps = 3;
   o.guidance_scale = 5.0;
@@ -214,8 +216,8 @@ TEST(Sampler, CfgBatchOrderCombineAndEulerUpdate) {
 TEST(Sampler, ZeroDtElisionIsExactAndReported) {
   const auto cfg = tiny_config();
   const auto model = Hunyuan3DDiT::random(cfg, 6);
-  const Tensor x0 = gaussian_noise({1, 5, cfg.in_channels}, 9);
-  const Tensor cond = gaussian_noise({1, 3, cfg.context_in_dim}, 10);
+  const Tensor x0 = nn::gaussian_noise({1, 5, cfg.in_channels}, 9);
+  const Tensor cond = nn::gaussian_noise({1, 3, cfg.context_in_dim}, 10);
   SamplerOptions o;
   o.steps = 4;
   auto c1 = make_step_cache({}), c2 = make_step_cache({});
@@ -244,8 +246,8 @@ TEST(Sampler, GuidanceEmbeddedModelSkipsCfg) {
   o.steps = 3;
   FlowMatchSampler s(model, o);
   EXPECT_FALSE(s.cfg());
-  const Tensor x0 = gaussian_noise({2, 5, cfg.in_channels}, 1);
-  const Tensor cond = gaussian_noise({2, 3, cfg.context_in_dim}, 2);
+  const Tensor x0 = nn::gaussian_noise({2, 5, cfg.in_channels}, 1);
+  const Tensor cond = nn::gaussian_noise({2, 3, cfg.context_in_dim}, 2);
   s.start(x0.clone(), cond);
   StepObserver obs = [&](const StepObservation& ob) {
     if (ob.step != 0) return;
@@ -256,14 +258,14 @@ TEST(Sampler, GuidanceEmbeddedModelSkipsCfg) {
     for (std::int64_t k = 0; k < V.numel(); ++k) ASSERT_EQ(ob.v->data()[k], V.data()[k]);
   };
   s.step(&obs);
-  EXPECT_THROW(s.start(gaussian_noise({2, 5, 3}, 1), cond), ModelError);
+  EXPECT_THROW(s.start(nn::gaussian_noise({2, 5, 3}, 1), cond), ModelError);
 }
 
 TEST(Sampler, CachesOnARealDiT) {
   const auto cfg = tiny_config();
   const auto model = Hunyuan3DDiT::random(cfg, 8);
-  const Tensor x0 = gaussian_noise({1, 16, cfg.in_channels}, 1);
-  const Tensor cond = gaussian_noise({1, 6, cfg.context_in_dim}, 2);
+  const Tensor x0 = nn::gaussian_noise({1, 16, cfg.in_channels}, 1);
+  const Tensor cond = nn::gaussian_noise({1, 6, cfg.context_in_dim}, 2);
   SamplerOptions o;
   o.steps = 20;
   const Tensor base = sample(model, o, nullptr, x0.clone(), cond);
@@ -307,14 +309,14 @@ TEST(Sampler, CachesOnARealDiT) {
 TEST(Sampler, SameSeedSameLatentsWhateverTheThreadCount) {
   const auto cfg = tiny_config();
   const auto model = Hunyuan3DDiT::random(cfg, 9);
-  const Tensor cond = gaussian_noise({2, 9, cfg.context_in_dim}, 2);
+  const Tensor cond = nn::gaussian_noise({2, 9, cfg.context_in_dim}, 2);
   SamplerOptions o;
   o.steps = 6;
   StepCacheConfig c;
   c.method = CacheMethod::kTaylorSeer;
   auto run = [&] {
     auto cache = make_step_cache(c);
-    return sample(model, o, cache.get(), gaussian_noise({2, 40, cfg.in_channels}, 77), cond);
+    return sample(model, o, cache.get(), nn::gaussian_noise({2, 40, cfg.in_channels}, 77), cond);
   };
   const Tensor a = run();
   Tensor b;
@@ -327,25 +329,25 @@ TEST(Sampler, SameSeedSameLatentsWhateverTheThreadCount) {
 }
 
 TEST(ModelRegistry, LoadsOncePerKey) {
-  clear_shared_models();
+  nn::clear_shared_models();
   const auto a = shared_random_dit(tiny_config(), 1);
   const auto b = shared_random_dit(tiny_config(), 1);
   const auto c = shared_random_dit(tiny_config(), 2);
   EXPECT_EQ(a.get(), b.get());
   EXPECT_NE(a.get(), c.get());
-  EXPECT_EQ(shared_model_count(), 2u);
-  EXPECT_THROW(resolve_dit_source("no/such/weights.safetensors"), ModelError);
+  EXPECT_EQ(nn::shared_model_count(), 2u);
+  EXPECT_THROW(resolve_checkpoint("no/such/weights.safetensors"), ModelError);
   const std::string golden = test::source_dir() + "/tests/data/golden";
   if (std::filesystem::exists(golden + "/dit_weights.fp32.safetensors")) {
-    const DiTSource s = resolve_dit_source(golden + "/dit_weights.fp32.safetensors");
+    const CheckpointSource s = resolve_checkpoint(golden + "/dit_weights.fp32.safetensors");
     EXPECT_EQ(s.config, golden + "/config.json");
     const auto m1 = shared_dit(s);
     const auto m2 = shared_dit(s);
     EXPECT_EQ(m1.get(), m2.get());
     EXPECT_EQ(m1->num_parameters(), 119528);
   }
-  clear_shared_models();
-  EXPECT_EQ(shared_model_count(), 0u);
+  nn::clear_shared_models();
+  EXPECT_EQ(nn::shared_model_count(), 0u);
 }
 
 }  // namespace

@@ -16,10 +16,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "models/error.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
 #include "models/kernels/conv.h"
-#include "models/safetensors.h"
-#include "models/sd_vae.h"
+#include "models/paint/sd_vae.h"
 #include "support/paths.h"
 #include "texmodels_golden.h"
 

@@ -16,10 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "mesh/marching_cubes.h"
-#include "models/error.h"
-#include "models/safetensors.h"
-#include "models/shape_vae.h"
-#include "models/volume_decoder.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
+#include "models/shape/shape_vae.h"
+#include "models/shape/volume_decoder.h"
 #include "support/paths.h"
 
 namespace gen3d::models {

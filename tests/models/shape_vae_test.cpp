@@ -7,9 +7,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "models/error.h"
-#include "models/safetensors.h"
-#include "models/shape_vae.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
+#include "models/shape/shape_vae.h"
 #include "support/paths.h"
 
 namespace gen3d::models {

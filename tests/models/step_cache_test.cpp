@@ -1,7 +1,7 @@
 // Step caches driven by a fake DiT whose blocks are cheap analytic functions, against the worked
 // examples of specs/dit-cache.md (§4.4, §5.2, §5.4, §6.5) and its test checklist (§10).
 
-#include "models/step_cache.h"
+#include "models/shape/step_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "models/error.h"
+#include "models/core/error.h"
 
 namespace gen3d::models {
 namespace {

@@ -1,8 +1,8 @@
-#include "models/tensor.h"
+#include "models/core/tensor.h"
 
 #include <gtest/gtest.h>
 
-#include "models/error.h"
+#include "models/core/error.h"
 
 namespace gen3d::models {
 namespace {

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "models/error.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
 #include "models/kernels/conv.h"
-#include "models/safetensors.h"
 #include "support/paths.h"
 
 namespace gen3d::models::texmodels_golden {

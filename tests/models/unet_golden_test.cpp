@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "models/core/safetensors.h"
 #include "models/kernels/conv.h"
-#include "models/safetensors.h"
-#include "models/unet.h"
+#include "models/paint/unet.h"
 #include "support/paths.h"
 #include "texmodels_golden.h"
 

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "models/error.h"
-#include "models/mvunet.h"
-#include "models/safetensors.h"
-#include "models/unet.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
+#include "models/paint/mvunet.h"
+#include "models/paint/unet.h"
 #include "support/paths.h"
 
 namespace gen3d::models {

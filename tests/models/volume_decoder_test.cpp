@@ -7,10 +7,10 @@
 #include <cstring>
 
 #include "mesh/marching_cubes.h"
-#include "models/error.h"
-#include "models/field.h"
-#include "models/shape_vae.h"
-#include "models/volume_decoder.h"
+#include "models/core/error.h"
+#include "models/shape/field.h"
+#include "models/shape/shape_vae.h"
+#include "models/shape/volume_decoder.h"
 
 namespace gen3d::models {
 namespace {

@@ -5,8 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include "models/model_registry.h"
-#include "models/safetensors.h"
+#include "models/core/safetensors.h"
+#include "models/nn/model_cache.h"
+#include "models/shape/checkpoints.h"
 #include "pipeline/error.h"
 #include "pipeline/stage_runner.h"
 #include "stages/register.h"
@@ -85,7 +86,7 @@ TEST(DenoiseStage, GoldenSamplerThroughTheStage) {
   EXPECT_EQ(cached.output<Tensor>("latents")->shape(), want.shape());
   // N = 12: FULL {0, 1, 5, 9}, step 11 (cutoff) elided, the other 7 predicted.
   EXPECT_EQ(cached.profiler().counter_totals().at("denoise.steps_predicted"), 7.0);
-  EXPECT_EQ(models::shared_model_count(), 1u);
+  EXPECT_EQ(models::nn::shared_model_count(), 1u);
 
   // Same seed, same result (noise generator is deterministic).
   pipeline::StageRunner again(*registry().find("denoise"));

@@ -9,10 +9,10 @@
 #include <gtest/gtest.h>
 
 #include "mesh/marching_cubes.h"
-#include "models/field.h"
-#include "models/safetensors.h"
-#include "models/shape_vae.h"
-#include "models/volume_decoder.h"
+#include "models/core/safetensors.h"
+#include "models/shape/field.h"
+#include "models/shape/shape_vae.h"
+#include "models/shape/volume_decoder.h"
 #include "pipeline/stage_runner.h"
 #include "stages/register.h"
 #include "stages/types.h"

@@ -11,11 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/dit.h"
-#include "models/dit_config.h"
-#include "models/safetensors.h"
-#include "models/shape_vae.h"
-#include "models/tensor.h"
+#include "models/core/safetensors.h"
+#include "models/core/tensor.h"
+#include "models/shape/dit.h"
+#include "models/shape/dit_config.h"
+#include "models/shape/shape_vae.h"
 
 namespace gen3d::test {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "models/error.h"
+#include "models/core/error.h"
 #include "models/kernels/kernel_test_util.h"
 
 namespace gen3d::models::kernels {

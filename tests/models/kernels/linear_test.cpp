@@ -4,8 +4,8 @@
 
 #include <tuple>
 
-#include "models/blas_threads.h"
-#include "models/dtype.h"
+#include "models/core/blas_threads.h"
+#include "models/core/dtype.h"
 #include "models/kernels/kernel_test_util.h"
 
 namespace gen3d::models::kernels {

@@ -1,0 +1,37 @@
+#pragma once
+// Storage dtypes of weight files and their widening to float32.
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace gen3d::models {
+
+enum class DType { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool };
+
+// How a network keeps its large weight matrices in memory. kF16 halves their footprint and
+// widens panels on use (norm scales and biases stay float32); values round to half.
+enum class WeightStorage { kF32, kF16 };
+
+// "F32" -> DType::kF32 etc. (safetensors spelling); returns false for unknown names.
+bool parse_dtype(std::string_view name, DType* out);
+std::string_view dtype_name(DType t);
+std::size_t dtype_size(DType t);
+// True for the dtypes that widen to float32 (F32, F16, BF16, F64).
+bool is_float_dtype(DType t);
+
+// IEEE half -> float (exact; handles subnormals, inf, NaN).
+float half_to_float(std::uint16_t h);
+// float -> IEEE half, round to nearest even (used by tests and writers).
+std::uint16_t float_to_half(float f);
+// bfloat16 -> float (exact) and float -> bfloat16 (round to nearest even).
+float bf16_to_float(std::uint16_t b);
+std::uint16_t float_to_bf16(float f);
+
+// Widen `n` aligned IEEE halves to float32 (vectorized; the F16-weight GEMM uses it per panel).
+void widen_f16(const std::uint16_t* src, std::size_t n, float* dst);
+
+// Widen `n` little-endian elements of `src` (dtype t, unaligned bytes allowed) to float32.
+void widen_to_f32(DType t, const void* src, std::size_t n, float* dst);
+
+}  // namespace gen3d::models

@@ -1,0 +1,73 @@
+#pragma once
+// The strict reader of network configs (diffusers / official JSON): reads keys by type, collects
+// every problem (wrong type, unsupported value, unknown key) and reports them in one ModelError
+// naming the config, so a user fixes a file in one go. A null value counts as absent (the
+// network's default), as diffusers writes it.
+
+#include <initializer_list>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gen3d::models::nn {
+
+class ConfigReader {
+ public:
+  // `obj` must be a JSON object; `label` heads the error ("vae/config.json: AutoencoderKL").
+  ConfigReader(const nlohmann::json& obj, std::string label);
+
+  // Read `key` into `dst` when it is present; a wrong type is recorded as a problem.
+  void read(std::string_view key, int& dst);
+  void read(std::string_view key, double& dst);
+  void read(std::string_view key, bool& dst);
+  void read(std::string_view key, std::string& dst);
+  void read(std::string_view key, std::vector<int>& dst);
+  void read(std::string_view key, std::vector<std::string>& dst);
+  // A string that must be one of `allowed`.
+  void read_choice(std::string_view key, std::string& dst,
+                   std::initializer_list<std::string_view> allowed);
+  // A list of integers, or one integer meaning the same for every level (returns true then;
+  // `dst` holds that one value).
+  bool read_per_level(std::string_view key, std::vector<int>& dst);
+
+  // Options this implementation lacks are accepted only at their no-op value (or null).
+  void require(std::string_view key, const nlohmann::json& allowed, std::string_view what);
+  // The same where null means something else than the default (e.g. "no mid block").
+  void require_exactly(std::string_view key, const nlohmann::json& allowed, std::string_view what);
+  // Valid keys with no effect here.
+  void ignore(std::initializer_list<std::string_view> keys);
+
+  // Present and not null. Marks the key as known.
+  bool has(std::string_view key);
+  // Present, null or not (where null means something other than the default).
+  bool contains(std::string_view key);
+  // The raw value of a present key (for checks the typed reads don't cover).
+  const nlohmann::json& at(std::string_view key);
+  void problem(std::string message);
+
+  // What to do with keys never read, required or ignored: problems, warnings, or nothing (for
+  // files that carry many training-only keys, such as Hugging Face model configs).
+  enum class Unknown { kError, kWarn, kAccept };
+  // Throws ModelError listing every problem.
+  void finish(Unknown unknown = Unknown::kError);
+
+ private:
+  const nlohmann::json* present(std::string_view key);
+  void wrong_type(std::string_view key, std::string_view expected);
+
+  const nlohmann::json& obj_;
+  std::string label_;
+  std::set<std::string, std::less<>> known_;
+  std::vector<std::string> problems_;
+};
+
+// The JSON object of a config file, or of its `section` ("a/b" descends; "" is the whole file).
+// Throws ModelError naming the file for a missing file, invalid JSON or a missing section.
+nlohmann::json read_config_file(const std::string& path, std::string_view section = {});
+// JSON text parsed as an object; throws ModelError "<label>: ..." otherwise.
+nlohmann::json parse_config(std::string_view text, const std::string& label);
+
+}  // namespace gen3d::models::nn

@@ -1,0 +1,101 @@
+#pragma once
+// The layers every network is built from. Each loads its tensors under PyTorch's names
+// (`<name>.weight`, `<name>.bias`, ...) from a ParamSource and runs on the kernels in
+// models/kernels. Feature maps are NHWC, so a map is also a (B·H·W, C) token matrix.
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/core/tensor.h"
+#include "models/kernels/activations.h"
+#include "models/kernels/conv.h"
+#include "models/nn/params.h"
+
+namespace gen3d::models::nn {
+
+using i64 = std::int64_t;
+
+// nn.Linear(in, out): weight [out, in], optional bias [out]; y = act(x W^T + b). The weight is
+// kept as the source's storage says (float32 or IEEE half).
+struct Linear {
+  i64 in = 0, out = 0;
+  Tensor weight;                        // [out, in] (float32 storage)
+  std::vector<std::uint16_t> weight16;  // [out, in] half bits (half storage)
+  Tensor bias;                          // [out] or empty
+
+  void load(ParamSource& p, const std::string& name, i64 in_features, i64 out_features,
+            bool has_bias = true);
+  // A weight the network assembled itself (e.g. q, k and v fused into one projection) from
+  // tensors it took from `p`; `b` may be empty.
+  void set(ParamSource& p, Tensor w, Tensor b, i64 in_features, i64 out_features);
+
+  // y[rows, out] (row stride ldy) = act(x[rows, in] (row stride ldx) W^T + b)
+  void operator()(float* y, i64 ldy, const float* x, i64 ldx, i64 rows,
+                  kernels::Act act = kernels::Act::kNone) const;
+  void operator()(float* y, const float* x, i64 rows,
+                  kernels::Act act = kernels::Act::kNone) const {
+    (*this)(y, out, x, in, rows, act);
+  }
+};
+
+// nn.LayerNorm(dim) with an affine weight and bias.
+struct LayerNorm {
+  Tensor weight, bias;  // [dim]
+  i64 dim = 0;
+  float eps = 1e-5f;
+
+  void load(ParamSource& p, const std::string& name, i64 features, float epsilon);
+  // y[rows, dim] (stride ldy) = LayerNorm(x[rows, dim] (stride ldx)); y may alias x.
+  void operator()(float* y, i64 ldy, const float* x, i64 ldx, i64 rows) const;
+  void operator()(float* y, const float* x, i64 rows) const { (*this)(y, dim, x, dim, rows); }
+};
+
+// RMSNorm(dim) with a learned `scale` [dim].
+struct RMSNorm {
+  Tensor scale;
+  i64 dim = 0;
+  float eps = 1e-6f;
+
+  void load(ParamSource& p, const std::string& name, i64 features, float epsilon);
+  void operator()(float* y, i64 ldy, const float* x, i64 ldx, i64 rows) const;
+};
+
+// nn.GroupNorm(groups, channels) over NHWC maps, optionally fused with SiLU.
+struct GroupNorm {
+  Tensor weight, bias;  // [channels]
+  i64 channels = 0, groups = 0;
+  float eps = 1e-5f;
+
+  void load(ParamSource& p, const std::string& name, i64 num_channels, i64 num_groups,
+            float epsilon);
+  // y (batch, pixels, channels) from x; y may alias x.
+  void operator()(float* y, const float* x, i64 batch, i64 pixels, bool silu) const;
+};
+
+// nn.Conv2d(cin, cout, k) with bias over NHWC maps; weights packed once at load.
+struct Conv2d {
+  kernels::ConvWeight weight;
+  kernels::ConvGeometry geometry;
+
+  void load(ParamSource& p, const std::string& name, i64 cout, i64 cin, i64 k,
+            kernels::ConvGeometry g);
+  // With PyTorch's padding=(k - 1) / 2 on every side and the given stride.
+  void load_padded(ParamSource& p, const std::string& name, i64 cout, i64 cin, i64 k,
+                   i64 stride = 1);
+
+  i64 out_h(i64 h) const { return geometry.out_h(h, weight.kh); }
+  i64 out_w(i64 w) const { return geometry.out_w(w, weight.kw); }
+  // y (B, out_h, out_w, cout) from x (B, h, w, cin).
+  void operator()(float* y, const float* x, i64 batch, i64 h, i64 w) const;
+  Tensor operator()(const Tensor& x) const;
+};
+
+// Throws ModelError "<where>: <what> has shape [..], expected [..]" unless `t` is non-empty with
+// the expected rank and dims (a negative expected dim matches any size).
+void check_shape(const Tensor& t, std::string_view where, std::string_view what,
+                 std::initializer_list<i64> expect);
+
+}  // namespace gen3d::models::nn

@@ -1,0 +1,283 @@
+#include "models/paint/mvunet.h"
+
+#include <spdlog/spdlog.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
+#include "models/nn/init.h"
+#include "models/nn/weight_files.h"
+
+namespace gen3d::models {
+
+namespace {
+
+using i64 = std::int64_t;
+
+// Every official UNet2.5D block is wrapped (Basic2p5DTransformerBlock.transformer).
+UNetLoadOptions wrapped() {
+  UNetLoadOptions o;
+  o.block_infix = "transformer.";
+  return o;
+}
+
+UNetConfig main_config(const UNetConfig& base) {
+  UNetConfig c = base;
+  c.in_channels = 3 * base.in_channels;  // [noisy | normal | position]
+  return c;
+}
+
+}  // namespace
+
+// Builds the network from two parameter sources (main "unet.", reference "unet_dual.").
+struct MultiviewUNet::Builder {
+  static std::unique_ptr<MultiviewUNet> build(const UNetConfig& base, nn::ParamSource& main,
+                                              nn::ParamSource& dual, i64 text_tokens) {
+    base.validate();
+    UNet2DCondition m = UNet2DCondition::load(main_config(base), main, wrapped());
+    UNet2DCondition d = UNet2DCondition::load(base, dual, wrapped());
+    std::unique_ptr<MultiviewUNet> net(new MultiviewUNet(base, std::move(m), std::move(d)));
+    const i64 E = base.time_embed_dim();
+    const i64 D = base.cross_attention_dim;
+    const i64 before = main.parameters();
+    net->class_emb_ = main.take("class_embedding.weight", {kCameraEmbeddings, E});
+    net->text_gen_ = main.take("learned_text_clip_gen", {1, text_tokens, D});
+    net->text_ref_ = main.take("learned_text_clip_ref", {1, text_tokens, D});
+    for (const TransformerSite& s : net->main_.transformer_sites()) {
+      net->attn_multiview_.push_back(
+          AttentionLayer::load(main, s.path + ".attn_multiview", s.channels, s.channels, s.heads));
+      net->attn_refview_.push_back(
+          AttentionLayer::load(main, s.path + ".attn_refview", s.channels, s.channels, s.heads));
+    }
+    net->extra_params_ = main.parameters() - before;
+    return net;
+  }
+};
+
+MultiviewUNet::MultiviewUNet(UNetConfig base, UNet2DCondition main, UNet2DCondition dual)
+    : base_(std::move(base)), main_(std::move(main)), dual_(std::move(dual)) {}
+
+std::int64_t MultiviewUNet::num_parameters() const {
+  return main_.num_parameters() + dual_.num_parameters() + extra_params_;
+}
+
+std::unique_ptr<MultiviewUNet> MultiviewUNet::load(const UNetConfig& base,
+                                                   std::shared_ptr<const SafetensorsFile> file) {
+  WeightMap wm(file, "unet.");
+  WeightMap wd(file, "unet_dual.");
+  // The learned prompts' token count is the checkpoint's (77 officially).
+  i64 tokens = 77;
+  if (const TensorInfo* t = wm.info("learned_text_clip_gen"); t && t->shape.size() == 3)
+    tokens = t->shape[1];
+  nn::CheckpointParams sm(wm), sd(wd);
+  std::unique_ptr<MultiviewUNet> net = Builder::build(base, sm, sd, tokens);
+
+  std::vector<std::string> problems;
+  for (const WeightMap* w : {&wm, &wd}) {
+    problems.insert(problems.end(), w->problems().begin(), w->problems().end());
+    for (const std::string& u : w->unclaimed()) problems.push_back("unexpected " + u);
+  }
+  for (const TensorInfo& t : file->tensors())
+    if (t.name.rfind("unet.", 0) != 0 && t.name.rfind("unet_dual.", 0) != 0)
+      problems.push_back("unexpected " + t.name + " (neither unet. nor unet_dual.)");
+  if (!problems.empty()) {
+    std::string msg = file->path() + ": UNet2.5D weights do not match the config (" +
+                      std::to_string(problems.size()) + " problem" +
+                      (problems.size() > 1 ? "s" : "") + "):";
+    for (const auto& p : problems) msg += "\n  " + p;
+    throw ModelError(msg);
+  }
+  spdlog::info("UNet2.5D: loaded {} parameters from {}", net->num_parameters(), file->path());
+  return net;
+}
+
+std::unique_ptr<MultiviewUNet> MultiviewUNet::random(const UNetConfig& base, std::uint64_t seed,
+                                                     std::int64_t text_tokens) {
+  nn::RandomParams main(nn::uniform_init(seed)), dual(nn::uniform_init(seed ^ 0x5DEECE66Dull));
+  return Builder::build(base, main, dual, text_tokens);
+}
+
+std::unique_ptr<MultiviewUNet> MultiviewUNet::load(const UNetConfig& base,
+                                                   const std::string& path) {
+  return load(base, SafetensorsFile::open(path));
+}
+
+std::unique_ptr<MultiviewUNet> MultiviewUNet::load_folder(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path root(dir);
+  const UNetConfig base = UNetConfig::read((root / "config.json").string());
+  return load(base, nn::find_weights(dir, "diffusion_pytorch_model"));
+}
+
+std::vector<std::pair<std::string, Shape>> MultiviewUNet::expected_tensors(const UNetConfig& base,
+                                                                           i64 text_tokens) {
+  nn::ShapeRecorder rm("unet."), rd("unet_dual.");
+  Builder::build(base, rm, rd, text_tokens);
+  std::vector<std::pair<std::string, Shape>> all = std::move(rm.list);
+  all.insert(all.end(), rd.list.begin(), rd.list.end());
+  return all;
+}
+
+RefFeatures MultiviewUNet::reference_features(const Tensor& ref_latents, int num_ref,
+                                              const Tensor& text) const {
+  if (ref_latents.rank() != 4 || num_ref <= 0 || ref_latents.dim(0) % num_ref != 0)
+    throw ModelError("UNet2.5D: reference latents must be (B·N_ref, h, w, C) with N_ref = " +
+                     std::to_string(num_ref) + ", got " + ref_latents.shape().str());
+  const i64 rows = ref_latents.dim(0);
+  const i64 B = rows / num_ref;
+  if (text.rank() != 3 || (text.dim(0) != B && text.dim(0) != 1))
+    throw ModelError("UNet2.5D: reference text must be (" + std::to_string(B) +
+                     " or 1, T, D), got " + text.shape().str());
+  RefFeatures out;
+  out.batch = B;
+  out.num_ref = num_ref;
+  const auto& sites = dual_.transformer_sites();
+  // '(b n) l c -> b (n l) c': the same memory, so the stored tensor is a plain copy.
+  TransformerHook hook = [&](int site, const Tensor& h, Tensor&) {
+    const i64 L = h.dim(1), C = h.dim(2);
+    Tensor t({B, num_ref * L, C});
+    std::memcpy(t.data(), h.data(), sizeof(float) * static_cast<std::size_t>(h.numel()));
+    out.layers[sites[static_cast<std::size_t>(site)].name] = std::move(t);
+  };
+  const std::vector<float> t0(static_cast<std::size_t>(rows), 0.0f);
+  UNetCall call;
+  call.hook = &hook;
+  call.skip_output = true;
+  dual_.forward(ref_latents, t0, text, call);
+  return out;
+}
+
+Tensor MultiviewUNet::forward(const Tensor& latents, const Tensor& normals, const Tensor& positions,
+                              float timestep, const Tensor& text, std::span<const int> camera_ids,
+                              const RefFeatures& ref, std::span<const float> ref_scale,
+                              int num_views, const UNetProbe& probe) const {
+  const i64 cin = base_.in_channels;
+  if (latents.rank() != 4 || latents.dim(3) != cin)
+    throw ModelError("UNet2.5D: latents must be (B·N, h, w, " + std::to_string(cin) + "), got " +
+                     latents.shape().str());
+  if (!(normals.shape() == latents.shape()) || !(positions.shape() == latents.shape()))
+    throw ModelError("UNet2.5D: normal " + normals.shape().str() + " and position " +
+                     positions.shape().str() + " latents must match the latents " +
+                     latents.shape().str());
+  const i64 rows = latents.dim(0), H = latents.dim(1), W = latents.dim(2);
+  if (num_views <= 0 || rows % num_views != 0)
+    throw ModelError("UNet2.5D: " + std::to_string(rows) + " latent rows are not a multiple of " +
+                     std::to_string(num_views) + " views");
+  const i64 N = num_views, B = rows / N;
+  if (static_cast<i64>(camera_ids.size()) != rows)
+    throw ModelError("UNet2.5D: " + std::to_string(camera_ids.size()) + " camera ids for " +
+                     std::to_string(rows) + " views");
+  if (static_cast<i64>(ref_scale.size()) != B)
+    throw ModelError("UNet2.5D: " + std::to_string(ref_scale.size()) + " ref_scale values for " +
+                     std::to_string(B) + " batch items");
+  if (text.rank() != 3 || (text.dim(0) != B && text.dim(0) != 1))
+    throw ModelError("UNet2.5D: text must be (" + std::to_string(B) + " or 1, T, D), got " +
+                     text.shape().str());
+
+  const auto& sites = main_.transformer_sites();
+  bool uses_ref = false;
+  for (float s : ref_scale) uses_ref = uses_ref || s != 0.0f;
+  std::vector<const Tensor*> ref_of(sites.size(), nullptr);
+  if (uses_ref) {
+    if (ref.batch != B)
+      throw ModelError("UNet2.5D: reference features are for batch " + std::to_string(ref.batch) +
+                       ", the latents for " + std::to_string(B));
+    for (std::size_t s = 0; s < sites.size(); ++s) {
+      auto it = ref.layers.find(sites[s].name);
+      if (it == ref.layers.end())
+        throw ModelError("UNet2.5D: no reference features for layer " + sites[s].name);
+      const Tensor& t = it->second;
+      if (t.rank() != 3 || t.dim(0) != B || t.dim(2) != sites[s].channels)
+        throw ModelError("UNet2.5D: reference features " + sites[s].name + " " + t.shape().str() +
+                         " do not match (" + std::to_string(B) + ", L, " +
+                         std::to_string(sites[s].channels) + ")");
+      ref_of[s] = &t;
+    }
+  }
+
+  // [noisy | normal | position] along channels.
+  Tensor x({rows, H, W, 3 * cin});
+  {
+    const i64 px = rows * H * W;
+    const float* src[3] = {latents.data(), normals.data(), positions.data()};
+    float* dst = x.data();
+    tbb::parallel_for(tbb::blocked_range<i64>(0, px, 4096), [&](const tbb::blocked_range<i64>& r) {
+      for (i64 i = r.begin(); i < r.end(); ++i)
+        for (int k = 0; k < 3; ++k)
+          std::memcpy(dst + i * 3 * cin + k * cin, src[k] + i * cin, sizeof(float) * cin);
+    });
+  }
+
+  const i64 E = base_.time_embed_dim();
+  Tensor class_emb({rows, E});
+  for (i64 r = 0; r < rows; ++r) {
+    const int id = camera_ids[static_cast<std::size_t>(r)] + kMaxNumRefImage;
+    if (id < 0 || id >= kCameraEmbeddings)
+      throw ModelError("UNet2.5D: camera id " +
+                       std::to_string(camera_ids[static_cast<std::size_t>(r)]) +
+                       " is outside the camera embedding (0.." +
+                       std::to_string(kCameraEmbeddings - kMaxNumRefImage - 1) + ")");
+    std::memcpy(class_emb.data() + r * E, class_emb_.data() + id * E, sizeof(float) * E);
+  }
+
+  // After attn1's residual: x += ref_scale[b] · attn_refview(h, ref tokens of item b) for each of
+  // its N views, then x += attn_multiview(h of all N views as one sequence) — both from the same
+  // h = norm1(x). Rows b·N + n are contiguous per item, so the regrouping is free.
+  TransformerHook hook = [&](int site, const Tensor& h, Tensor& xs) {
+    const std::size_t s = static_cast<std::size_t>(site);
+    const i64 L = h.dim(1), C = h.dim(2);
+    if (uses_ref) {
+      const Tensor& rf = *ref_of[s];
+      const i64 kv = rf.dim(1);
+      for (i64 b = 0; b < B; ++b) {
+        const float scale = ref_scale[static_cast<std::size_t>(b)];
+        if (scale == 0.0f) continue;
+        attn_refview_[s].forward_add(xs.data() + b * N * L * C, scale, h.data() + b * N * L * C, N,
+                                     L, rf.data() + b * kv * C, 1, kv);
+      }
+    }
+    if (N > 1)
+      attn_multiview_[s].forward_add(xs.data(), 1.0f, h.data(), B, N * L, h.data(), B, N * L);
+  };
+
+  const std::vector<float> ts(static_cast<std::size_t>(rows), timestep);
+  UNetCall call;
+  call.class_emb = &class_emb;
+  call.hook = &hook;
+  call.probe = probe;
+  return main_.forward(x, ts, text, call);
+}
+
+int MultiviewUNet::camera_id(int azim, int elev) {
+  int d = 1, o = 0;
+  switch (elev) {
+    case -20:
+      d = 1, o = 0;
+      break;
+    case 0:
+      d = 1, o = 12;
+      break;
+    case 20:
+      d = 1, o = 24;
+      break;
+    case -90:
+      d = 3, o = 36;
+      break;
+    case 90:
+      d = 3, o = 40;
+      break;
+    default:
+      throw ModelError("camera_id: elevation " + std::to_string(elev) +
+                       " is not one of -20, 0, 20, -90, 90");
+  }
+  // Python floor division and modulo.
+  const int q = azim >= 0 ? azim / 30 : -((-azim + 29) / 30);
+  const int m = ((q + 9) % 12 + 12) % 12;
+  return m / d + o;
+}
+
+}  // namespace gen3d::models

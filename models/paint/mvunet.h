@@ -1,0 +1,95 @@
+#pragma once
+// Hunyuan3D-Paint UNet2.5D (official hy3dgen/texgen/hunyuanpaint/unet/modules.py,
+// UNet2p5DConditionModel): a main SD2-style UNet with a 12-channel conv_in ([noisy | normal |
+// position] latents), a camera embedding added to the time embedding, and per transformer block
+// a reference-attention and a multiview-attention branch; plus a plain reference UNet
+// ("unet_dual") whose post-norm1 block inputs are the reference features.
+// golden/texmodels/README.md §3 ("Reference features", "Main UNet block", "Camera ids") is the
+// recipe. Latents are NHWC; multiview batches are (B·N, h, w, C) with row = b·N + n.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/core/tensor.h"
+#include "models/paint/unet.h"
+
+namespace gen3d::models {
+
+class SafetensorsFile;
+
+// The reference UNet's post-norm1 hidden states of every transformer block.
+struct RefFeatures {
+  std::map<std::string, Tensor> layers;  // down_i_j_k / mid_j_k / up_i_j_k -> (B, N_ref·L, C)
+  std::int64_t batch = 0;                // B
+  int num_ref = 0;                       // N_ref
+};
+
+class MultiviewUNet {
+ public:
+  static constexpr int kMaxNumRefImage = 5;  // camera ids are offset by this
+  static constexpr int kCameraEmbeddings = 49;
+
+  // The UNet2p5DConditionModel state_dict: "unet." (main UNet, 12-channel conv_in,
+  // class_embedding (49, time_embed_dim), learned_text_clip_gen / _ref (1, T, cross_attention_dim),
+  // blocks wrapped as "...transformer_blocks.k.transformer.*" next to "...attn_multiview.*" and
+  // "...attn_refview.*") and "unet_dual." (reference UNet, same wrapping). `base` is the diffusers
+  // unet/config.json (in_channels of the reference UNet; the main UNet reads 3 · in_channels).
+  // Strict: every missing, mis-shaped or unexpected tensor is listed in one ModelError.
+  static std::unique_ptr<MultiviewUNet> load(const UNetConfig& base,
+                                             std::shared_ptr<const SafetensorsFile> file);
+  static std::unique_ptr<MultiviewUNet> load(const UNetConfig& base, const std::string& path);
+  // A diffusers-style folder: dir/config.json and dir/diffusion_pytorch_model.safetensors (or
+  // .fp16.safetensors) holding the same state_dict. The official hunyuan3d-paint-v2-0/unet folder
+  // ships the weights as diffusion_pytorch_model.bin (a PyTorch pickle), which is not read here:
+  // it has to be converted to safetensors first (names unchanged).
+  static std::unique_ptr<MultiviewUNet> load_folder(const std::string& dir);
+  // Random weights of the right shapes (benchmarks): uniform in ±0.02 (norm scales 1, biases 0).
+  static std::unique_ptr<MultiviewUNet> random(const UNetConfig& base, std::uint64_t seed,
+                                               std::int64_t text_tokens = 77);
+  // The tensors load() expects ("unet." / "unet_dual." prefixed), with shapes.
+  static std::vector<std::pair<std::string, Shape>> expected_tensors(const UNetConfig& base,
+                                                                     std::int64_t text_tokens = 77);
+
+  const UNetConfig& config() const { return base_; }
+  std::int64_t num_parameters() const;
+  const UNet2DCondition& main_unet() const { return main_; }
+  const UNet2DCondition& reference_unet() const { return dual_; }
+  const Tensor& learned_text_gen() const { return text_gen_; }  // (1, T, cross_attention_dim)
+  const Tensor& learned_text_ref() const { return text_ref_; }
+  const Tensor& class_embedding() const { return class_emb_; }  // (49, time_embed_dim)
+
+  // Runs the reference UNet at timestep 0 on ref_latents (B·N_ref, h, w, in_channels) with text
+  // (B or 1, T, D) (normally learned_text_ref()) and records every block's post-norm1 states.
+  RefFeatures reference_features(const Tensor& ref_latents, int num_ref, const Tensor& text) const;
+
+  // latents / normals / positions (B·N, h, w, in_channels), row = b·N + n; text (B or 1, T, D);
+  // camera_ids (B·N) official ids (before the +5 offset); ref_scale (B) (0 skips the reference
+  // branch of that item; ref may then lack it) -> noise prediction (B·N, h, w, out_channels).
+  Tensor forward(const Tensor& latents, const Tensor& normals, const Tensor& positions,
+                 float timestep, const Tensor& text, std::span<const int> camera_ids,
+                 const RefFeatures& ref, std::span<const float> ref_scale, int num_views,
+                 const UNetProbe& probe = {}) const;
+
+  // Official pipelines.py: ((azim // 30 + 9) % 12) // D[elev] + O[elev] for elev in
+  // {−20, 0, 20, −90, 90}; throws ModelError for other elevations.
+  static int camera_id(int azim, int elev);
+
+ private:
+  MultiviewUNet(UNetConfig base, UNet2DCondition main, UNet2DCondition dual);
+  struct Builder;
+
+  UNetConfig base_;
+  UNet2DCondition main_;
+  UNet2DCondition dual_;
+  Tensor class_emb_, text_gen_, text_ref_;
+  std::vector<AttentionLayer> attn_multiview_;  // per main transformer site
+  std::vector<AttentionLayer> attn_refview_;
+  std::int64_t extra_params_ = 0;
+};
+
+}  // namespace gen3d::models

@@ -1,0 +1,171 @@
+#pragma once
+// Stable-Diffusion-2-style UNet2DConditionModel (diffusers v0.32.2 semantics), built from the
+// diffusers unet/config.json and the diffusers state_dict names; float32 compute, NHWC feature
+// maps (golden/texmodels/README.md §1 is the recipe).
+//
+// Feature maps are (B, H, W, C) so a map is also a (B·H·W, C) token matrix: 1×1 convolutions,
+// Linear projections and attention read it in place. Transformer blocks expose a hook after
+// attn1's residual so that the UNet2.5D wrapper (models/mvunet.h) can record the block inputs of
+// a reference pass and add its reference / multiview attention branches.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/core/tensor.h"
+#include "models/nn/layers.h"
+
+namespace gen3d::models {
+
+class SafetensorsFile;
+class WeightMap;
+
+// The diffusers UNet2DConditionModel config keys this runtime implements. Keys that change the
+// network in ways not implemented here (class / addition embeddings, dual cross-attention,
+// conv-projection transformers, ...) are rejected by parse() with a ModelError naming the key;
+// keys without effect on inference (_class_name, sample_size, dropout, ...) are ignored.
+struct UNetConfig {
+  int in_channels = 4;
+  int out_channels = 4;
+  std::vector<int> block_out_channels{320, 640, 1280, 1280};
+  std::vector<std::string> down_block_types{"CrossAttnDownBlock2D", "CrossAttnDownBlock2D",
+                                            "CrossAttnDownBlock2D", "DownBlock2D"};
+  std::vector<std::string> up_block_types{"UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D",
+                                          "CrossAttnUpBlock2D"};
+  int layers_per_block = 2;
+  // Number of heads per level (diffusers' SD2 naming); a scalar in JSON applies to every level.
+  // The mid block uses the last entry.
+  std::vector<int> attention_head_dim{5, 10, 20, 20};
+  int cross_attention_dim = 1024;
+  int norm_num_groups = 32;
+  double norm_eps = 1e-5;
+  bool use_linear_projection = true;  // false (conv proj_in/proj_out) is not implemented
+  bool flip_sin_to_cos = true;
+  double freq_shift = 0.0;
+  // Transformer blocks per attention, per level (scalar in JSON = every level). Up blocks use the
+  // reversed list, the mid block the last entry.
+  std::vector<int> transformer_layers_per_block{1, 1, 1, 1};
+  bool center_input_sample = false;  // sample = 2·sample − 1 first
+  double mid_block_scale_factor = 1.0;
+  int time_embedding_dim = 0;  // 0: 4 · block_out_channels[0]
+  int conv_in_kernel = 3;      // odd, padding (k − 1) / 2
+  int conv_out_kernel = 3;
+  bool upcast_attention = false;  // accepted: attention is float32 here anyway
+
+  int levels() const { return static_cast<int>(block_out_channels.size()); }
+  int time_embed_dim() const {
+    return time_embedding_dim > 0 ? time_embedding_dim : 4 * block_out_channels.at(0);
+  }
+
+  // Throws ModelError describing every inconsistent value.
+  void validate() const;
+  // A diffusers unet/config.json text; `label` names it in errors.
+  static UNetConfig parse(const std::string& json_text, const std::string& label);
+  static UNetConfig read(const std::string& path);
+};
+
+// Called with "time_emb", "class_emb", "conv_in", "down_blocks.i", "mid_block", "up_blocks.i"
+// and the value at that point: maps (B, H, W, C), embeddings (B, C). The tensor is a temporary.
+using UNetProbe = std::function<void(const std::string& name, const Tensor& t)>;
+
+// A diffusers Attention (to_q / to_k / to_v without bias, to_out.0 with bias), multi-head with
+// head_dim = dim / heads.
+class AttentionLayer {
+ public:
+  AttentionLayer() = default;
+  // `prefix` e.g. "down_blocks.0.attentions.0.transformer_blocks.0.attn1".
+  static AttentionLayer load(nn::ParamSource& params, const std::string& prefix, std::int64_t dim,
+                             std::int64_t kv_dim, int heads);
+
+  // resid (batch·q_len, dim) += scale · Attention(x, ctx): queries from x (batch, q_len, dim),
+  // keys / values from ctx (ctx_batch, kv_len, kv_dim); query item b attends to context item
+  // b / (batch / ctx_batch) (ctx_batch divides batch), so a context shared by several query
+  // items is projected once. ctx may equal x (self-attention).
+  void forward_add(float* resid, float scale, const float* x, std::int64_t batch,
+                   std::int64_t q_len, const float* ctx, std::int64_t ctx_batch,
+                   std::int64_t kv_len) const;
+
+  std::int64_t dim() const { return dim_; }
+  int heads() const { return heads_; }
+
+ private:
+  std::int64_t dim_ = 0, kv_dim_ = 0;
+  int heads_ = 1;
+  nn::Linear q_;    // to_q (dim -> dim)
+  nn::Linear kv_;   // to_k rows then to_v rows (kv_dim -> 2·dim)
+  nn::Linear out_;  // to_out.0 (dim -> dim, with bias)
+};
+
+// One BasicTransformerBlock of the network, in forward order.
+struct TransformerSite {
+  std::string name;  // UNet2.5D layer name: down_i_j_k / mid_j_k / up_i_j_k
+  std::string path;  // state_dict path: down_blocks.i.attentions.j.transformer_blocks.k
+  std::int64_t channels = 0;
+  int heads = 1;
+};
+
+// Called inside transformer block `site` right after attn1's residual: h = norm1(x) (the input
+// of attn1), x = the block's running state; both (batch, L, C) token matrices of the block's
+// batch. The hook may add to x in place.
+using TransformerHook = std::function<void(int site, const Tensor& h, Tensor& x)>;
+
+struct UNetLoadOptions {
+  // Inserted after "transformer_blocks.k." in the names of the block's own tensors: the
+  // UNet2.5D wraps every block and its state_dict reads "...transformer_blocks.k.transformer.
+  // attn1...".
+  std::string block_infix;
+};
+
+// Everything forward() can be asked for beyond the plain call.
+struct UNetCall {
+  const Tensor* class_emb = nullptr;      // (B, time_embed_dim), added to the time embedding
+  const TransformerHook* hook = nullptr;  // see TransformerHook
+  bool skip_output = false;               // stop after the last up block; returns empty
+  UNetProbe probe;
+};
+
+class UNet2DCondition {
+ public:
+  // Claims the diffusers state_dict names from `params` (relative to the UNet).
+  static UNet2DCondition load(const UNetConfig& config, nn::ParamSource& params,
+                              const UNetLoadOptions& opt = {});
+  // Same from a WeightMap; finish() is left to the caller (a wrapper may claim more tensors).
+  static UNet2DCondition load(const UNetConfig& config, WeightMap& weights,
+                              const UNetLoadOptions& opt = {});
+  // A standalone diffusers UNet checkpoint: every tensor must be claimed (strict).
+  static UNet2DCondition load(const UNetConfig& config,
+                              std::shared_ptr<const SafetensorsFile> file);
+  // The tensors load() claims, in order, with their shapes.
+  static std::vector<std::pair<std::string, Shape>> expected_tensors(
+      const UNetConfig& config, const UNetLoadOptions& opt = {});
+
+  UNet2DCondition(UNet2DCondition&&) noexcept;
+  UNet2DCondition& operator=(UNet2DCondition&&) noexcept;
+  ~UNet2DCondition();
+
+  const UNetConfig& config() const;
+  std::int64_t num_parameters() const;
+  const std::vector<TransformerSite>& transformer_sites() const;
+
+  // sample (B, H, W, in_channels) NHWC, timesteps (B) float, text (Bt, T, cross_attention_dim)
+  // with Bt dividing B (sample item b reads text item b / (B / Bt)) -> (B, H, W, out_channels).
+  // H and W must be divisible by 2^(levels − 1).
+  Tensor forward(const Tensor& sample, std::span<const float> timesteps, const Tensor& text,
+                 const UNetProbe& probe = {}) const;
+  Tensor forward(const Tensor& sample, std::span<const float> timesteps, const Tensor& text,
+                 const UNetCall& call) const;
+
+  // The sinusoidal projection + time_embedding MLP: (B) -> (B, time_embed_dim).
+  Tensor time_embedding(std::span<const float> timesteps) const;
+
+ private:
+  struct Impl;
+  explicit UNet2DCondition(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gen3d::models

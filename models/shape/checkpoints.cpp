@@ -1,0 +1,130 @@
+#include "models/shape/checkpoints.h"
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
+#include "models/nn/model_cache.h"
+#include "models/nn/weight_files.h"
+
+namespace gen3d::models {
+
+namespace fs = std::filesystem;
+
+CheckpointSource resolve_checkpoint(const std::string& path, const std::string& config) {
+  CheckpointSource s;
+  const fs::path p(path);
+  if (fs::is_directory(p)) {
+    try {
+      s.weights = nn::find_weights(path, "model");
+    } catch (const ModelError&) {
+      // Not the official names: a folder with exactly one weights file is unambiguous.
+      std::vector<fs::path> found;
+      for (const auto& f : fs::directory_iterator(p))
+        if (f.path().extension() == ".safetensors") found.push_back(f.path());
+      if (found.size() != 1)
+        throw ModelError("model directory " + path + " has " + std::to_string(found.size()) +
+                         " .safetensors files and no model.safetensors or "
+                         "model.fp16.safetensors: name the file");
+      s.weights = found[0].string();
+    }
+  } else if (fs::is_regular_file(p)) {
+    s.weights = p.string();
+  } else {
+    throw ModelError("model weights not found: " + path);
+  }
+  if (!config.empty()) {
+    s.config = config;
+  } else {
+    const fs::path dir = fs::path(s.weights).parent_path();
+    s.config = (dir / "config.json").string();
+    if (!fs::is_regular_file(s.config)) {
+      const bool yaml = fs::is_regular_file(dir / "config.yaml");
+      throw ModelError(
+          "no config.json next to " + s.weights +
+          (yaml ? " (config.yaml is not read: convert it to JSON)" : ": pass the config path"));
+    }
+  }
+  if (!fs::is_regular_file(s.config)) throw ModelError("model config not found: " + s.config);
+  return s;
+}
+
+std::shared_ptr<const Hunyuan3DDiT> shared_dit(const CheckpointSource& source) {
+  const std::string key = nn::canonical_path(source.weights) + "|" +
+                          nn::canonical_path(source.config) + "|" + source.section + "|" +
+                          (source.storage == WeightStorage::kF16 ? "f16" : "f32");
+  return nn::shared_model<Hunyuan3DDiT>(key, [&] {
+    const DiTConfig cfg = DiTConfig::from_file(source.config, source.section);
+    return Hunyuan3DDiT::load(cfg, source.weights, DiTOptions{source.storage});
+  });
+}
+
+std::shared_ptr<const Hunyuan3DDiT> shared_random_dit(const DiTConfig& config, std::uint64_t seed) {
+  nlohmann::json j{{"in_channels", config.in_channels},
+                   {"context_in_dim", config.context_in_dim},
+                   {"hidden_size", config.hidden_size},
+                   {"mlp_ratio", config.mlp_ratio},
+                   {"num_heads", config.num_heads},
+                   {"depth", config.depth},
+                   {"depth_single_blocks", config.depth_single_blocks},
+                   {"axes_dim", config.axes_dim},
+                   {"qkv_bias", config.qkv_bias},
+                   {"guidance_embed", config.guidance_embed},
+                   {"time_factor", config.time_factor}};
+  const std::string key = "random|" + j.dump() + "|" + std::to_string(seed);
+  return nn::shared_model<Hunyuan3DDiT>(key, [&] { return Hunyuan3DDiT::random(config, seed); });
+}
+
+std::optional<CheckpointContents> inspect_checkpoint(const std::string& path,
+                                                     const std::string& config) {
+  CheckpointContents c;
+  std::string weights = path;
+  try {
+    const CheckpointSource src = resolve_checkpoint(path, config);
+    weights = src.weights;
+    c.config = src.config;
+  } catch (const std::exception&) {
+    if (!fs::is_regular_file(path)) return std::nullopt;  // a file without config.json is fine
+    c.config = config;
+  }
+  try {
+    const auto file = SafetensorsFile::open(weights);
+    const std::string vae = std::string(kVaePrefix) + ".";
+    const std::string conditioner = std::string(kConditionerPrefix) + ".";
+    for (const auto& t : file->tensors()) {
+      c.has_vae = c.has_vae || t.name.starts_with(vae);
+      c.has_conditioner = c.has_conditioner || t.name.starts_with(conditioner);
+    }
+  } catch (const std::exception& e) {
+    spdlog::debug("{} not inspected: {}", weights, e.what());
+    return std::nullopt;
+  }
+  return c;
+}
+
+std::string conditioner_section_of(const std::string& config) {
+  std::ifstream in(config);
+  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains(kConditionerPrefix) ? std::string(kConditionerPrefix) : "";
+}
+
+std::shared_ptr<const ShapeVAE> shared_shape_vae(const CheckpointSource& source) {
+  std::string section = source.section;
+  if (section.empty()) {
+    std::ifstream in(source.config);
+    const auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object() && j.contains(kVaePrefix)) section = kVaePrefix;
+  }
+  const std::string key =
+      nn::canonical_path(source.weights) + "|" + nn::canonical_path(source.config) + "|" + section;
+  return nn::shared_model<ShapeVAE>(key, [&] {
+    return ShapeVAE::load(ShapeVAEConfig::from_file(source.config, section), source.weights);
+  });
+}
+
+}  // namespace gen3d::models

@@ -1,0 +1,62 @@
+#pragma once
+// The shape networks' checkpoints: where each sub-model sits in the official files (the one place
+// that knows the prefixes and config sections), how a path resolves to weights + config, and the
+// loaded networks shared through the process-wide model cache (models/nn/model_cache.h).
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "models/shape/dit.h"
+#include "models/shape/shape_vae.h"
+
+namespace gen3d::models {
+
+// Combined pipeline checkpoints prefix every key with its sub-model (the official loader splits
+// keys at the first dot); standalone checkpoints have no prefix. The config sections of the
+// official config.json carry the same names.
+inline constexpr std::string_view kDiTPrefix = "model";
+inline constexpr std::string_view kVaePrefix = "vae";
+inline constexpr std::string_view kConditionerPrefix = "conditioner";
+// SingleImageEncoder.main_image_encoder.model = Dinov2Model inside the conditioner.
+inline constexpr std::string_view kImageEncoderPrefix = "conditioner.main_image_encoder.model";
+
+struct CheckpointSource {
+  std::string weights;              // .safetensors (standalone DiT or combined pipeline checkpoint)
+  std::string config;               // JSON config with the official keys
+  std::string section{kDiTPrefix};  // section of `config` holding the network's params
+  WeightStorage storage = WeightStorage::kF32;
+};
+
+// Resolves `path` (a checkpoint file or a directory) and an optional config path:
+// a directory gives its weights by the one rule of nn::find_weights (stem "model"), else its only
+// .safetensors file; the config defaults to config.json next to the weights. Throws ModelError
+// naming what is missing (YAML configs are not read: convert config.yaml to JSON).
+CheckpointSource resolve_checkpoint(const std::string& path, const std::string& config = {});
+
+// What a checkpoint (file or official model folder) holds besides the DiT.
+struct CheckpointContents {
+  std::string config;  // config.json next to the weights (or the one given); "" if none
+  bool has_vae = false;
+  bool has_conditioner = false;
+};
+// Empty when `path` does not resolve to a readable checkpoint (the stage that loads it reports
+// why, with its node name).
+std::optional<CheckpointContents> inspect_checkpoint(const std::string& path,
+                                                     const std::string& config = {});
+// The section of a config file holding the conditioner: kConditionerPrefix in the official
+// config; "" for a standalone DINOv2 folder's config.json (the Dinov2Config itself).
+std::string conditioner_section_of(const std::string& config);
+
+// The shared model for `source` (loaded on first use).
+std::shared_ptr<const Hunyuan3DDiT> shared_dit(const CheckpointSource& source);
+// The shared random model for (config, seed) (benchmarks, cache studies without weights).
+std::shared_ptr<const Hunyuan3DDiT> shared_random_dit(const DiTConfig& config, std::uint64_t seed);
+// The shared ShapeVAE of `source` (its weights, config and config section; section "" reads
+// kVaePrefix when the config has it, else the whole file).
+std::shared_ptr<const ShapeVAE> shared_shape_vae(const CheckpointSource& source);
+
+}  // namespace gen3d::models

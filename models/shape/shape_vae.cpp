@@ -1,0 +1,550 @@
+#include "models/shape/shape_vae.h"
+
+#include <oneapi/tbb/parallel_for.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
+#include "models/kernels/activations.h"
+#include "models/kernels/attention.h"
+#include "models/kernels/linear.h"
+#include "models/kernels/norms.h"
+#include "models/nn/config_reader.h"
+#include "models/nn/layers.h"
+#include "models/shape/checkpoints.h"
+
+namespace gen3d::models {
+
+namespace {
+
+using kernels::Act;
+using i64 = std::int64_t;
+
+constexpr float kLnEps = 1e-6f;      // every VAE LayerNorm ...
+constexpr float kLnPostEps = 1e-5f;  // ... except geo_decoder.ln_post
+
+using nn::LayerNorm;
+using nn::Linear;
+using nn::ParamSource;
+
+// MLP(width, expand): c_fc -> GELU(erf) -> c_proj.
+struct Mlp {
+  Linear c_fc, c_proj;
+  void load(ParamSource& c, const std::string& name, i64 W, i64 hidden) {
+    c_fc.load(c, name + ".c_fc", W, hidden, true);
+    c_proj.load(c, name + ".c_proj", hidden, W, true);
+  }
+};
+
+// QKVMultiheadAttention's per-head q / k LayerNorms (over the head dim).
+struct QKNorm {
+  bool on = false;
+  LayerNorm q_norm, k_norm;
+  void load(ParamSource& c, const std::string& name, i64 D, bool enabled) {
+    on = enabled;
+    if (!on) return;
+    q_norm.load(c, name + ".q_norm", D, kLnEps);
+    k_norm.load(c, name + ".k_norm", D, kLnEps);
+  }
+};
+
+struct ResidualAttentionBlock {
+  LayerNorm ln_1, ln_2;
+  Linear c_qkv, c_proj;  // attn.c_qkv (columns heads x (q|k|v) x D), attn.c_proj
+  QKNorm norm;           // attn.attention.{q_norm,k_norm}
+  Mlp mlp;
+};
+
+struct GeoDecoder {
+  Linear query_proj;           // fourier_dim -> W
+  LayerNorm ln_1, ln_2, ln_3;  // cross_attn_decoder.ln_*
+  Linear c_q, c_kv, c_proj;    // cross_attn_decoder.attn.*; c_kv columns heads x (k|v) x D
+  QKNorm norm;                 // cross_attn_decoder.attn.attention.*
+  Mlp mlp;                     // cross_attn_decoder.mlp
+  bool has_ln_post = false;
+  LayerNorm ln_post;   // eps 1e-5
+  Linear output_proj;  // W -> 1
+};
+
+// Heads of packed rows: row r, head h at base[r * ld + col0 + h * head_stride], D values ->
+// [B, tokens, heads, D] (the golden trace layout).
+Tensor gather_heads(const float* base, i64 B, i64 T, i64 ld, i64 col0, i64 heads, i64 head_stride,
+                    i64 D) {
+  Tensor out({B, T, heads, D});
+  for (i64 r = 0; r < B * T; ++r)
+    for (i64 h = 0; h < heads; ++h)
+      std::copy_n(base + r * ld + col0 + h * head_stride, D, out.data() + (r * heads + h) * D);
+  return out;
+}
+
+}  // namespace
+
+struct ShapeVAE::Impl {
+  ShapeVAEConfig cfg;
+  i64 params = 0;
+  std::vector<float> freqs;  // [F] float32 frequencies (x pi if include_pi)
+  Linear post_kl;            // C -> W
+  std::vector<ResidualAttentionBlock> blocks;
+  GeoDecoder geo;
+
+  void load(ParamSource& c) {
+    const i64 W = cfg.width, D = cfg.head_dim();
+    post_kl.load(c, "post_kl", cfg.embed_dim, W, true);
+    blocks.resize(static_cast<std::size_t>(cfg.num_decoder_layers));
+    for (int i = 0; i < cfg.num_decoder_layers; ++i) {
+      const std::string p = "transformer.resblocks." + std::to_string(i);
+      ResidualAttentionBlock& b = blocks[static_cast<std::size_t>(i)];
+      b.ln_1.load(c, p + ".ln_1", W, kLnEps);
+      b.c_qkv.load(c, p + ".attn.c_qkv", W, 3 * W, cfg.qkv_bias);
+      b.c_proj.load(c, p + ".attn.c_proj", W, W, true);
+      b.norm.load(c, p + ".attn.attention", D, cfg.qk_norm);
+      b.ln_2.load(c, p + ".ln_2", W, kLnEps);
+      b.mlp.load(c, p + ".mlp", W, 4 * W);
+    }
+    const std::string g = "geo_decoder.";
+    const std::string x = g + "cross_attn_decoder.";
+    geo.query_proj.load(c, g + "query_proj", cfg.fourier_dim(), W, true);
+    geo.ln_1.load(c, x + "ln_1", W, kLnEps);
+    geo.ln_2.load(c, x + "ln_2", W, kLnEps);
+    geo.ln_3.load(c, x + "ln_3", W, kLnEps);
+    geo.c_q.load(c, x + "attn.c_q", W, W, cfg.qkv_bias);
+    geo.c_kv.load(c, x + "attn.c_kv", W, 2 * W, cfg.qkv_bias);
+    geo.c_proj.load(c, x + "attn.c_proj", W, W, true);
+    geo.norm.load(c, x + "attn.attention", D, cfg.qk_norm && cfg.geo_decoder_ln_post);
+    geo.mlp.load(c, x + "mlp", W, static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W);
+    geo.has_ln_post = cfg.geo_decoder_ln_post;
+    if (geo.has_ln_post) geo.ln_post.load(c, g + "ln_post", W, kLnPostEps);
+    geo.output_proj.load(c, g + "output_proj", W, 1, true);
+    params = c.parameters();
+  }
+
+  void init_freqs() {
+    freqs.resize(static_cast<std::size_t>(cfg.num_freqs));
+    const float pi = static_cast<float>(M_PI);
+    for (int j = 0; j < cfg.num_freqs; ++j) {
+      const float f = std::ldexp(1.0f, j);  // 2^j, exact
+      freqs[static_cast<std::size_t>(j)] = cfg.include_pi ? f * pi : f;
+    }
+  }
+
+  // points [P, 3] -> out [P, 3 (2F + 1)]: [x y z | sin(x f_0..x f_F-1, y .., z ..) | cos(..)]
+  void fourier(const float* xyz, i64 P, float* out) const {
+    const i64 F = cfg.num_freqs, E = cfg.fourier_dim();
+    tbb::parallel_for(i64{0}, P, i64{1024}, [&](i64 p0) {
+      const i64 p1 = std::min(P, p0 + 1024);
+      for (i64 p = p0; p < p1; ++p) {
+        float* o = out + p * E;
+        for (int a = 0; a < 3; ++a) {
+          const float v = xyz[p * 3 + a];
+          o[a] = v;
+          for (i64 j = 0; j < F; ++j) {
+            const float arg = v * freqs[static_cast<std::size_t>(j)];  // float32 product
+            o[3 + a * F + j] = static_cast<float>(std::sin(static_cast<double>(arg)));
+            o[3 + 3 * F + a * F + j] = static_cast<float>(std::cos(static_cast<double>(arg)));
+          }
+        }
+      }
+    });
+  }
+
+  // Keys / values of the cross attention for B items: decoded [B, N, W] -> KV [B, N, 2W] with
+  // the keys k-normalized in place.
+  Tensor cross_kv(const float* decoded, i64 B, i64 N, const ShapeVAE::TraceFn* trace) const {
+    const i64 W = cfg.width, D = cfg.head_dim(), nh = cfg.heads;
+    Tensor y({B, N, W});                       // [B, N, W]
+    geo.ln_2(y.data(), W, decoded, W, B * N);  // [B, N, W]
+    if (trace) (*trace)("trace.geo_decoder.cross_attn_decoder.ln_2.out", y);
+    Tensor kv({B, N, 2 * W});                        // [B, N, 2W]
+    geo.c_kv(kv.data(), 2 * W, y.data(), W, B * N);  // [B, N, 2W]
+    if (trace) (*trace)("trace.geo_decoder.cross_attn_decoder.attn.c_kv.out", kv);
+    if (geo.norm.on) {
+      geo.norm.k_norm(kv.data(), 2 * D, kv.data(), 2 * D, B * N * nh);  // keys, per head
+      if (trace)
+        (*trace)("trace.geo_decoder.cross_attn_decoder.attn.attention.k_norm.out",
+                 gather_heads(kv.data(), B, N, 2 * W, 0, nh, 2 * D, D));  // [B, N, nh, D]
+    }
+    return kv;
+  }
+
+  // Geometry decoder for B items at shared points: xyz [P, 3], kv [B, N, 2W] -> out [B, P].
+  // groups (B == 1 only): attention groups with FlashVDM key selection, or empty (all keys).
+  void geo_forward(const float* xyz, i64 P, const float* kv, i64 B, i64 N, float* out,
+                   const ShapeVAE::TraceFn* trace, std::span<const i64> groups = {},
+                   const KeySelection* sel = nullptr) const;
+};
+
+namespace {
+
+// Top-k keys of one head for one query group: score(j) = mean_s(q_s) . k_j (raw dot product, no
+// scale), highest first, ties by lowest index; returned sorted by index.
+void select_keys(const float* q, i64 q_ld, i64 n_q, i64 stride, const float* k, i64 k_ld, i64 N,
+                 i64 D, i64 top_k, std::vector<i64>& idx, std::vector<double>& mean,
+                 std::vector<double>& score) {
+  mean.assign(static_cast<std::size_t>(D), 0.0);
+  i64 ns = 0;
+  for (i64 s = 0; s < n_q; s += stride, ++ns)
+    for (i64 d = 0; d < D; ++d) mean[static_cast<std::size_t>(d)] += q[s * q_ld + d];
+  for (double& m : mean) m /= static_cast<double>(ns);
+  score.resize(static_cast<std::size_t>(N));
+  for (i64 j = 0; j < N; ++j) {
+    double acc = 0.0;
+    for (i64 d = 0; d < D; ++d) acc += mean[static_cast<std::size_t>(d)] * k[j * k_ld + d];
+    score[static_cast<std::size_t>(j)] = acc;
+  }
+  idx.resize(static_cast<std::size_t>(N));
+  std::iota(idx.begin(), idx.end(), i64{0});
+  std::partial_sort(idx.begin(), idx.begin() + top_k, idx.end(), [&](i64 a, i64 b) {
+    const double sa = score[static_cast<std::size_t>(a)], sb = score[static_cast<std::size_t>(b)];
+    return sa > sb || (sa == sb && a < b);
+  });
+  idx.resize(static_cast<std::size_t>(top_k));
+  std::sort(idx.begin(), idx.end());
+}
+
+}  // namespace
+
+void ShapeVAE::Impl::geo_forward(const float* xyz, i64 P, const float* kv, i64 B, i64 N, float* out,
+                                 const ShapeVAE::TraceFn* trace, std::span<const i64> groups,
+                                 const KeySelection* sel) const {
+  const i64 W = cfg.width, D = cfg.head_dim(), nh = cfg.heads, E = cfg.fourier_dim();
+  const i64 M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
+  auto tr = [&](const char* name, const Tensor& v) {
+    if (trace) (*trace)(name, v);
+  };
+  const i64 R = B * P;  // query rows
+  Tensor fe({P, E});    // [P, E]
+  fourier(xyz, P, fe.data());
+  tr("act.query_fourier", fe);
+  Tensor x({B, P, W});                           // [B, P, W] residual stream
+  geo.query_proj(x.data(), W, fe.data(), E, P);  // [P, W] (item 0)
+  for (i64 b = 1; b < B; ++b) std::copy_n(x.data(), P * W, x.data() + b * P * W);  // [B, P, W]
+  tr("trace.geo_decoder.query_proj.out", x);
+  Tensor y({B, P, W});                    // [B, P, W]
+  geo.ln_1(y.data(), W, x.data(), W, R);  // [B, P, W]
+  tr("trace.geo_decoder.cross_attn_decoder.ln_1.out", y);
+  Tensor q({B, P, W});                   // [B, P, W] heads x D
+  geo.c_q(q.data(), W, y.data(), W, R);  // [B, P, W]
+  tr("trace.geo_decoder.cross_attn_decoder.attn.c_q.out", q);
+  if (geo.norm.on) {
+    geo.norm.q_norm(q.data(), D, q.data(), D, R * nh);  // [B, P, nh, D]
+    if (trace)
+      tr("trace.geo_decoder.cross_attn_decoder.attn.attention.q_norm.out",
+         Tensor::view(q.data(), {B, P, nh, D}));
+  }
+  // Attention into y (reused as the heads-concatenated output) [B, P, W].
+  const i64 selected = sel ? std::min(sel->top_k, N) : 0;
+  if (groups.empty() || selected <= 0) {
+    kernels::attention({y.data(), P * W, W, D}, {q.data(), P * W, W, D},
+                       {kv, N * 2 * W, 2 * W, 2 * D}, {kv + D, N * 2 * W, 2 * W, 2 * D},
+                       {B, nh, P, N, D, 0.0f});  // [B, P, W]
+  } else {
+    if (B != 1) throw ModelError("ShapeVAE: key selection needs one batch item");
+    const i64 K = selected;
+    const i64 stride = std::max<i64>(1, sel->sample_stride);
+    const i64 ng = static_cast<i64>(groups.size()) - 1;
+    tbb::parallel_for(i64{0}, ng, [&](i64 g) {
+      const i64 g0 = groups[static_cast<std::size_t>(g)],
+                g1 = groups[static_cast<std::size_t>(g + 1)];
+      if (g1 <= g0) return;
+      Tensor ks({nh, K, D}), vs({nh, K, D});  // selected keys / values per head
+      std::vector<i64> idx;
+      std::vector<double> mean, score;
+      for (i64 h = 0; h < nh; ++h) {
+        select_keys(q.data() + g0 * W + h * D, W, g1 - g0, stride, kv + h * 2 * D, 2 * W, N, D, K,
+                    idx, mean, score);
+        for (i64 t = 0; t < K; ++t) {
+          const i64 j = idx[static_cast<std::size_t>(t)];
+          std::copy_n(kv + j * 2 * W + h * 2 * D, D, ks.data() + (h * K + t) * D);
+          std::copy_n(kv + j * 2 * W + h * 2 * D + D, D, vs.data() + (h * K + t) * D);
+        }
+      }
+      kernels::attention({y.data() + g0 * W, 0, W, D}, {q.data() + g0 * W, 0, W, D},
+                         {ks.data(), 0, D, K * D}, {vs.data(), 0, D, K * D},
+                         {1, nh, g1 - g0, K, D, 0.0f});  // [n_g, W]
+    });
+  }
+  tr("trace.geo_decoder.cross_attn_decoder.attn.c_proj.in", y);
+  geo.c_proj(q.data(), W, y.data(), W, R);  // [B, P, W] (q reused)
+  tr("trace.geo_decoder.cross_attn_decoder.attn.c_proj.out", q);
+  for (i64 i = 0; i < R * W; ++i) x.data()[i] += q.data()[i];  // [B, P, W]
+  geo.ln_3(y.data(), W, x.data(), W, R);                       // [B, P, W]
+  tr("trace.geo_decoder.cross_attn_decoder.ln_3.out", y);
+  {
+    Tensor hid({R, M});                                          // [B P, M]
+    geo.mlp.c_fc(hid.data(), M, y.data(), W, R, Act::kGeluErf);  // [B P, M]
+    geo.mlp.c_proj(q.data(), W, hid.data(), M, R);               // [B, P, W]
+  }
+  tr("trace.geo_decoder.cross_attn_decoder.mlp.c_proj.out", q);
+  for (i64 i = 0; i < R * W; ++i) x.data()[i] += q.data()[i];  // [B, P, W]
+  const float* fin = x.data();
+  if (geo.has_ln_post) {
+    geo.ln_post(y.data(), W, x.data(), W, R);  // [B, P, W]
+    tr("trace.geo_decoder.ln_post.out", y);
+    fin = y.data();
+  }
+  geo.output_proj(out, 1, fin, W, R);  // [B, P, 1]
+}
+
+// ---- config ----------------------------------------------------------------------------------
+
+void ShapeVAEConfig::validate() const {
+  std::vector<std::string> e;
+  if (num_latents < 1) e.push_back("num_latents must be >= 1");
+  if (embed_dim < 1) e.push_back("embed_dim must be >= 1");
+  if (num_freqs < 0 || num_freqs > 30) e.push_back("num_freqs must be in 0..30");
+  if (heads < 1) e.push_back("heads must be >= 1");
+  if (width < 1 || (heads >= 1 && width % heads != 0))
+    e.push_back("width (" + std::to_string(width) + ") must be a positive multiple of heads (" +
+                std::to_string(heads) + ")");
+  if (num_decoder_layers < 0) e.push_back("num_decoder_layers must be >= 0");
+  if (!(scale_factor > 0.0) || !std::isfinite(scale_factor))
+    e.push_back("scale_factor must be > 0");
+  if (geo_decoder_mlp_expand_ratio < 1) e.push_back("geo_decoder_mlp_expand_ratio must be >= 1");
+  if (geo_decoder_downsample_ratio != 1)
+    e.push_back("geo_decoder_downsample_ratio " + std::to_string(geo_decoder_downsample_ratio) +
+                " is not supported (only 1)");
+  if (e.empty()) return;
+  std::string msg = "ShapeVAE config:";
+  for (const auto& s : e) msg += "\n  " + s;
+  throw ModelError(msg);
+}
+
+ShapeVAEConfig ShapeVAEConfig::from_json(std::string_view json_text) {
+  const nlohmann::json j = nn::parse_config(json_text, "ShapeVAE config");
+  const nlohmann::json& p = j.contains("params") ? j["params"] : j;
+  if (!p.is_object()) throw ModelError("ShapeVAE config: params must be a JSON object");
+  ShapeVAEConfig c;
+  nn::ConfigReader r(p, "ShapeVAE config");
+  r.read("num_latents", c.num_latents);
+  r.read("embed_dim", c.embed_dim);
+  r.read("num_freqs", c.num_freqs);
+  r.read("include_pi", c.include_pi);
+  r.read("heads", c.heads);
+  r.read("width", c.width);
+  r.read("num_decoder_layers", c.num_decoder_layers);
+  r.read("qkv_bias", c.qkv_bias);
+  r.read("qk_norm", c.qk_norm);
+  r.read("scale_factor", c.scale_factor);
+  r.read("geo_decoder_mlp_expand_ratio", c.geo_decoder_mlp_expand_ratio);
+  r.read("geo_decoder_downsample_ratio", c.geo_decoder_downsample_ratio);
+  r.read("geo_decoder_ln_post", c.geo_decoder_ln_post);
+  // Encoder-side keys of official configs: accepted, unused by the decoder.
+  r.ignore({"ckpt_path", "num_encoder_layers", "pc_size", "pc_sharpedge_size", "point_feats",
+            "downsample_ratio", "label_type", "drop_path_rate", "use_checkpoint",
+            "enable_flashvdm"});
+  r.finish();
+  c.validate();
+  return c;
+}
+
+ShapeVAEConfig ShapeVAEConfig::from_file(const std::string& path, std::string_view section) {
+  const nlohmann::json j = nn::read_config_file(path, section);
+  try {
+    return from_json(j.dump());
+  } catch (const ModelError& e) {
+    throw ModelError(path + ": " + e.what());
+  }
+}
+
+std::int64_t flashvdm_top_k(std::int64_t n) {
+  if (n == 3072) return 1024;
+  if (n == 512) return 256;
+  return n / 3;
+}
+
+// ---- model -----------------------------------------------------------------------------------
+
+ShapeVAE::ShapeVAE(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+ShapeVAE::ShapeVAE(ShapeVAE&&) noexcept = default;
+ShapeVAE& ShapeVAE::operator=(ShapeVAE&&) noexcept = default;
+ShapeVAE::~ShapeVAE() = default;
+
+const ShapeVAEConfig& ShapeVAE::config() const {
+  return impl_->cfg;
+}
+std::int64_t ShapeVAE::num_parameters() const {
+  return impl_->params;
+}
+
+ShapeVAE ShapeVAE::load(const ShapeVAEConfig& config, const std::string& path) {
+  return load(config, SafetensorsFile::open(path));
+}
+
+ShapeVAE ShapeVAE::load(const ShapeVAEConfig& config, std::shared_ptr<const SafetensorsFile> file) {
+  WeightMap w = WeightMap::for_submodel(std::move(file), kVaePrefix);
+  return load(config, w);
+}
+
+ShapeVAE ShapeVAE::load(const ShapeVAEConfig& config, WeightMap& weights) {
+  config.validate();
+  auto impl = std::make_shared<Impl>();
+  impl->cfg = config;
+  impl->init_freqs();
+  nn::CheckpointParams params(weights);
+  impl->load(params);
+  weights.finish("ShapeVAE");
+  spdlog::info("ShapeVAE: loaded {} parameters from {}", impl->params, weights.file().path());
+  return ShapeVAE(std::move(impl));
+}
+
+std::vector<std::pair<std::string, Tensor>> ShapeVAE::random_weights(const ShapeVAEConfig& config,
+                                                                     std::uint64_t seed) {
+  config.validate();
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<std::string, Tensor>> out;
+  // N(0, 1/sqrt(fan_in)) weights, N(1, 0.15) norm scales, N(0, 0.1) biases.
+  nn::RandomParams params([&](const std::string& name, Tensor& t) {
+    const bool is_norm =
+        name.find("ln_") != std::string::npos || name.find("_norm") != std::string::npos;
+    const bool is_bias = name.ends_with(".bias");
+    double mean = 0.0, sd = 0.1;
+    if (is_norm && !is_bias) {
+      mean = 1.0;
+      sd = 0.15;
+    } else if (!is_bias && t.rank() == 2) {
+      sd = 1.0 / std::sqrt(static_cast<double>(t.dim(1)));
+    }
+    std::normal_distribution<double> nd(mean, sd);
+    for (float& v : t.span()) v = static_cast<float>(nd(rng));
+    if (name == "geo_decoder.output_proj.weight")
+      for (float& v : t.span()) v *= 3.0f;  // logits of a few units, like occupancy logits
+    out.emplace_back(name, t);
+  });
+  Impl tmp;
+  tmp.cfg = config;
+  tmp.load(params);
+  return out;
+}
+
+ShapeVAE ShapeVAE::random(const ShapeVAEConfig& config, std::uint64_t seed) {
+  auto weights = random_weights(config, seed);
+  auto impl = std::make_shared<Impl>();
+  impl->cfg = config;
+  impl->init_freqs();
+  std::size_t next = 0;
+  nn::RandomParams params(
+      [&](const std::string&, Tensor& t) { t = std::move(weights[next++].second); });
+  impl->load(params);
+  return ShapeVAE(std::move(impl));
+}
+
+Tensor ShapeVAE::fourier(const Tensor& points) const {
+  nn::check_shape(points, "ShapeVAE::fourier", "points", {-1, 3});
+  Tensor out({points.dim(0), impl_->cfg.fourier_dim()});
+  impl_->fourier(points.data(), points.dim(0), out.data());
+  return out;
+}
+
+Tensor ShapeVAE::decode(const Tensor& latents, const TraceFn* trace) const {
+  const Impl& m = *impl_;
+  const ShapeVAEConfig& c = m.cfg;
+  nn::check_shape(latents, "ShapeVAE::decode", "latents", {-1, -1, c.embed_dim});
+  const i64 B = latents.dim(0), N = latents.dim(1), C = c.embed_dim;
+  const i64 W = c.width, nh = c.heads, D = c.head_dim(), R = B * N;
+  auto tr = [&](const std::string& name, const Tensor& v) {
+    if (trace) (*trace)(name, v);
+  };
+  Tensor z({B, N, C});                                         // [B, N, C]
+  const float inv = static_cast<float>(1.0 / c.scale_factor);  // python float -> fp32 op
+  for (i64 i = 0; i < R * C; ++i) z.data()[i] = latents.data()[i] * inv;
+  tr("act.latents_unscaled", z);
+  Tensor h({B, N, W});                     // [B, N, W]
+  m.post_kl(h.data(), W, z.data(), C, R);  // [B, N, W]
+  tr("act.post_kl", h);
+  Tensor y({B, N, W}), qkv({B, N, 3 * W}), a({B, N, W}), p({B, N, W});
+  Tensor hid({R, 4 * W});  // [B N, 4W]
+  for (std::size_t bi = 0; bi < m.blocks.size(); ++bi) {
+    const ResidualAttentionBlock& blk = m.blocks[bi];
+    const std::string pre = "trace.transformer.resblocks." + std::to_string(bi) + ".";
+    blk.ln_1(y.data(), W, h.data(), W, R);  // [B, N, W]
+    tr(pre + "ln_1.out", y);
+    blk.c_qkv(qkv.data(), 3 * W, y.data(), W, R);  // [B, N, nh (q|k|v) D]
+    tr(pre + "attn.c_qkv.out", qkv);
+    if (blk.norm.on) {
+      blk.norm.q_norm(qkv.data(), 3 * D, qkv.data(), 3 * D, R * nh);          // q per head
+      blk.norm.k_norm(qkv.data() + D, 3 * D, qkv.data() + D, 3 * D, R * nh);  // k per head
+      if (trace) {
+        tr(pre + "attn.attention.q_norm.out",
+           gather_heads(qkv.data(), B, N, 3 * W, 0, nh, 3 * D, D));
+        tr(pre + "attn.attention.k_norm.out",
+           gather_heads(qkv.data(), B, N, 3 * W, D, nh, 3 * D, D));
+      }
+    }
+    kernels::attention({a.data(), N * W, W, D}, {qkv.data(), N * 3 * W, 3 * W, 3 * D},
+                       {qkv.data() + D, N * 3 * W, 3 * W, 3 * D},
+                       {qkv.data() + 2 * D, N * 3 * W, 3 * W, 3 * D},
+                       {B, nh, N, N, D, 0.0f});  // [B, N, W]
+    tr(pre + "attn.c_proj.in", a);
+    blk.c_proj(p.data(), W, a.data(), W, R);  // [B, N, W]
+    tr(pre + "attn.c_proj.out", p);
+    for (i64 i = 0; i < R * W; ++i) h.data()[i] += p.data()[i];  // [B, N, W]
+    blk.ln_2(y.data(), W, h.data(), W, R);                       // [B, N, W]
+    tr(pre + "ln_2.out", y);
+    blk.mlp.c_fc(hid.data(), 4 * W, y.data(), W, R);  // [B N, 4W]
+    tr(pre + "mlp.c_fc.out", hid);
+    kernels::act_inplace(Act::kGeluErf, hid.data(), R * 4 * W);  // [B N, 4W]
+    blk.mlp.c_proj(p.data(), W, hid.data(), 4 * W, R);           // [B, N, W]
+    tr(pre + "mlp.c_proj.out", p);
+    for (i64 i = 0; i < R * W; ++i) h.data()[i] += p.data()[i];  // [B, N, W]
+    tr("act.transformer.resblocks." + std::to_string(bi), h);
+  }
+  tr("out.decoded_latents", h);
+  return h;
+}
+
+Tensor ShapeVAE::query(const Tensor& decoded, const Tensor& points, const TraceFn* trace) const {
+  const Impl& m = *impl_;
+  nn::check_shape(decoded, "ShapeVAE::query", "decoded latents", {-1, -1, m.cfg.width});
+  nn::check_shape(points, "ShapeVAE::query", "points", {-1, 3});
+  const i64 B = decoded.dim(0), N = decoded.dim(1), P = points.dim(0);
+  Tensor kv = m.cross_kv(decoded.data(), B, N, trace);  // [B, N, 2W]
+  Tensor out({B, P, 1});                                // [B, P, 1]
+  m.geo_forward(points.data(), P, kv.data(), B, N, out.data(), trace);
+  if (trace) (*trace)("out.query_logits", out);
+  return out;
+}
+
+namespace {
+
+class VaeGeometryField final : public Field {
+ public:
+  VaeGeometryField(std::shared_ptr<const ShapeVAE::Impl> impl, Tensor kv, i64 n)
+      : impl_(std::move(impl)), kv_(std::move(kv)), n_(n) {}
+  void evaluate(const float* xyz, std::int64_t n, float* out) const override {
+    if (n > 0) impl_->geo_forward(xyz, n, kv_.data(), 1, n_, out, nullptr);
+  }
+  void evaluate_groups(const float* xyz, std::span<const std::int64_t> offsets,
+                       const KeySelection& selection, float* out) const override {
+    if (offsets.empty() || offsets.back() == 0) return;
+    impl_->geo_forward(xyz, offsets.back(), kv_.data(), 1, n_, out, nullptr, offsets, &selection);
+  }
+  std::int64_t key_count() const override { return n_; }
+
+ private:
+  std::shared_ptr<const ShapeVAE::Impl> impl_;
+  Tensor kv_;  // [1, N, 2W], keys normalized
+  i64 n_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Field> ShapeVAE::geometry_field(const Tensor& decoded, std::int64_t b) const {
+  nn::check_shape(decoded, "ShapeVAE::geometry_field", "decoded latents",
+                  {-1, -1, impl_->cfg.width});
+  if (b < 0 || b >= decoded.dim(0))
+    throw ModelError("ShapeVAE::geometry_field: batch item " + std::to_string(b) + " outside [0, " +
+                     std::to_string(decoded.dim(0)) + ")");
+  const i64 N = decoded.dim(1), W = impl_->cfg.width;
+  Tensor kv = impl_->cross_kv(decoded.data() + b * N * W, 1, N, nullptr);
+  return std::make_shared<VaeGeometryField>(impl_, std::move(kv), N);
+}
+
+}  // namespace gen3d::models
