@@ -2,6 +2,16 @@
 
 namespace gen3d::stages {
 
+void register_texture_stages(pipeline::Registry& registry) {
+  register_views_from_files(registry);
+  register_views_from_reference(registry);
+  register_views_from_mesh(registry);
+  register_views_from_model(registry);
+  register_inpaint_texture(registry);
+  register_bake_report(registry);
+  register_texture_psnr(registry);
+}
+
 void register_all_stages(pipeline::Registry& registry) {
   register_mesh_stages(registry);
   register_render_stages(registry);

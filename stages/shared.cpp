@@ -41,4 +41,10 @@ void report_cache(const pipeline::StageContext& ctx, const render::RasterCache& 
   ctx.gauge("raster_cache.bytes", static_cast<double>(s.bytes));
 }
 
+void report_view_images(const pipeline::StageContext& ctx, const ImageList& images) {
+  size_t with_image = 0;
+  for (const auto& image : images) with_image += !image.empty();
+  ctx.gauge("multiview.views_with_images", static_cast<double>(with_image));
+}
+
 }  // namespace gen3d::stages

@@ -6,6 +6,7 @@
 
 #include "pipeline/stage.h"
 #include "render/raster_cache.h"
+#include "stages/types.h"
 
 namespace gen3d::stages {
 
@@ -22,5 +23,9 @@ void make_output_dir(const std::string& path);
 
 // Publishes the cache's counters (hits, misses, rasterizations, bytes, evictions) as gauges.
 void report_cache(const pipeline::StageContext& ctx, const render::RasterCache& cache);
+
+// Publishes how many views have an image (`multiview.views_with_images`), whichever stage made
+// them.
+void report_view_images(const pipeline::StageContext& ctx, const ImageList& images);
 
 }  // namespace gen3d::stages

@@ -1,0 +1,84 @@
+// views_from_reference: the (delit) reference image fitted onto the silhouette of the view it
+// shows, optionally mirrored onto the opposite view, plus more reference images on other views.
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "mesh/io.h"
+#include "render/image_ops.h"
+#include "render/view_images.h"
+#include "stages/register.h"
+#include "stages/shared.h"
+#include "stages/types.h"
+
+namespace gen3d::stages {
+namespace {
+
+namespace fs = std::filesystem;
+using pipeline::Range;
+using pipeline::StageContext;
+using pipeline::StageContract;
+
+class ViewsFromReference final : public pipeline::Stage {
+ public:
+  StageContract contract() const override {
+    return StageContract("views_from_reference",
+                         "The reference image on the view it shows, fitted onto the normalized "
+                         "mesh's silhouette there; views without a reference get no image.")
+        .input<render::ViewSet>("views")
+        .input<mesh::Mesh>("mesh", "normalized target mesh (its silhouettes)")
+        .input<mesh::Image>("image", "the (delit) reference image")
+        .output<ImageList>("images", "RGB, one per view (empty: nothing for that view)")
+        .param<int>("resolution", 2048, Range{16, 16384}, "view image size")
+        .param<int>("reference_view", 0, Range{0, 1023}, "the view the reference image shows")
+        .param<bool>("mirror_back", false, "also use it, mirrored, for the opposite view")
+        .param<std::vector<std::string>>("extra_images", std::vector<std::string>{},
+                                         "more reference images (recentred) ...")
+        .param<std::vector<int>>("extra_views", std::vector<int>{}, "... and the view of each");
+  }
+  void check(const pipeline::ParamMap& p, std::vector<std::string>& problems) const override {
+    const auto& extra = std::get<std::vector<std::string>>(p.at("extra_images"));
+    if (extra.size() != std::get<std::vector<int64_t>>(p.at("extra_views")).size())
+      problems.push_back("extra_images and extra_views must have the same length");
+    for (const auto& f : extra)
+      if (!fs::is_regular_file(f)) problems.push_back("reference image not found: " + f);
+  }
+  void run(StageContext& ctx) const override {
+    auto views = ctx.in<render::ViewSet>("views");
+    auto target = ctx.in<mesh::Mesh>("mesh");
+    const int size = ctx.param<int>("resolution");
+    render::RasterCache& cache = raster_cache(ctx);
+    const uint64_t fingerprint = target->fingerprint();
+    auto images = std::make_shared<ImageList>(views->size());
+    const auto place = [&](const mesh::Image& reference, size_t view, bool mirror) {
+      if (view >= views->size())
+        throw std::runtime_error(
+            fmt::format("view {} does not exist ({} views)", view, views->size()));
+      auto raster = cache.get(fingerprint, *target, (*views)[view].camera, size, size);
+      (*images)[view] = render::fit_into_silhouette(reference, *raster, mirror);
+    };
+
+    const size_t front = static_cast<size_t>(ctx.param<int>("reference_view"));
+    const mesh::Image& reference = *ctx.in<mesh::Image>("image");
+    place(reference, front, false);
+    if (ctx.param<bool>("mirror_back"))
+      for (size_t v : render::opposite_views(*views, front)) place(reference, v, true);
+    const auto extra = ctx.param<std::vector<std::string>>("extra_images");
+    const auto extra_views = ctx.param<std::vector<int>>("extra_views");
+    for (size_t i = 0; i < extra.size(); ++i)
+      place(render::recenter_image(mesh::load_image(extra[i])), static_cast<size_t>(extra_views[i]),
+            false);
+    report_cache(ctx, cache);
+    report_view_images(ctx, *images);
+    ctx.out("images", std::move(images));
+  }
+};
+
+}  // namespace
+
+void register_views_from_reference(pipeline::Registry& registry) {
+  registry.add<ViewsFromReference>();
+}
+
+}  // namespace gen3d::stages

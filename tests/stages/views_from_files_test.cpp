@@ -1,0 +1,101 @@
+// views_from_files run alone through StageRunner on images the save_images stage wrote.
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "pipeline/error.h"
+#include "stage_test_helpers.h"
+#include "support/paths.h"
+
+namespace gen3d::test {
+namespace {
+
+using nlohmann::json;
+
+// A 16 × 16 image of one value per channel.
+Image filled(int channels, std::initializer_list<float> value) {
+  Image img(16, 16, channels);
+  for (size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = value.begin()[i % channels];
+  return img;
+}
+
+void save(const Image& image, const std::string& dir, const std::string& prefix) {
+  pipeline::StageRunner r = runner("save_images");
+  r.input<stages::ImageList>("images", stages::ImageList{image}).param("dir", dir);
+  r.param("prefix", prefix).run();
+}
+
+// Two views' images in a folder: a_0.png (transparent red) sorts before b_0.png (grey).
+std::string views_dir(const std::string& name) {
+  const std::string dir = temp_dir(name);
+  save(filled(4, {1, 0, 0, 0}), dir, "a_");
+  save(filled(3, {0.5f, 0.5f, 0.5f}), dir, "b_");
+  std::ofstream(dir + "/notes.txt") << "not an image";
+  return dir;
+}
+
+// A front and a back view.
+void two_views(pipeline::StageRunner& r) {
+  r.input<render::ViewSet>("views", level_views({0, 180}));
+}
+
+TEST(ViewsFromFiles, DirectoryImagesBecomeRgbOnWhiteAtTheRenderSize) {
+  pipeline::StageRunner r = runner("views_from_files");
+  two_views(r);
+  r.param("dir", views_dir("views_from_files_dir")).param("resolution", 32);
+  r.run();
+  const auto images = r.output<stages::ImageList>("images");
+  ASSERT_TRUE(images);
+  ASSERT_EQ(images->size(), 2u);
+  for (const auto& img : *images) {
+    EXPECT_EQ(img.width, 32);
+    EXPECT_EQ(img.height, 32);
+    EXPECT_EQ(img.channels, 3);
+  }
+  EXPECT_TRUE(near_rgb((*images)[0].at(5, 5), kWhite)) << "transparent: white behind it";
+  EXPECT_TRUE(near_rgb((*images)[1].at(7, 9), {0.5f, 0.5f, 0.5f}, 0.01f));
+  EXPECT_EQ(r.profiler().counter_totals().at("multiview.views_with_images"), 2.0);
+}
+
+TEST(ViewsFromFiles, ExplicitFilesKeepTheirOrder) {
+  const std::string dir = views_dir("views_from_files_list");
+  pipeline::StageRunner r = runner("views_from_files");
+  two_views(r);
+  r.param("files", json::array({dir + "/b_0.png", dir + "/a_0.png"})).param("resolution", 16);
+  r.run();
+  const auto images = r.output<stages::ImageList>("images");
+  EXPECT_TRUE(near_rgb((*images)[0].at(0, 0), {0.5f, 0.5f, 0.5f}, 0.01f));
+  EXPECT_TRUE(near_rgb((*images)[1].at(0, 0), kWhite));
+}
+
+TEST(ViewsFromFiles, WrongCountFailsAndBadParamsAreConfigErrors) {
+  const std::string dir = views_dir("views_from_files_bad");
+  pipeline::StageRunner one = runner("views_from_files");
+  two_views(one);
+  one.param("files", json::array({dir + "/b_0.png"}));
+  EXPECT_NE(error_of([&] { one.run(); }).find("1 view images for 2 views"), std::string::npos);
+
+  const auto problem = [&](const json& files, const std::string& views) {
+    pipeline::StageRunner r = runner("views_from_files");
+    two_views(r);
+    r.param("files", files).param("dir", views);
+    try {
+      r.run();
+    } catch (const pipeline::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(problem(json::array(), "").find("exactly one of"), std::string::npos);
+  EXPECT_NE(problem(json::array({dir + "/b_0.png"}), dir).find("exactly one of"),
+            std::string::npos);
+  EXPECT_NE(problem(json::array({dir + "/none.png"}), "").find("view image not found"),
+            std::string::npos);
+  EXPECT_NE(problem(json::array(), dir + "/none").find("directory not found"), std::string::npos);
+  EXPECT_NE(problem(json::array(), temp_dir("views_from_files_empty")).find("has no images"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace gen3d::test
