@@ -30,8 +30,8 @@ GEN3D_PORT_TYPE(gen3d::stages::BakeList, "BakeList");
 GEN3D_PORT_TYPE(gen3d::render::MergeResult, "MergedTexture");
 GEN3D_PORT_TYPE(gen3d::render::InpaintReport, "InpaintReport");
 
-#include "models/tensor.h"
+#include "models/core/tensor.h"
 GEN3D_PORT_TYPE(gen3d::models::Tensor, "Tensor");
 
-#include "models/volume_decoder.h"
+#include "models/shape/volume_decoder.h"
 GEN3D_PORT_TYPE(gen3d::models::VolumeGrid, "VolumeGrid");

@@ -9,8 +9,8 @@
 #include <spdlog/spdlog.h>
 #include <tbb/parallel_for.h>
 
-#include "models/multiview_diffusion.h"
-#include "models/mvunet.h"
+#include "models/paint/multiview_diffusion.h"
+#include "models/paint/mvunet.h"
 #include "render/image_ops.h"
 #include "render/view_images.h"
 #include "stages/register.h"

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "mesh/io.h"
-#include "models/safetensors.h"
-#include "models/tensor.h"
+#include "models/core/safetensors.h"
+#include "models/core/tensor.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 
