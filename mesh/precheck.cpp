@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "mesh/error.h"
 
 namespace gen3d::mesh::detail {
@@ -163,7 +165,9 @@ void check_ply(const std::string& path, const std::string& bytes) {
         elements.back().min_tokens += 1;
       }
     } else {
-      fail(path, where + ": unexpected keyword '" + std::string(t[0]) + "'");
+      // assimp skips header lines it does not know (Blender 2.4x writes "Created by ..."):
+      // they describe no data, so they cannot make the reader run past the file.
+      spdlog::debug("{}: {}: ignored header line '{}'", path, where, std::string(line));
     }
   }
   if (!ended) fail(path, "PLY header has no end_header");
