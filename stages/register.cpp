@@ -18,6 +18,7 @@ void register_all_stages(pipeline::Registry& registry) {
   register_image_stages(registry);
   register_texture_stages(registry);
   register_shape_stages(registry);
+  register_cache_study(registry);
   register_shape_vae_stages(registry);
   register_conditioner_stages(registry);
 }

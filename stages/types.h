@@ -1,6 +1,7 @@
 #pragma once
 // The value types that travel between stages, and the names contracts and messages show for them.
 
+#include <string>
 #include <vector>
 
 #include "mesh/image.h"
@@ -18,6 +19,10 @@ namespace gen3d::stages {
 using ImageList = std::vector<mesh::Image>;
 // One back-projection per view, in view order (empty texture: the view had no image).
 using BakeList = std::vector<render::BackProjection>;
+// Text for people that a command prints as it is (a comparison table, a summary).
+struct TextReport {
+  std::string text;
+};
 
 }  // namespace gen3d::stages
 
@@ -29,6 +34,7 @@ GEN3D_PORT_TYPE(gen3d::stages::ImageList, "ImageList");
 GEN3D_PORT_TYPE(gen3d::stages::BakeList, "BakeList");
 GEN3D_PORT_TYPE(gen3d::render::MergeResult, "MergedTexture");
 GEN3D_PORT_TYPE(gen3d::render::InpaintReport, "InpaintReport");
+GEN3D_PORT_TYPE(gen3d::stages::TextReport, "TextReport");
 
 #include "models/core/tensor.h"
 GEN3D_PORT_TYPE(gen3d::models::Tensor, "Tensor");

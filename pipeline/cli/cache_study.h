@@ -1,15 +1,18 @@
 #pragma once
-// `gen3d cache-study`: NoCache and every step cache on the same model, condition and seed; prints
-// per method the full DiT evaluations, wall time, speed-up and relative L2 error of the final
-// latents against NoCache.
+// `gen3d cache-study`: runs assets/pipelines/cache_study.json (the cache_study stage: NoCache and
+// every step cache on the same model, condition and seed) with the command line's values as its
+// variables, and prints the comparison table.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "pipeline/cli/commands.h"
+
 namespace gen3d::cli {
 
 struct CacheStudyOptions {
+  RunOptions run;             // -j, --set, --trace, --metrics (config is unused)
   std::string model;          // --model DIR|FILE (DiT weights; config.json next to them)
   std::string config;         // --config JSON (default: next to the weights)
   std::string random_config;  // --random-config mid|small: random DiT, no weights needed
@@ -20,7 +23,6 @@ struct CacheStudyOptions {
   std::uint64_t seed = 0;     // --seed (noise; the random condition uses seed + 1)
   int latent_tokens = 0;      // --latent-tokens (0: 3072, or the random preset's)
   int repeats = 1;            // --repeats (best wall time of)
-  int threads = 0;            // -j (0: all cores)
   std::vector<std::string> methods;  // --method fbcache|teacache|taylorseer|all (default all)
   std::string json_path;             // --json F: rows as JSON
 };

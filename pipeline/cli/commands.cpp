@@ -49,10 +49,9 @@ Graph load_graph(const std::string& path, const std::vector<std::string>& sets) 
   return build_graph(cfg, registry());
 }
 
-using AfterRun = std::function<void(const Graph&, const RunResult&, const Profiler&)>;
+}  // namespace
 
-// Runs a validated graph: progress on a TTY, the summary, trace and metrics files, exit code.
-int run_graph(const Graph& graph, const RunOptions& o, const AfterRun& after = {}) {
+int run_graph(const Graph& graph, const RunOptions& o, const AfterRun& after) {
   Profiler profiler;
   ExecutorOptions exec;
   exec.max_threads = o.threads;
@@ -89,8 +88,6 @@ int run_graph(const Graph& graph, const RunOptions& o, const AfterRun& after = {
   }
   return 0;
 }
-
-}  // namespace
 
 int cmd_run(const RunOptions& o) {
   Graph graph = load_graph(o.config, o.sets);

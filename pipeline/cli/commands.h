@@ -3,8 +3,15 @@
 // 0 success, 1 run failure, 2 config/usage error, 130 interrupted.
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
+
+namespace gen3d::pipeline {
+struct Graph;
+struct RunResult;
+class Profiler;
+}  // namespace gen3d::pipeline
 
 namespace gen3d::cli {
 
@@ -37,6 +44,14 @@ struct TextureOptions {
 
 // Set by the SIGINT handler; the executor skips nodes not yet started and stages poll it.
 std::atomic<bool>& interrupt_flag();
+
+// What a command does with a successful run's outputs (a report file, a printed table).
+using AfterRun = std::function<void(const pipeline::Graph&, const pipeline::RunResult&,
+                                    const pipeline::Profiler&)>;
+
+// Runs a validated graph: progress on a TTY, the summary, trace and metrics files, then `after`
+// when the run succeeded. Returns the exit code.
+int run_graph(const pipeline::Graph& graph, const RunOptions& options, const AfterRun& after = {});
 
 int cmd_run(const RunOptions& options);
 int cmd_texture(const TextureOptions& options);

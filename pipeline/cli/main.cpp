@@ -150,11 +150,13 @@ int main(int argc, char** argv) {
   auto* study_cmd = app.add_subcommand(
       "cache-study",
       "Compare step caches (none/FBCache/TeaCache/TaylorSeer) on one model, condition and seed");
-  study_cmd->add_option("--model", study.model, "DiT weights: .safetensors file or model directory");
+  study_cmd->add_option("--model", study.model,
+                        "DiT weights: .safetensors file or model directory");
   study_cmd->add_option("--config", study.config,
                         "model config JSON (default: config.json next to the weights)");
-  study_cmd->add_option("--random-config", study.random_config,
-                        "random DiT instead of weights: mid or small")
+  study_cmd
+      ->add_option("--random-config", study.random_config,
+                   "random DiT instead of weights: mid or small")
       ->check(CLI::IsMember({"mid", "small"}));
   study_cmd->add_option("--cond", study.cond,
                         "condition tokens (.safetensors), [B, Lc, C] or [Lc, C]");
@@ -171,7 +173,11 @@ int main(int argc, char** argv) {
   study_cmd->add_option("--method", study.methods,
                         "fbcache, teacache, taylorseer or all (repeatable)");
   study_cmd->add_option("--json", study.json_path, "also write the rows as JSON");
-  study_cmd->add_option("-j,--threads", study.threads, "worker threads")->check(CLI::Range(1, 1024));
+  study_cmd->add_option("--set", study.run.sets, "override: var=value or node.param=value");
+  study_cmd->add_option("--trace", study.run.trace_path, "write a Chrome trace");
+  study_cmd->add_option("--metrics", study.run.metrics_path, "write run metrics as JSON");
+  study_cmd->add_option("-j,--threads", study.run.threads, "worker threads")
+      ->check(CLI::Range(1, 1024));
 
   std::string config;
   std::vector<std::string> sets;
@@ -204,6 +210,7 @@ int main(int argc, char** argv) {
   tex.run.quiet = quiet;
   shape.run.quiet = quiet;
   batch.quiet = quiet;
+  study.run.quiet = quiet;
   std::signal(SIGINT, on_sigint);
 
   try {

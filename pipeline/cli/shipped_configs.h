@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "pipeline/config.h"
 
 namespace gen3d::cli {
@@ -12,7 +14,10 @@ namespace gen3d::cli {
 // The file's text as shipped. Throws ConfigError for a name that is not compiled in.
 std::string_view shipped_config_text(std::string_view name);
 
-// The parsed config; messages name it as "<command> (assets/pipelines/<name>.json)".
-pipeline::PipelineConfig shipped_config(std::string_view name, const std::string& command);
+// The parsed config with `vars` set; messages name it as "<command>
+// (assets/pipelines/<name>.json)". Setting a variable the config does not have is a ConfigError
+// (the command and the config disagree).
+pipeline::PipelineConfig shipped_config(std::string_view name, const std::string& command,
+                                        const nlohmann::json& vars = nlohmann::json::object());
 
 }  // namespace gen3d::cli

@@ -145,14 +145,7 @@ TexgenSelection select_texgen_config(const TextureOptions& o) {
 
 pipeline::PipelineConfig build_texgen_config(const TextureOptions& o) {
   const TexgenSelection selection = select_texgen_config(o);
-  pipeline::PipelineConfig cfg = shipped_config(selection.config, "gen3d texture");
-  for (const auto& [name, value] : selection.vars.items()) {
-    if (!cfg.vars.contains(name))
-      throw ConfigError(
-          fmt::format("{}: the shipped config has no variable \"{}\"", cfg.source, name));
-    cfg.vars[name] = value;
-  }
-  return cfg;
+  return shipped_config(selection.config, "gen3d texture", selection.vars);
 }
 
 }  // namespace gen3d::cli

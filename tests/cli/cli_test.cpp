@@ -124,5 +124,28 @@ TEST(Cli, MissingInputFileIsAConfigError) {
       << r.output;
 }
 
+// cache-study runs its shipped config: the table on stdout, the rows as JSON, --set on top.
+TEST(Cli, CacheStudyRunsThroughItsStage) {
+  const std::string dir = temp_dir("cli_cache_study");
+  const auto r = run_gen3d(
+      "-q cache-study --random-config small --steps 4 --latent-tokens 32 --method taylorseer "
+      "--json " +
+      dir + "/rows.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("cache study: DiT H 128"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("taylorseer"), std::string::npos) << r.output;
+  std::ifstream in(dir + "/rows.json");
+  const json rows = json::parse(in);
+  ASSERT_GE(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["method"], "none");
+
+  const auto usage = run_gen3d("cache-study --steps 4");
+  EXPECT_EQ(usage.exit_code, 2) << usage.output;
+  EXPECT_NE(usage.output.find("exactly one of --model and --random-config"), std::string::npos);
+  const auto set = run_gen3d("cache-study --random-config small --set study.steps=0");
+  EXPECT_EQ(set.exit_code, 2) << set.output;
+  EXPECT_NE(set.output.find("/nodes/0/params/steps"), std::string::npos) << set.output;
+}
+
 }  // namespace
 }  // namespace gen3d::test
