@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/core/error.h"
+#include "models/core/torch_file.h"
 
 namespace gen3d::models {
 
@@ -70,6 +71,8 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::string& 
     f->base_ = static_cast<const unsigned char*>(m);
   }
   ::close(fd);
+  // The official diffusers weights are also published as torch.save files (.bin).
+  if (looks_like_torch_save(f->base_, f->size_)) return read_torch_bytes(f->base_, f->size_, path);
   f->parse();
   spdlog::debug("safetensors: {} ({} tensors, {} bytes)", path, f->tensors_.size(), f->size_);
   return f;

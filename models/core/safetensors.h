@@ -35,7 +35,8 @@ struct TensorInfo {
 
 class SafetensorsFile {
  public:
-  // Maps the file read-only and validates it. Throws ModelError on any inconsistency.
+  // Maps the file read-only and validates it. Throws ModelError on any inconsistency. A
+  // torch.save file (.bin) is read into memory instead (models/core/torch_file.h).
   static std::shared_ptr<const SafetensorsFile> open(const std::string& path);
   // Parses an in-memory image (tests, fuzzing). `label` names it in errors.
   static std::shared_ptr<const SafetensorsFile> from_bytes(std::vector<unsigned char> bytes,

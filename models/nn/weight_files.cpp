@@ -11,14 +11,10 @@ namespace fs = std::filesystem;
 std::string find_weights(const std::string& dir, std::string_view stem) {
   const std::string full = std::string(stem) + ".safetensors";
   const std::string half = std::string(stem) + ".fp16.safetensors";
-  for (const std::string& name : {full, half})
+  const std::string torch = std::string(stem) + ".bin";
+  for (const std::string& name : {full, half, torch})
     if (fs::is_regular_file(fs::path(dir) / name)) return (fs::path(dir) / name).string();
-  const std::string pickle = std::string(stem) + ".bin";
-  if (fs::is_regular_file(fs::path(dir) / pickle))
-    throw ModelError(dir + ": holds " + pickle +
-                     ", a PyTorch pickle, which is not read; convert it once to " + full +
-                     " (same tensor names)");
-  throw ModelError(dir + ": no " + full + " or " + half);
+  throw ModelError(dir + ": no " + full + ", " + half + " or " + torch);
 }
 
 std::string canonical_path(const std::string& path) {

@@ -6,10 +6,10 @@
 
 namespace gen3d::models::nn {
 
-// The weights file `<stem>.safetensors` in `dir`, else `<stem>.fp16.safetensors`: full precision
-// first, since the in-memory precision is chosen at load whatever the file holds. Throws
-// ModelError naming the folder and both names; when only `<stem>.bin` (a PyTorch pickle) is
-// there, the message says so.
+// The weights file of `dir`: `<stem>.safetensors`, else `<stem>.fp16.safetensors`, else
+// `<stem>.bin` (a torch.save file, as the official diffusers folders publish it; read natively by
+// models/core/torch_file.h). Full precision first, since the in-memory precision is chosen at
+// load whatever the file holds. Throws ModelError naming the folder and the names looked for.
 std::string find_weights(const std::string& dir, std::string_view stem);
 
 // `path` made canonical where it exists (cache keys), else unchanged.

@@ -43,10 +43,9 @@ class MultiviewUNet {
   static std::unique_ptr<MultiviewUNet> load(const UNetConfig& base,
                                              std::shared_ptr<const SafetensorsFile> file);
   static std::unique_ptr<MultiviewUNet> load(const UNetConfig& base, const std::string& path);
-  // A diffusers-style folder: dir/config.json and dir/diffusion_pytorch_model.safetensors (or
-  // .fp16.safetensors) holding the same state_dict. The official hunyuan3d-paint-v2-0/unet folder
-  // ships the weights as diffusion_pytorch_model.bin (a PyTorch pickle), which is not read here:
-  // it has to be converted to safetensors first (names unchanged).
+  // A diffusers-style folder: dir/config.json and the state_dict in
+  // diffusion_pytorch_model.safetensors, .fp16.safetensors or .bin (the official
+  // hunyuan3d-paint-v2-0/unet folder ships a torch.save .bin, read natively).
   static std::unique_ptr<MultiviewUNet> load_folder(const std::string& dir);
   // Random weights of the right shapes (benchmarks): uniform in ±0.02 (norm scales 1, biases 0).
   static std::unique_ptr<MultiviewUNet> random(const UNetConfig& base, std::uint64_t seed,

@@ -66,8 +66,7 @@ TEST(ParamSource, RecorderListsNamesAndShapesWithAPrefix) {
 
 TEST(ParamSource, CheckpointSourceClaimsAndReportsEveryProblem) {
   const Tensor w = gaussian_noise({4, 3}, 5), b = gaussian_noise({4}, 6);
-  const std::vector<std::pair<std::string, const Tensor*>> list{{"fc.weight", &w},
-                                                                {"fc.bias", &b}};
+  const std::vector<std::pair<std::string, const Tensor*>> list{{"fc.weight", &w}, {"fc.bias", &b}};
   const std::string path = ::testing::TempDir() + "nn_params.safetensors";
   write_safetensors(path, list);
   WeightMap map(SafetensorsFile::open(path), "");
@@ -125,16 +124,15 @@ TEST(Layers, NormsAndConvolutionMatchTheReferenceKernels) {
   for (std::int64_t i = 0; i < a.numel(); ++i) EXPECT_NEAR(a.data()[i], b.data()[i], 1e-5f);
 
   gn(a.data(), x.data(), 1, 25, true);
-  kernels::ref::group_norm(b.data(), x.data(), 1, 25, 6, 3, 1e-6f, gn.weight.data(),
-                           gn.bias.data(), true);
+  kernels::ref::group_norm(b.data(), x.data(), 1, 25, 6, 3, 1e-6f, gn.weight.data(), gn.bias.data(),
+                           true);
   for (std::int64_t i = 0; i < a.numel(); ++i) EXPECT_NEAR(a.data()[i], b.data()[i], 1e-5f);
 
   const Tensor y = conv(x);
   EXPECT_EQ(y.shape(), (Shape{1, 3, 3, 4}));  // padding 1, stride 2
   Tensor want({1, 3, 3, 4});
   kernels::ref::conv2d(want.data(), x.data(), 1, 5, 5, conv.weight, conv.geometry);
-  for (std::int64_t i = 0; i < want.numel(); ++i)
-    EXPECT_NEAR(y.data()[i], want.data()[i], 1e-4f);
+  for (std::int64_t i = 0; i < want.numel(); ++i) EXPECT_NEAR(y.data()[i], want.data()[i], 1e-4f);
 }
 
 TEST(Layers, CheckShapeNamesWhereWhatAndBothShapes) {

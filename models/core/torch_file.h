@@ -1,0 +1,31 @@
+#pragma once
+// PyTorch `torch.save` state dicts (the zip format written since PyTorch 1.6, as the official
+// diffusers `.bin` weights are published), read natively and safely.
+//
+// The archive's `<name>/data.pkl` is run on a restricted unpickler that understands only what
+// torch.save writes for a state dict: `collections.OrderedDict`, `torch._utils._rebuild_tensor_v2`
+// (and `_rebuild_parameter`), and the typed storages as persistent ids
+// ('storage', torch.<Type>Storage, key, location, numel) whose bytes are `<name>/data/<key>`.
+// Any other global is refused by name before anything is called; nothing is ever executed.
+// The pre-1.6 (non-zip) format is refused with a message that says how to re-save it.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/core/safetensors.h"
+
+namespace gen3d::models {
+
+// True when `bytes` start like a torch.save file (a zip archive, or a legacy pickle) rather than a
+// safetensors file (whose 8-byte header length is followed by '{').
+bool looks_like_torch_save(const unsigned char* bytes, std::size_t size);
+
+// The state dict of a torch.save file as an in-memory safetensors image (tensor names as in the
+// dict; views materialized contiguous), so that every loader reads it like a .safetensors file.
+// Throws ModelError naming the file and the problem (corrupt zip, refused global, bad tensor).
+std::shared_ptr<const SafetensorsFile> read_torch_file(const std::string& path);
+std::shared_ptr<const SafetensorsFile> read_torch_bytes(const unsigned char* bytes,
+                                                        std::size_t size, const std::string& label);
+
+}  // namespace gen3d::models
