@@ -1,11 +1,6 @@
 #include "models/core/torch_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <map>
 #include <set>
@@ -669,28 +664,6 @@ std::shared_ptr<const SafetensorsFile> read_torch_bytes(const unsigned char* byt
   auto file = assemble(zip, prefix, *dict, label);
   spdlog::debug("torch.save: {} ({} tensors)", label, file->tensors().size());
   return file;
-}
-
-std::shared_ptr<const SafetensorsFile> read_torch_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw ModelError(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw ModelError(path + ": not a regular file");
-  }
-  const auto size = static_cast<std::size_t>(st.st_size);
-  void* m = size ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
-  ::close(fd);
-  if (m == MAP_FAILED) throw ModelError(path + ": mmap failed: " + std::strerror(errno));
-  struct Unmap {
-    void* m;
-    std::size_t n;
-    ~Unmap() {
-      if (m) ::munmap(m, n);
-    }
-  } unmap{m, size};
-  return read_torch_bytes(static_cast<const unsigned char*>(m), size, path);
 }
 
 }  // namespace gen3d::models

@@ -21,10 +21,10 @@ namespace gen3d::models {
 // safetensors file (whose 8-byte header length is followed by '{').
 bool looks_like_torch_save(const unsigned char* bytes, std::size_t size);
 
-// The state dict of a torch.save file as an in-memory safetensors image (tensor names as in the
-// dict; views materialized contiguous), so that every loader reads it like a .safetensors file.
-// Throws ModelError naming the file and the problem (corrupt zip, refused global, bad tensor).
-std::shared_ptr<const SafetensorsFile> read_torch_file(const std::string& path);
+// The state dict of a torch.save file's bytes as an in-memory safetensors image (tensor names as
+// in the dict; views materialized contiguous), so that every loader reads it like a .safetensors
+// file; SafetensorsFile::open calls it for files that look like torch.save. Throws ModelError
+// naming `label` and the problem (corrupt zip, refused global, bad tensor).
 std::shared_ptr<const SafetensorsFile> read_torch_bytes(const unsigned char* bytes,
                                                         std::size_t size, const std::string& label);
 
