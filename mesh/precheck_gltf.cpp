@@ -306,8 +306,6 @@ class GltfChecker {
       for (const json& e : *list) {
         if (!e.is_string())
           fail(std::string("glTF '") + key + "' holds a value that is not a string");
-        if (std::string(key) == "extensionsRequired" && e == "KHR_draco_mesh_compression")
-          fail("Draco-compressed glTF meshes are not supported");
       }
     }
   }
@@ -728,9 +726,6 @@ class GltfChecker {
         }
       }
     }
-    if (const json* ext = member(prim, "extensions");
-        ext && member(*ext, "KHR_draco_mesh_compression"))
-      fail(where + " is Draco-compressed, which is not supported");
   }
 
   void check_meshes() {
