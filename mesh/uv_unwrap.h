@@ -2,13 +2,15 @@
 // Automatic UV atlas generation (our own, no xatlas): charts grown by normal deviation, each
 // parameterized (planar projection or LSCM), packed without overlap into a square texture.
 //
-// Pipeline: face adjacency -> region growing over (smoothed) normals with a seam-length cost ->
+// Pipeline: face adjacency (by welded position) -> region growing over (smoothed) normals with a
+// seam-length cost -> merging of neighbouring charts within the normal cone ->
 // per chart: planar projection if flat, else LSCM (Eigen sparse LDLT), falling back to planar; a
 // chart that still folds or overlaps itself is split in two across its principal axis, repeatedly
 // -> charts rotated to their minimum-area bounding box -> packing: conservative texel footprints
-// placed in four orientations, lowest-top first, into the skyline or into holes under it, with
-// `gutter` free texels around every chart; the scale (texels per unit) is searched so the layout
-// just fits the square.
+// placed in four orientations at a bounded set of candidate positions, into the skyline or into
+// holes under it, with `gutter` free texels around every chart; the scale (texels per unit) is
+// searched so the layout just fits the square, and lowered (then the gutter) when it cannot.
+// Stages: uv_segment.cpp, uv_parameterize.cpp, uv_pack.cpp; uv_unwrap.cpp runs them.
 
 #include <cstddef>
 #include <cstdint>
@@ -40,6 +42,14 @@ struct UnwrapOptions {
   bool use_lscm = true;
   // Charts whose normals all lie within this angle (degrees) of their mean are treated as flat.
   float flat_angle_deg = 5.0f;
+  // Merge neighbouring charts whose union stays within max_chart_angle_deg (coplanar pieces of CAD
+  // parts, slivers along bevels): fewer charts, shorter seams, denser packing.
+  bool merge_charts = true;
+  // Texel density to aim for (texels per 3D unit); 0 picks the largest that fits. When the charts
+  // do not fit at this density (or, with 0, not even at one texel each with the gutter), the
+  // density goes down (then the gutter) until they do, with one warning; the metrics report what
+  // was used.
+  double texels_per_unit = 0.0;
   // Try the four 90-degree rotations of each chart while packing (denser atlas, slower packing).
   bool rotate_charts = true;
   // Wall-clock budget. Past half of it LSCM is skipped; packing stops refining the scale once it is
@@ -55,8 +65,12 @@ struct UnwrapMetrics {
   double angle_distortion = 0.0;  // area-weighted mean of (sigma_max / sigma_min - 1) per face
   double seam_length = 0.0;       // 3D length of edges whose two faces lie in different charts
   double texels_per_unit = 0.0;   // packing scale: texels per 3D length unit
-  int pack_passes = 0;            // packing attempts made to find the scale
-  double seconds = 0.0;           // wall time of the whole unwrap
+  double requested_texels_per_unit = 0.0;  // options.texels_per_unit, or the first scale tried
+  bool density_reduced = false;  // the layout did not fit as asked: density/gutter went down
+  int gutter = 0;                // gutter kept in texels (options.gutter unless reduced)
+  size_t merged_charts = 0;      // charts removed by merging
+  int pack_passes = 0;           // packing attempts made to find the scale
+  double seconds = 0.0;          // wall time of the whole unwrap
 };
 
 struct UnwrapResult {
@@ -66,7 +80,7 @@ struct UnwrapResult {
 };
 
 // Unwraps the mesh. Deterministic: the same input and options give the same UVs whatever the
-// number of threads. Throws MeshError on invalid meshes or when the charts cannot fit the texture.
+// number of threads. Throws MeshError on invalid meshes; never fails for lack of atlas space.
 UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& options = {});
 
 // Diagnostics of existing UVs rasterized at texture_size x texture_size (texel centres, top-left
