@@ -1,5 +1,7 @@
 // Benchmarks of gen3d_mesh on the real Hunyuan3D-2 shape (1.glb, 40k faces, used in place from the
-// shared assets: never copied into the repository) and on a generated 200k-face sphere.
+// shared assets: never copied into the repository), on assimp's 2CylinderEngine.glb (121k faces of
+// hard-surface CAD, thousands of planar regions; also from the shared assets) and on generated
+// 200k- and 1M-face spheres. Missing asset files skip their benchmarks with a message.
 // Baselines in the same run: unwrap with planar charts only and no rotations (the cheap strategy
 // uv_unwrap falls back to), and simplify without UV seams.
 //
@@ -24,10 +26,23 @@ std::string shape_path() {
   return env && *env ? env : "/work/shared/assets/hunyuan3d-2/1.glb";
 }
 
-// Loaded once; nullptr when the file is not there (the benchmarks then report an error).
+std::string engine_path() {
+  const char* env = std::getenv("GEN3D_BENCH_CAD_MESH");
+  return env && *env ? env : "/work/shared/assets/meshes-assimp/glTF2/2CylinderEngine.glb";
+}
+
+// Loaded once; nullptr when the file is not there (the benchmarks then skip).
 const Mesh* shape() {
   static const Mesh* mesh = [] {
     const std::string p = shape_path();
+    return std::filesystem::exists(p) ? new Mesh(load_mesh(p)) : nullptr;
+  }();
+  return mesh;
+}
+
+const Mesh* engine() {
+  static const Mesh* mesh = [] {
+    const std::string p = engine_path();
     return std::filesystem::exists(p) ? new Mesh(load_mesh(p)) : nullptr;
   }();
   return mesh;
@@ -64,6 +79,12 @@ const Mesh& sphere200k() {
   return m;
 }
 
+// 2 * 1000 * (501 - 1) = 1,000,000 faces.
+const Mesh& sphere1m() {
+  static const Mesh m = bumpy_sphere(501, 1000);
+  return m;
+}
+
 void report(benchmark::State& state, const UnwrapResult& r) {
   state.counters["faces"] = double(r.mesh.faces.size());
   state.counters["charts"] = double(r.metrics.charts);
@@ -72,22 +93,32 @@ void report(benchmark::State& state, const UnwrapResult& r) {
   state.counters["angle_distortion"] = r.metrics.angle_distortion;
   state.counters["area_distortion"] = r.metrics.area_distortion;
   state.counters["pack_passes"] = r.metrics.pack_passes;
+  state.counters["texels_per_unit"] = r.metrics.texels_per_unit;
+  state.counters["merged_charts"] = double(r.metrics.merged_charts);
+  state.counters["density_reduced"] = r.metrics.density_reduced;
 }
 
-void unwrap(benchmark::State& state, const Mesh* mesh, bool baseline) {
+void unwrap(benchmark::State& state, const Mesh* mesh, bool baseline, int texture_size = 2048,
+            const std::string& path = shape_path()) {
   if (!mesh) {
-    state.SkipWithError(("mesh not found: " + shape_path()).c_str());
+    state.SkipWithError(("mesh not found, skipped: " + path).c_str());
     return;
   }
-  UnwrapOptions o;  // 2048 texels, gutter 4
+  UnwrapOptions o;  // gutter 4
+  o.texture_size = texture_size;
   if (baseline) {
     o.use_lscm = false;
     o.rotate_charts = false;
   }
   UnwrapResult r;
-  for (auto _ : state) {
-    r = uv_unwrap(*mesh, o);
-    benchmark::DoNotOptimize(r.mesh.uvs.data());
+  try {
+    for (auto _ : state) {
+      r = uv_unwrap(*mesh, o);
+      benchmark::DoNotOptimize(r.mesh.uvs.data());
+    }
+  } catch (const std::exception& e) {  // older unwrappers could fail for lack of space
+    state.SkipWithError(e.what());
+    return;
   }
   report(state, r);
 }
@@ -103,6 +134,16 @@ void BM_Unwrap_Sphere200k(benchmark::State& s) {
 }
 void BM_Unwrap_Sphere200k_PlanarBaseline(benchmark::State& s) {
   unwrap(s, &sphere200k(), true);
+}
+void BM_Unwrap_Sphere1M(benchmark::State& s) {
+  unwrap(s, &sphere1m(), false);
+}
+// Hard-surface CAD at the shipped size and at a size too small for one chart per planar region.
+void BM_Unwrap_Engine(benchmark::State& s) {
+  unwrap(s, engine(), false, 2048, engine_path());
+}
+void BM_Unwrap_Engine512(benchmark::State& s) {
+  unwrap(s, engine(), false, 512, engine_path());
 }
 
 void BM_Load_Shape(benchmark::State& state) {
@@ -158,6 +199,21 @@ BENCHMARK(BM_Unwrap_Sphere200k_PlanarBaseline)
     ->MeasureProcessCPUTime()
     ->UseRealTime()
     ->Iterations(2);
+BENCHMARK(BM_Unwrap_Sphere1M)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->Iterations(1);
+BENCHMARK(BM_Unwrap_Engine)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->Iterations(1);
+BENCHMARK(BM_Unwrap_Engine512)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->Iterations(1);
 BENCHMARK(BM_Simplify_Shape)->Arg(10000)->Arg(2000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Simplify_Shape_NoSeamsBaseline)->Arg(10000)->Unit(benchmark::kMillisecond);
 
