@@ -6,14 +6,11 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <nlohmann/json.hpp>
 
-#include "models/core/error.h"
-#include "models/core/safetensors.h"
+#include "io/atomic_file.h"
 #include "models/shape/cache_study.h"
 #include "models/shape/checkpoints.h"
 #include "models/shape/dit.h"
-#include "pipeline/atomic_file.h"
 #include "stages/register.h"
 #include "stages/shared.h"
 #include "stages/types.h"
@@ -24,53 +21,6 @@ namespace {
 using pipeline::Range;
 using pipeline::StageContext;
 using pipeline::StageContract;
-
-// The condition tokens of `path`: the tensor `name`, else the file's only tensor, else
-// "in.cond_context"; [Lc, C] becomes one condition [1, Lc, C].
-models::Tensor read_condition(const std::string& path, const std::string& name) {
-  const auto file = models::SafetensorsFile::open(path);
-  std::string tensor = name;
-  if (tensor.empty()) {
-    if (file->tensors().size() == 1)
-      tensor = file->tensors().front().name;
-    else if (file->find("in.cond_context"))
-      tensor = "in.cond_context";
-    else
-      throw models::ModelError(path + " holds several tensors: name one with cond_name");
-  }
-  if (!file->find(tensor)) throw models::ModelError("no tensor \"" + tensor + "\" in " + path);
-  models::Tensor t = file->to_f32(tensor);
-  if (t.rank() == 2) t = t.reshaped({1, t.dim(0), t.dim(1)}).clone();
-  return t;
-}
-
-std::string table_text(const std::vector<models::StudyRow>& rows) {
-  std::string out = fmt::format("{:<30} {:>6} {:>6} {:>6} {:>6} {:>10} {:>8} {:>8} {:>11} {:>9}\n",
-                                "method", "full", "skip", "pred", "elided", "wall s", "speedup",
-                                "evals", "rel L2", "cache MiB");
-  for (const auto& r : rows)
-    out += fmt::format(
-        "{:<30} {:>6} {:>6} {:>6} {:>6} {:>10.3f} {:>7.2f}x {:>8.3f} {:>11.3e} {:>9.1f}\n", r.label,
-        r.report.full, r.report.skipped, r.report.predicted, r.report.elided, r.seconds, r.speedup,
-        r.eval_ratio, r.rel_l2, static_cast<double>(r.report.peak_bytes) / (1 << 20));
-  return out;
-}
-
-nlohmann::json table_json(const std::vector<models::StudyRow>& rows) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& r : rows)
-    out.push_back({{"method", r.label},
-                   {"full", r.report.full},
-                   {"skipped", r.report.skipped},
-                   {"predicted", r.report.predicted},
-                   {"elided", r.report.elided},
-                   {"seconds", r.seconds},
-                   {"speedup", r.speedup},
-                   {"eval_ratio", r.eval_ratio},
-                   {"rel_l2", r.rel_l2},
-                   {"cache_peak_bytes", r.report.peak_bytes}});
-  return out;
-}
 
 class CacheStudy final : public pipeline::Stage {
  public:
@@ -142,15 +92,16 @@ class CacheStudy final : public pipeline::Stage {
         const auto setup = models::random_study_setup(random);
         model = models::study_random_dit(setup.config, 1234);
         if (latent_tokens <= 0) options.latent_tokens = setup.latent_tokens;
-        cond = cond_path.empty() ? models::random_condition(setup.config, 1, setup.context_tokens,
-                                                            options.seed + 1)
-                                 : read_condition(cond_path, ctx.param<std::string>("cond_name"));
+        cond =
+            cond_path.empty()
+                ? models::random_condition(setup.config, 1, setup.context_tokens, options.seed + 1)
+                : models::read_condition(cond_path, ctx.param<std::string>("cond_name"));
         header = fmt::format(
             "random DiT \"{}\" with a band-limited time embedding (no trained weights)\n", random);
       } else {
         model = models::shared_dit(models::resolve_checkpoint(ctx.param<std::string>("model"),
                                                               ctx.param<std::string>("config")));
-        cond = read_condition(cond_path, ctx.param<std::string>("cond_name"));
+        cond = models::read_condition(cond_path, ctx.param<std::string>("cond_name"));
       }
     }
     const auto& c = model->config();
@@ -164,26 +115,15 @@ class CacheStudy final : public pipeline::Stage {
          start = end + 1)
       spdlog::info("{}: {}", ctx.node_id(), header.substr(start, end - start));
 
-    const auto rows = models::run_cache_study(*model, cond, selected_methods(ctx), options);
+    const auto methods =
+        models::select_study_methods(ctx.param<std::vector<std::string>>("methods"));
+    const auto rows = models::run_cache_study(*model, cond, methods, options);
     const std::string json = ctx.param<std::string>("json");
     if (!json.empty()) {
       make_output_dir(json);
-      pipeline::write_file_atomic(json, table_json(rows).dump(2) + "\n");
+      io::write_file_atomically(json, models::study_json(rows));
     }
-    ctx.out("table", std::make_shared<TextReport>(TextReport{header + table_text(rows)}));
-  }
-
- private:
-  static std::vector<models::StudyMethod> selected_methods(const StageContext& ctx) {
-    const auto names = ctx.param<std::vector<std::string>>("methods");
-    std::vector<models::StudyMethod> methods;
-    for (auto& m : models::default_study_methods()) {
-      bool wanted = names.empty();
-      for (const auto& name : names)
-        if (name == "all" || models::parse_cache_method(name) == m.config.method) wanted = true;
-      if (wanted) methods.push_back(std::move(m));
-    }
-    return methods;
+    ctx.out("table", std::make_shared<TextReport>(TextReport{header + models::study_table(rows)}));
   }
 };
 

@@ -3,12 +3,14 @@
 #include <map>
 #include <mutex>
 
+#include <oneapi/tbb/collaborative_call_once.h>
+
 namespace gen3d::models::nn {
 
 namespace {
 
 struct Entry {
-  std::once_flag once;
+  tbb::collaborative_once_flag once;
   std::shared_ptr<const void> model;
 };
 
@@ -33,8 +35,9 @@ std::shared_ptr<const void> cached_model(const std::string& key,
     if (!slot) slot = std::make_shared<Entry>();
     e = slot;
   }
-  // A throwing load leaves the flag unset: the next caller retries.
-  std::call_once(e->once, [&] { e->model = load(); });
+  // Threads waiting for a load help its parallel work instead of blocking TBB workers; a
+  // throwing load leaves the flag unset, so the next caller retries.
+  tbb::collaborative_call_once(e->once, [&] { e->model = load(); });
   return e->model;
 }
 

@@ -1,10 +1,14 @@
 #include "models/shape/cache_study.h"
 
 #include <chrono>
+
+#include <fmt/format.h>
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "models/core/error.h"
+#include "models/core/safetensors.h"
 #include "models/nn/init.h"
 #include "models/shape/dit.h"
 
@@ -141,6 +145,62 @@ std::shared_ptr<const Hunyuan3DDiT> study_random_dit(const DiTConfig& config, st
 
 Tensor random_condition(const DiTConfig& config, int batch, int tokens, std::uint64_t seed) {
   return nn::gaussian_noise({batch, tokens, config.context_in_dim}, seed);
+}
+
+Tensor read_condition(const std::string& path, const std::string& name) {
+  const auto file = SafetensorsFile::open(path);
+  std::string tensor = name;
+  if (tensor.empty()) {
+    if (file->tensors().size() == 1)
+      tensor = file->tensors().front().name;
+    else if (file->find("in.cond_context"))
+      tensor = "in.cond_context";
+    else
+      throw ModelError(path + " holds several tensors: name the condition tensor");
+  }
+  if (!file->find(tensor)) throw ModelError("no tensor \"" + tensor + "\" in " + path);
+  Tensor t = file->to_f32(tensor);
+  if (t.rank() == 2) t = t.reshaped({1, t.dim(0), t.dim(1)}).clone();
+  return t;
+}
+
+std::vector<StudyMethod> select_study_methods(const std::vector<std::string>& names) {
+  std::vector<StudyMethod> methods;
+  for (auto& m : default_study_methods()) {
+    bool wanted = names.empty();
+    for (const auto& name : names)
+      if (name == "all" || parse_cache_method(name) == m.config.method) wanted = true;
+    if (wanted) methods.push_back(std::move(m));
+  }
+  return methods;
+}
+
+std::string study_table(const std::vector<StudyRow>& rows) {
+  std::string out = fmt::format("{:<30} {:>6} {:>6} {:>6} {:>6} {:>10} {:>8} {:>8} {:>11} {:>9}\n",
+                                "method", "full", "skip", "pred", "elided", "wall s", "speedup",
+                                "evals", "rel L2", "cache MiB");
+  for (const auto& r : rows)
+    out += fmt::format(
+        "{:<30} {:>6} {:>6} {:>6} {:>6} {:>10.3f} {:>7.2f}x {:>8.3f} {:>11.3e} {:>9.1f}\n", r.label,
+        r.report.full, r.report.skipped, r.report.predicted, r.report.elided, r.seconds, r.speedup,
+        r.eval_ratio, r.rel_l2, static_cast<double>(r.report.peak_bytes) / (1 << 20));
+  return out;
+}
+
+std::string study_json(const std::vector<StudyRow>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows)
+    out.push_back({{"method", r.label},
+                   {"full", r.report.full},
+                   {"skipped", r.report.skipped},
+                   {"predicted", r.report.predicted},
+                   {"elided", r.report.elided},
+                   {"seconds", r.seconds},
+                   {"speedup", r.speedup},
+                   {"eval_ratio", r.eval_ratio},
+                   {"rel_l2", r.rel_l2},
+                   {"cache_peak_bytes", r.report.peak_bytes}});
+  return out.dump(2) + "\n";
 }
 
 }  // namespace gen3d::models

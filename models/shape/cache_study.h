@@ -64,4 +64,16 @@ std::shared_ptr<const Hunyuan3DDiT> study_random_dit(const DiTConfig& config, st
 // Seeded N(0, 1) condition tokens [batch, tokens, context_in_dim].
 Tensor random_condition(const DiTConfig& config, int batch, int tokens, std::uint64_t seed);
 
+// The condition tokens stored in `path`: the tensor `name`, else the file's only tensor, else
+// "in.cond_context"; [Lc, C] becomes one condition [1, Lc, C].
+Tensor read_condition(const std::string& path, const std::string& name = {});
+
+// The default methods whose method name is in `names` ("fbcache", "teacache", "taylorseer" or
+// "all"; empty: all). Throws ModelError on an unknown name.
+std::vector<StudyMethod> select_study_methods(const std::vector<std::string>& names);
+
+// The comparison as an aligned text table (one row per method) and as a JSON array.
+std::string study_table(const std::vector<StudyRow>& rows);
+std::string study_json(const std::vector<StudyRow>& rows);
+
 }  // namespace gen3d::models
