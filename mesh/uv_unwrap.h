@@ -35,8 +35,9 @@ struct UnwrapOptions {
   // Growth order weights: normal deviation vs. boundary length (compact charts, short seams).
   float normal_weight = 1.0f;
   float seam_weight = 1.5f;
-  // Charts stop growing at this many faces (0 = no limit).
-  size_t max_chart_faces = 0;
+  // Charts stop growing at this many faces (0 = no limit). The LSCM solve grows faster than
+  // linearly with a chart's size (a 1M-face sphere in 5 charts took 40 s): the default bounds it.
+  size_t max_chart_faces = 8192;
   // Solve least-squares conformal maps for curved charts (planar projection is used for flat
   // charts, when LSCM folds a chart, and after half of max_seconds).
   bool use_lscm = true;
