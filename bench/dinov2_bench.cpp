@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/dinov2.h"
-#include "models/image_preprocess.h"
+#include "models/shape/dinov2.h"
+#include "models/shape/image_preprocess.h"
 
 namespace {
 
@@ -55,8 +55,8 @@ Dinov2Config preset(const std::string& name) {
 }
 
 // A soft-edged coloured ellipse on transparent background, 640 x 480.
-ImageU8 synthetic_rgba() {
-  ImageU8 img(640, 480, 4, 0);
+gen3d::image::ImageU8 synthetic_rgba() {
+  gen3d::image::ImageU8 img(640, 480, 4, 0);
   for (int y = 0; y < img.height; ++y)
     for (int x = 0; x < img.width; ++x) {
       const double dx = (x - 330) / 200.0, dy = (y - 250) / 150.0;
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
   doc["repeats"] = repeats;
 
   // Preprocessing (u8 recipes) and transform: cheap, timed once per repeat, best kept.
-  const ImageU8 rgba = synthetic_rgba();
+  const gen3d::image::ImageU8 rgba = synthetic_rgba();
   double best_pre = 1e300, best_tf = 1e300;
   Tensor images;
   for (int r = 0; r < repeats; ++r) {

@@ -111,7 +111,7 @@ PipelineTimes run_pipeline(const mesh::Mesh& m, const render::ViewSet& views, in
   std::vector<render::SparseBackProjection> bps(n);
   // The generated views would come from the multiview model (8-bit, resized to the render size);
   // float images of the normal maps stand in. Made before the clock starts: they are inputs.
-  std::vector<mesh::Image> generated(n);
+  std::vector<image::Image> generated(n);
   for (size_t v = 0; v < n; ++v) {
     const auto r = render::rasterize(m, views[v].camera, size, size);
     generated[v] = render::normal_map(m, r);

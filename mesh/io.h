@@ -32,10 +32,4 @@ Mesh load_mesh(const std::string& path);
 // failure leaves no partial file. Throws MeshError naming the file.
 void save_mesh(const Mesh& mesh, const std::string& path);
 
-// Image files (PNG, JPEG, ... through OpenCV) as float RGB(A) in [0, 1], row 0 at the top.
-Image load_image(const std::string& path);
-// Writes 8-bit PNG/JPEG by extension (values are clamped to [0, 1] and rounded); atomic like
-// save_mesh.
-void save_image(const Image& image, const std::string& path);
-
 }  // namespace gen3d::mesh

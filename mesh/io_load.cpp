@@ -19,8 +19,10 @@
 #include <spdlog/spdlog.h>
 #include <assimp/Importer.hpp>
 
+#include "image/codec.h"
+#include "image/error.h"
+#include "image/io.h"
 #include "mesh/error.h"
-#include "mesh/image_codec.h"
 #include "mesh/io.h"
 #include "mesh/precheck.h"
 
@@ -90,8 +92,9 @@ std::string resolve_texture_path(const std::string& ref, const fs::path& model_d
   return {};
 }
 
-std::shared_ptr<const Image> load_material_texture(const aiScene& scene, const aiMaterial& mat,
-                                                   const std::string& model_path) {
+std::shared_ptr<const image::Image> load_material_texture(const aiScene& scene,
+                                                          const aiMaterial& mat,
+                                                          const std::string& model_path) {
   aiString ref;
   bool found = false;
   for (aiTextureType type : {aiTextureType_BASE_COLOR, aiTextureType_DIFFUSE}) {
@@ -106,10 +109,10 @@ std::shared_ptr<const Image> load_material_texture(const aiScene& scene, const a
     if (const aiTexture* tex = scene.GetEmbeddedTexture(name.c_str())) {
       const std::string what = model_path + " (embedded texture " + name + ")";
       if (tex->mHeight == 0) {  // compressed: mWidth bytes of PNG/JPEG
-        return std::make_shared<const Image>(
-            detail::decode_image(reinterpret_cast<const uint8_t*>(tex->pcData), tex->mWidth, what));
+        return std::make_shared<const image::Image>(
+            image::decode_image(reinterpret_cast<const uint8_t*>(tex->pcData), tex->mWidth, what));
       }
-      auto img = std::make_shared<Image>(int(tex->mWidth), int(tex->mHeight), 4);
+      auto img = std::make_shared<image::Image>(int(tex->mWidth), int(tex->mHeight), 4);
       for (size_t i = 0; i < size_t(tex->mWidth) * tex->mHeight; ++i) {
         const aiTexel& t = tex->pcData[i];
         float* px = img->pixels.data() + 4 * i;
@@ -129,8 +132,8 @@ std::shared_ptr<const Image> load_material_texture(const aiScene& scene, const a
       spdlog::warn("{}: texture '{}' not found; loading without texture", model_path, name);
       return nullptr;
     }
-    return std::make_shared<const Image>(load_image(file));
-  } catch (const MeshError& e) {
+    return std::make_shared<const image::Image>(image::load_image(file));
+  } catch (const image::ImageError& e) {  // a broken texture does not make the mesh unusable
     spdlog::warn("{}: {}; loading without texture", model_path, e.what());
     return nullptr;
   }

@@ -9,9 +9,10 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "image/codec.h"
+#include "image/error.h"
 #include "mesh/atomic_write.h"
 #include "mesh/error.h"
-#include "mesh/image_codec.h"
 #include "mesh/io.h"
 #include "mesh/normals.h"
 #include "mesh/seams.h"
@@ -153,7 +154,7 @@ std::string build_glb(const Mesh& input, const std::string& path) {
               {"scenes", json::array({{{"nodes", {0}}}})},
               {"nodes", json::array({{{"mesh", 0}}})}};
   if (mesh.texture && mesh.has_uvs()) {
-    const std::string png = detail::encode_image(*mesh.texture, ".png", path + " (texture)");
+    const std::string png = image::encode_image(*mesh.texture, ".png", path + " (texture)");
     const size_t view = add_view(png.data(), png.size(), 0);
     doc["images"] = json::array({{{"bufferView", view}, {"mimeType", "image/png"}}});
     doc["samplers"] = json::array({{{"magFilter", 9729}, {"minFilter", 9729}}});
@@ -199,7 +200,7 @@ std::vector<detail::PendingFile> build_obj(const Mesh& mesh, const std::string& 
         "newmtl material0\nKa 1 1 1\nKd 1 1 1\nKs 0 0 0\nd 1\nillum 1\nmap_Kd " + stem + ".png\n";
     const std::string png = (p.parent_path() / (stem + ".png")).string();
     files.push_back({(p.parent_path() / (stem + ".mtl")).string(), mtl});
-    files.push_back({png, detail::encode_image(*mesh.texture, ".png", png)});
+    files.push_back({png, image::encode_image(*mesh.texture, ".png", png)});
   }
   obj.reserve(mesh.positions.size() * 80 + mesh.faces.size() * 40);
   for (size_t i = 0; i < mesh.positions.size(); ++i) {
@@ -297,12 +298,17 @@ void save_mesh(const Mesh& mesh, const std::string& path) {
   if (!dir.empty() && !fs::is_directory(dir, ec)) {
     throw MeshError("cannot write '" + path + "': directory does not exist");
   }
-  if (ext == ".glb") {
-    detail::write_files_atomically({{path, build_glb(mesh, path)}});
-  } else if (ext == ".obj") {
-    detail::write_files_atomically(build_obj(mesh, path));
-  } else {
-    detail::write_files_atomically({{path, build_ply(mesh)}});
+  // Texture encoding errors reach callers as MeshError, like every save_mesh failure.
+  try {
+    if (ext == ".glb") {
+      detail::write_files_atomically({{path, build_glb(mesh, path)}});
+    } else if (ext == ".obj") {
+      detail::write_files_atomically(build_obj(mesh, path));
+    } else {
+      detail::write_files_atomically({{path, build_ply(mesh)}});
+    }
+  } catch (const image::ImageError& e) {
+    throw MeshError(e.what());
   }
 }
 

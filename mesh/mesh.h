@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "mesh/image.h"
+#include "image/image.h"
 
 namespace gen3d::mesh {
 
@@ -26,7 +26,7 @@ struct Mesh {
                                 // normalize_mesh (the renderer's convention, see render/)
   std::vector<Tri> uv_faces;    // empty or F x 3, corner -> index into uvs
   std::vector<Vec4> colors;     // empty or V x 4, RGBA in [0, 1]
-  std::shared_ptr<const Image> texture;  // optional base-colour texture
+  std::shared_ptr<const image::Image> texture;  // optional base-colour texture
 
   size_t vertex_count() const { return positions.size(); }
   size_t face_count() const { return faces.size(); }

@@ -15,8 +15,8 @@ std::array<int, 2> uv_to_texel(const Vec2& uv, int texture_size) {
   return {std::clamp(row, 0, texture_size - 1), std::clamp(col, 0, texture_size - 1)};
 }
 
-VertexInpaintStats vertex_inpaint(const Mesh& mesh, Image& texture, std::vector<uint8_t>& mask,
-                                  bool v_flipped) {
+VertexInpaintStats vertex_inpaint(const Mesh& mesh, image::Image& texture,
+                                  std::vector<uint8_t>& mask, bool v_flipped) {
   if (!mesh.has_uvs()) throw MeshError("vertex inpainting needs a mesh with UVs");
   const int size = texture.width;
   if (texture.height != size || mask.size() != static_cast<size_t>(size) * size)

@@ -24,8 +24,8 @@ struct VertexInpaintStats {
 // does); its position, for the distance weights, is that of the first corner that uses it.
 // `v_flipped`: the UVs hold 1 - v (the renderer's convention, see mesh/normalize.h); the original v
 // is then recovered in float32 first, as the reference's get_mesh does before inpainting.
-VertexInpaintStats vertex_inpaint(const Mesh& mesh, Image& texture, std::vector<uint8_t>& mask,
-                                  bool v_flipped = false);
+VertexInpaintStats vertex_inpaint(const Mesh& mesh, image::Image& texture,
+                                  std::vector<uint8_t>& mask, bool v_flipped = false);
 
 // The texel a UV (original v, up) lands on, as the reference computes it: (1 - v) and both
 // products in float64, rounded half to even. Returns {row, col}.

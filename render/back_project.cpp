@@ -53,7 +53,7 @@ float cos_threshold(double degrees) {
 }
 
 void check_view_inputs(const char* fn, const mesh::Mesh& mesh, const Raster& raster,
-                       const mesh::Image& view) {
+                       const image::Image& view) {
   if (!mesh.has_uvs() || mesh.uv_faces.size() != mesh.faces.size()) {
     throw RenderError(std::string(fn) + ": the mesh has no UVs (uv_faces per face)");
   }
@@ -194,7 +194,7 @@ void check_texture_size(const char* fn, int T) {
 // sum; interleaved so one scatter touches one cache line), which the caller provides zeroed.
 // Inputs are checked by the caller.
 void splat_view(const mesh::Mesh& mesh, const Raster& raster, const Camera& camera,
-                const mesh::Image& view, const BakeOptions& options, BackProjectDebug* debug,
+                const image::Image& view, const BakeOptions& options, BackProjectDebug* debug,
                 float* acc) {
   const int T = options.texture_size;
   const int W = raster.width, H = raster.height, C = view.channels;
@@ -284,7 +284,7 @@ void splat_view(const mesh::Mesh& mesh, const Raster& raster, const Camera& came
 }  // namespace
 
 BackProjection back_project(const mesh::Mesh& mesh, const Raster& raster, const Camera& camera,
-                            const mesh::Image& view, const BakeOptions& options,
+                            const image::Image& view, const BakeOptions& options,
                             BackProjectDebug* debug) {
   check_view_inputs("back_project", mesh, raster, view);
   check_texture_size("back_project", options.texture_size);
@@ -295,8 +295,8 @@ BackProjection back_project(const mesh::Mesh& mesh, const Raster& raster, const 
   splat_view(mesh, raster, camera, view, options, debug, acc.data());
   // Divide by the weight sums where positive (elsewhere the sums stay: 0 unless UVs leave [0,1]).
   BackProjection out;
-  out.texture = mesh::Image(T, T, C, 0.0f);
-  out.cos = mesh::Image(T, T, 1, 0.0f);
+  out.texture = image::Image(T, T, C, 0.0f);
+  out.cos = image::Image(T, T, 1, 0.0f);
   tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 4096),
                     [&](const tbb::blocked_range<size_t>& r) {
                       for (size_t t = r.begin(); t < r.end(); ++t) {
@@ -309,12 +309,12 @@ BackProjection back_project(const mesh::Mesh& mesh, const Raster& raster, const 
                       }
                     });
   // Q1: only pixels outside the dilated edges splat, so the boundary map is identically zero.
-  if (options.boundary_map) out.boundary = mesh::Image(T, T, 1, 0.0f);
+  if (options.boundary_map) out.boundary = image::Image(T, T, 1, 0.0f);
   return out;
 }
 
 SparseBackProjection back_project_sparse(const mesh::Mesh& mesh, const Raster& raster,
-                                         const Camera& camera, const mesh::Image& view,
+                                         const Camera& camera, const image::Image& view,
                                          const BakeOptions& options) {
   check_view_inputs("back_project_sparse", mesh, raster, view);
   check_texture_size("back_project_sparse", options.texture_size);
@@ -350,7 +350,8 @@ SparseBackProjection back_project_sparse(const mesh::Mesh& mesh, const Raster& r
 }
 
 BackProjection gather(const mesh::Mesh& mesh, const Raster& uv_raster, const Raster& view_raster,
-                      const Camera& camera, const mesh::Image& view, const GatherOptions& options) {
+                      const Camera& camera, const image::Image& view,
+                      const GatherOptions& options) {
   check_view_inputs("gather", mesh, view_raster, view);
   const int W = view_raster.width, H = view_raster.height, C = view.channels;
   if (uv_raster.pixel_count() == 0) throw RenderError("gather: empty uv raster");
@@ -380,8 +381,8 @@ BackProjection gather(const mesh::Mesh& mesh, const Raster& uv_raster, const Ras
   const float thr = cos_threshold(options.angle_threshold);
 
   BackProjection out;
-  out.texture = mesh::Image(TW, TH, C, 0.0f);
-  out.cos = mesh::Image(TW, TH, 1, 0.0f);
+  out.texture = image::Image(TW, TH, C, 0.0f);
+  out.cos = image::Image(TW, TH, 1, 0.0f);
   parallel_rows(TH, [&](int ty) {
     for (int tx = 0; tx < TW; ++tx) {
       const size_t t = static_cast<size_t>(ty) * TW + tx;

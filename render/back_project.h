@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "mesh/image.h"
+#include "image/image.h"
 #include "mesh/mesh.h"
 #include "render/camera.h"
 #include "render/rasterizer.h"
@@ -23,9 +23,9 @@ struct BakeOptions {
 int bake_kernel_half_size(int render_size);
 
 struct BackProjection {
-  mesh::Image texture;   // T x T x C: splatted colour (0 where nothing landed)
-  mesh::Image cos;       // T x T x 1: splatted view cosine (0 where nothing landed)
-  mesh::Image boundary;  // T x T x 1 when BakeOptions::boundary_map, else empty
+  image::Image texture;   // T x T x C: splatted colour (0 where nothing landed)
+  image::Image cos;       // T x T x 1: splatted view cosine (0 where nothing landed)
+  image::Image boundary;  // T x T x 1 when BakeOptions::boundary_map, else empty
 };
 
 // View-space intermediates of back_project, for tests and debugging (H x W each).
@@ -45,7 +45,7 @@ struct BackProjectDebug {
 // bilinear "linear grid put" of every remaining pixel at (row, col) = (v, u) * (T - 1).
 // Throws RenderError on mismatched sizes or a mesh without UVs.
 BackProjection back_project(const mesh::Mesh& mesh, const Raster& raster, const Camera& camera,
-                            const mesh::Image& view, const BakeOptions& options = {},
+                            const image::Image& view, const BakeOptions& options = {},
                             BackProjectDebug* debug = nullptr);
 
 // back_project's result restricted to the texels it paints (weight sum or cos sum != 0): the same
@@ -60,7 +60,7 @@ struct SparseBackProjection {
 
 // back_project, returned sparse; bit-identical values. Throws like back_project.
 SparseBackProjection back_project_sparse(const mesh::Mesh& mesh, const Raster& raster,
-                                         const Camera& camera, const mesh::Image& view,
+                                         const Camera& camera, const image::Image& view,
                                          const BakeOptions& options = {});
 
 struct GatherOptions {
@@ -77,7 +77,7 @@ struct GatherOptions {
 // cos is the texel's camera-space normal cosine (thresholded), 0 where not visible. Produces
 // hole-free maps at any texture size; not the reference algorithm (no golden parity).
 BackProjection gather(const mesh::Mesh& mesh, const Raster& uv_raster, const Raster& view_raster,
-                      const Camera& camera, const mesh::Image& view,
+                      const Camera& camera, const image::Image& view,
                       const GatherOptions& options = {});
 
 // Camera-space vertex normals as the reference computes them for back-projection: the unweighted

@@ -52,9 +52,9 @@ std::vector<mesh::Vec3> normals_or_default(const mesh::Mesh& mesh,
 // Interpolates per-vertex attributes (indexed through mesh.faces) into an H x W x 3 image,
 // transforming covered values with enc(v) and filling `bg` elsewhere.
 template <class Enc>
-mesh::Image vertex_attr_image(const Raster& r, std::span<const mesh::Vec3> attr,
-                              std::span<const mesh::Tri> corners, float bg, Enc&& enc) {
-  mesh::Image img(r.width, r.height, 3);
+image::Image vertex_attr_image(const Raster& r, std::span<const mesh::Vec3> attr,
+                               std::span<const mesh::Tri> corners, float bg, Enc&& enc) {
+  image::Image img(r.width, r.height, 3);
   for_each_pixel(r, [&](size_t p) {
     float* dst = img.pixels.data() + p * 3;
     const int32_t id = r.face_id[p];
@@ -118,33 +118,33 @@ std::vector<uint8_t> position_map_u8(const mesh::Mesh& mesh, const Raster& raste
                               [](float v) { return v; });
 }
 
-mesh::Image normal_map(const mesh::Mesh& mesh, const Raster& raster,
-                       const std::vector<mesh::Vec3>& vertex_normals) {
+image::Image normal_map(const mesh::Mesh& mesh, const Raster& raster,
+                        const std::vector<mesh::Vec3>& vertex_normals) {
   check_mesh_for_raster("normal_map", mesh, raster);
   const std::vector<mesh::Vec3> n = normals_or_default(mesh, vertex_normals, "normal_map");
   return vertex_attr_image(raster, n, mesh.faces, 1.0f, [](float v) { return (v + 1.0f) * 0.5f; });
 }
 
-mesh::Image position_map(const mesh::Mesh& mesh, const Raster& raster, float scale_factor) {
+image::Image position_map(const mesh::Mesh& mesh, const Raster& raster, float scale_factor) {
   check_mesh_for_raster("position_map", mesh, raster);
   return vertex_attr_image(raster, position_attr(mesh, scale_factor), mesh.faces, 1.0f,
                            [](float v) { return v; });
 }
 
-mesh::Image depth_map(const Raster& raster) {
-  mesh::Image img(raster.width, raster.height, 1);
+image::Image depth_map(const Raster& raster) {
+  image::Image img(raster.width, raster.height, 1);
   for_each_pixel(
       raster, [&](size_t p) { img.pixels[p] = raster.face_id[p] != 0 ? raster.depth[p] : 1.0f; });
   return img;
 }
 
-mesh::Image coverage_mask(const Raster& raster) {
-  mesh::Image img(raster.width, raster.height, 1);
+image::Image coverage_mask(const Raster& raster) {
+  image::Image img(raster.width, raster.height, 1);
   for_each_pixel(raster, [&](size_t p) { img.pixels[p] = raster.face_id[p] != 0 ? 1.0f : 0.0f; });
   return img;
 }
 
-void sample_bilinear(const mesh::Image& image, float x, float y, float* out) {
+void sample_bilinear(const image::Image& image, float x, float y, float* out) {
   const int w = image.width, h = image.height, ch = image.channels;
   x = std::clamp(x, 0.0f, static_cast<float>(w - 1));
   y = std::clamp(y, 0.0f, static_cast<float>(h - 1));
@@ -163,7 +163,7 @@ void sample_bilinear(const mesh::Image& image, float x, float y, float* out) {
   }
 }
 
-void sample_bicubic(const mesh::Image& image, float x, float y, float* out) {
+void sample_bicubic(const image::Image& image, float x, float y, float* out) {
   const int w = image.width, h = image.height, ch = image.channels;
   x = std::clamp(x, 0.0f, static_cast<float>(w - 1));
   y = std::clamp(y, 0.0f, static_cast<float>(h - 1));
@@ -197,7 +197,7 @@ void sample_bicubic(const mesh::Image& image, float x, float y, float* out) {
   }
 }
 
-mesh::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float background) {
+image::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float background) {
   check_mesh_for_raster("albedo_map", mesh, raster);
   const bool textured = mesh.texture && !mesh.texture->empty() && mesh.has_uvs();
   if (!textured && mesh.colors.size() != mesh.positions.size()) {
@@ -207,7 +207,7 @@ mesh::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float backg
     throw RenderError("albedo_map: texture has " + std::to_string(mesh.texture->channels) +
                       " channels, expected 3 or 4");
   }
-  mesh::Image img(raster.width, raster.height, 3);
+  image::Image img(raster.width, raster.height, 3);
   for_each_pixel(raster, [&](size_t p) {
     float* dst = img.pixels.data() + p * 3;
     const int32_t id = raster.face_id[p];
@@ -217,7 +217,7 @@ mesh::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float backg
     }
     const float* b = &raster.bary[p * 3];
     if (textured) {
-      const mesh::Image& tex = *mesh.texture;
+      const image::Image& tex = *mesh.texture;
       const auto uv =
           interpolate_pixel<2>(b, std::span<const mesh::Vec2>(mesh.uvs), mesh.uv_faces[id - 1]);
       float s[4];
@@ -238,19 +238,19 @@ mesh::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float backg
   return img;
 }
 
-mesh::Image texel_position_map(const mesh::Mesh& mesh, const Raster& uv_raster) {
+image::Image texel_position_map(const mesh::Mesh& mesh, const Raster& uv_raster) {
   check_mesh_for_raster("texel_position_map", mesh, uv_raster);
   return vertex_attr_image(uv_raster, mesh.positions, mesh.faces, 0.0f, [](float v) { return v; });
 }
 
-mesh::Image texel_normal_map(const mesh::Mesh& mesh, const Raster& uv_raster,
-                             const std::vector<mesh::Vec3>& vertex_normals) {
+image::Image texel_normal_map(const mesh::Mesh& mesh, const Raster& uv_raster,
+                              const std::vector<mesh::Vec3>& vertex_normals) {
   check_mesh_for_raster("texel_normal_map", mesh, uv_raster);
   const std::vector<mesh::Vec3> n = normals_or_default(mesh, vertex_normals, "texel_normal_map");
   return vertex_attr_image(uv_raster, n, mesh.faces, 0.0f, [](float v) { return v; });
 }
 
-std::vector<uint8_t> to_u8(const mesh::Image& image) {
+std::vector<uint8_t> to_u8(const image::Image& image) {
   std::vector<uint8_t> out(image.pixels.size());
   for (size_t i = 0; i < out.size(); ++i) out[i] = quantize_u8(image.pixels[i]);
   return out;

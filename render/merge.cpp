@@ -57,8 +57,8 @@ template <class Weight, class Tex>
 MergeResult merge_impl(size_t views, int W, int H, int C, Weight&& weight, Tex&& tex) {
   const size_t n = static_cast<size_t>(W) * H;
   MergeResult out;
-  out.texture = mesh::Image(W, H, C, 0.0f);
-  out.weight = mesh::Image(W, H, 1, 0.0f);
+  out.texture = image::Image(W, H, C, 0.0f);
+  out.weight = image::Image(W, H, 1, 0.0f);
   float* acc = out.texture.pixels.data();
   float* trust = out.weight.pixels.data();
   const auto reduce = [&](auto&& body) {
@@ -110,26 +110,26 @@ MergeResult merge_impl(size_t views, int W, int H, int C, Weight&& weight, Tex&&
   return out;
 }
 
-std::string shape(const mesh::Image& m) {
+std::string shape(const image::Image& m) {
   return std::to_string(m.width) + "x" + std::to_string(m.height) + "x" +
          std::to_string(m.channels);
 }
 
 }  // namespace
 
-mesh::Image bake_weight(const mesh::Image& cos, double view_weight, float exponent) {
+image::Image bake_weight(const image::Image& cos, double view_weight, float exponent) {
   if (cos.channels != 1) {
     throw RenderError("bake_weight: cos map has " + std::to_string(cos.channels) +
                       " channels, expected 1");
   }
-  mesh::Image out(cos.width, cos.height, 1);
+  image::Image out(cos.width, cos.height, 1);
   const WeightFn fn{static_cast<float>(view_weight), exponent};
   parallel_texels(cos.pixels.size(), [&](size_t t) { out.pixels[t] = fn(cos.pixels[t]); });
   return out;
 }
 
-MergeResult merge_fast(std::span<const mesh::Image> textures,
-                       std::span<const mesh::Image> weights) {
+MergeResult merge_fast(std::span<const image::Image> textures,
+                       std::span<const image::Image> weights) {
   if (textures.empty() || textures.size() != weights.size()) {
     throw RenderError("merge_fast: " + std::to_string(textures.size()) + " textures and " +
                       std::to_string(weights.size()) + " weight maps (need the same, at least 1)");
@@ -156,10 +156,10 @@ MergeResult merge_fast(std::span<const BackProjection> views, std::span<const do
                       std::to_string(view_weights.size()) +
                       " view weights (need the same, at least 1)");
   }
-  const mesh::Image& t0 = views[0].texture;
+  const image::Image& t0 = views[0].texture;
   for (size_t v = 0; v < views.size(); ++v) {
-    const mesh::Image& t = views[v].texture;
-    const mesh::Image& c = views[v].cos;
+    const image::Image& t = views[v].texture;
+    const image::Image& c = views[v].cos;
     if (t.width != t0.width || t.height != t0.height || t.channels != t0.channels ||
         c.width != t0.width || c.height != t0.height || c.channels != 1) {
       throw RenderError("merge_fast: view " + std::to_string(v) + " has texture " + shape(t) +
@@ -199,8 +199,8 @@ MergeResult merge_fast(std::span<const SparseBackProjection> views,
   }
   const size_t n = static_cast<size_t>(W) * H;
   MergeResult out;
-  out.texture = mesh::Image(W, H, C, 0.0f);
-  out.weight = mesh::Image(W, H, 1, 0.0f);
+  out.texture = image::Image(W, H, C, 0.0f);
+  out.weight = image::Image(W, H, 1, 0.0f);
   float* acc = out.texture.pixels.data();
   float* trust = out.weight.pixels.data();
   for (size_t v = 0; v < views.size(); ++v) {

@@ -5,14 +5,14 @@
 #include <span>
 #include <vector>
 
-#include "mesh/image.h"
+#include "image/image.h"
 #include "render/back_project.h"
 
 namespace gen3d::render {
 
 // Per-view merge weight: float(view_weight) * cos^exponent (pow evaluated in double, rounded).
 // cos: T x T x 1 (BackProjection::cos).  Returns T x T x 1.
-mesh::Image bake_weight(const mesh::Image& cos, double view_weight, float exponent = 4.0f);
+image::Image bake_weight(const image::Image& cos, double view_weight, float exponent = 4.0f);
 
 struct MergeViewStat {
   uint64_t texels_with_weight = 0;  // a: texels where this view's weight > 0
@@ -22,8 +22,8 @@ struct MergeViewStat {
 };
 
 struct MergeResult {
-  mesh::Image texture;               // T x T x C: sum(tex * w) / max(sum(w), 1e-8)
-  mesh::Image weight;                // T x T x 1: accumulated weight
+  image::Image texture;              // T x T x C: sum(tex * w) / max(sum(w), 1e-8)
+  image::Image weight;               // T x T x 1: accumulated weight
   std::vector<uint8_t> trust_mask;   // T x T: 255 where the accumulated weight > 1e-8, else 0
   std::vector<MergeViewStat> views;  // one per input view, in order
 };
@@ -32,7 +32,8 @@ struct MergeResult {
 // weight * cos^4) in view order, skipping a view when more than 99% of its weighted texels are
 // already painted. Texels are processed in parallel; the result does not depend on threads.
 // Throws RenderError on mismatched sizes or an empty input.
-MergeResult merge_fast(std::span<const mesh::Image> textures, std::span<const mesh::Image> weights);
+MergeResult merge_fast(std::span<const image::Image> textures,
+                       std::span<const image::Image> weights);
 
 // The same merge straight from back-projections: view v's weight is
 // bake_weight(views[v].cos, view_weights[v], exponent), computed on the fly (no weight images).

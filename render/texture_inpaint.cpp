@@ -18,21 +18,21 @@ size_t count(const std::vector<uint8_t>& mask) {
 }
 
 // 8-bit copy with truncation, as the reference converts before cv::inpaint.
-cv::Mat to_u8_truncated(const mesh::Image& image) {
+cv::Mat to_u8_truncated(const image::Image& image) {
   cv::Mat out(image.height, image.width, CV_8UC3);
   for (size_t i = 0; i < image.pixels.size(); ++i)
     out.data[i] = static_cast<uint8_t>(std::clamp(image.pixels[i], 0.0f, 1.0f) * 255.0f);
   return out;
 }
 
-mesh::Image from_u8(const cv::Mat& m) {
-  mesh::Image out(m.cols, m.rows, 3);
+image::Image from_u8(const cv::Mat& m) {
+  image::Image out(m.cols, m.rows, 3);
   for (size_t i = 0; i < out.pixels.size(); ++i) out.pixels[i] = m.data[i] / 255.0f;
   return out;
 }
 
 // Average of the known 8-neighbours, one ring per pass: the gutter gets the charts' edge colours.
-size_t dilate_rings(mesh::Image& tex, std::vector<uint8_t>& known, int rings) {
+size_t dilate_rings(image::Image& tex, std::vector<uint8_t>& known, int rings) {
   const int w = tex.width, h = tex.height;
   size_t filled = 0;
   std::vector<uint32_t> ring;
@@ -66,7 +66,7 @@ size_t dilate_rings(mesh::Image& tex, std::vector<uint8_t>& known, int rings) {
 
 // Push-pull: average known texels down a pyramid, then fill unknown texels from the coarser level
 // on the way up. Smooth, O(texels), never leaves a hole.
-void push_pull_fill(mesh::Image& tex, const std::vector<uint8_t>& known) {
+void push_pull_fill(image::Image& tex, const std::vector<uint8_t>& known) {
   struct Level {
     int w, h;
     std::vector<float> rgb, weight;
@@ -120,7 +120,7 @@ void push_pull_fill(mesh::Image& tex, const std::vector<uint8_t>& known) {
 // saw): a vertex is seeded by the painted texels around its UV vertices' texels (3 x 3), then
 // colours spread breadth-first over mesh edges, each new vertex taking the inverse-square-distance
 // average of its already coloured neighbours. Returns RGB per UV vertex and whether it has one.
-void propagate_vertex_colors(const mesh::Mesh& mesh, const mesh::Image& tex,
+void propagate_vertex_colors(const mesh::Mesh& mesh, const image::Image& tex,
                              const std::vector<uint8_t>& painted, std::vector<float>& uv_color,
                              std::vector<uint8_t>& uv_known, size_t& unreached) {
   // Weld equal positions: seam-split copies of a vertex are one vertex here.
@@ -224,9 +224,9 @@ void propagate_vertex_colors(const mesh::Mesh& mesh, const mesh::Image& tex,
 
 }  // namespace
 
-mesh::Image inpaint_texture(const mesh::Mesh& mesh, const mesh::Image& texture,
-                            const std::vector<uint8_t>& trust, const Raster* uv_raster,
-                            const InpaintOptions& options, InpaintReport* report) {
+image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture,
+                             const std::vector<uint8_t>& trust, const Raster* uv_raster,
+                             const InpaintOptions& options, InpaintReport* report) {
   const size_t texels = static_cast<size_t>(texture.width) * texture.height;
   if (texture.channels != 3 || texture.width != texture.height)
     throw RenderError("inpaint_texture: expected a square RGB texture");
@@ -241,7 +241,7 @@ mesh::Image inpaint_texture(const mesh::Mesh& mesh, const mesh::Image& texture,
 
   InpaintReport r;
   r.view_texels = count(trust);
-  mesh::Image tex = texture;
+  image::Image tex = texture;
   std::vector<uint8_t> known(trust.begin(), trust.end());
   if (reference) {
     if (options.vertex_inpaint && mesh.has_uvs())
@@ -294,7 +294,7 @@ mesh::Image inpaint_texture(const mesh::Mesh& mesh, const mesh::Image& texture,
                          cv::Rect(0, 0, texture.width, texture.height);
     // cv::inpaint reads every texel outside the holes as known, so unpainted background next to a
     // chart would bleed black in: give it the push-pull extrapolation of the painted texels first.
-    mesh::Image prefilled = tex;
+    image::Image prefilled = tex;
     push_pull_fill(prefilled, known);
     cv::Mat src(texture.height, texture.width, CV_32FC3, prefilled.pixels.data());
     cv::Mat src8;

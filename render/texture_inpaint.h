@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "mesh/image.h"
+#include "image/image.h"
 #include "mesh/mesh.h"
 #include "render/rasterizer.h"
 
@@ -39,8 +39,8 @@ struct InpaintReport {
 // texture: T x T x 3 merged bake in [0, 1]; trust: T x T, non-zero where views painted;
 // uv_raster: the mesh's UV-space raster at T x T (rasterize_uv; required by "charts", ignored by
 // "reference"). Returns the filled texture (RGB float); fills `report` when given.
-mesh::Image inpaint_texture(const mesh::Mesh& mesh, const mesh::Image& texture,
-                            const std::vector<uint8_t>& trust, const Raster* uv_raster,
-                            const InpaintOptions& options = {}, InpaintReport* report = nullptr);
+image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture,
+                             const std::vector<uint8_t>& trust, const Raster* uv_raster,
+                             const InpaintOptions& options = {}, InpaintReport* report = nullptr);
 
 }  // namespace gen3d::render

@@ -5,8 +5,9 @@
 #include <cmath>
 #include <filesystem>
 
+#include "image/composite.h"
+#include "image/resize.h"
 #include "render/error.h"
-#include "render/image_ops.h"
 #include "render/maps.h"
 
 namespace gen3d::render {
@@ -47,29 +48,29 @@ std::vector<std::string> list_view_images(const std::string& dir) {
   return files;
 }
 
-mesh::Image view_image_rgb(const mesh::Image& image, int size) {
-  const mesh::Image rgb = render::composite_over(image);
-  mesh::Image sized = render::resize_image(rgb, size, size, rgb.width > size ? "area" : "linear");
+image::Image view_image_rgb(const image::Image& image, int size) {
+  const image::Image rgb = image::composite_over(image);
+  image::Image sized = image::resize_image(rgb, size, size, rgb.width > size ? "area" : "linear");
   if (sized.channels == 3) return sized;
-  mesh::Image out(size, size, 3);
+  image::Image out(size, size, 3);
   for (size_t i = 0; i < sized.pixels.size(); ++i)
     for (int c = 0; c < 3; ++c) out.pixels[i * 3 + c] = sized.pixels[i];
   return out;
 }
 
-void paint_input_rgb(const mesh::Image& image, int size, float background, float* out) {
-  mesh::Image rgb = image.channels == 4
-                        ? render::composite_over(image, background, background, background)
-                        : image;
+void paint_input_rgb(const image::Image& image, int size, float background, float* out) {
+  image::Image rgb = image.channels == 4
+                         ? image::composite_over(image, background, background, background)
+                         : image;
   if (rgb.width != size || rgb.height != size)
-    rgb = render::resize_image(rgb, size, size, rgb.width > size ? "area" : "cubic");
+    rgb = image::resize_image(rgb, size, size, rgb.width > size ? "area" : "cubic");
   const size_t n = static_cast<size_t>(size) * size;
   for (size_t i = 0; i < n; ++i)
     for (int c = 0; c < 3; ++c)
       out[i * 3 + c] = rgb.pixels[i * rgb.channels + (rgb.channels == 1 ? 0 : c)];
 }
 
-mesh::Image fit_into_silhouette(const mesh::Image& reference, const Raster& raster, bool mirror) {
+image::Image fit_into_silhouette(const image::Image& reference, const Raster& raster, bool mirror) {
   const int w = raster.width, h = raster.height;
   std::vector<uint8_t> silhouette(raster.pixel_count());
   for (size_t i = 0; i < silhouette.size(); ++i) silhouette[i] = raster.face_id[i] != 0;
@@ -81,8 +82,8 @@ mesh::Image fit_into_silhouette(const mesh::Image& reference, const Raster& rast
     throw RenderError("the mesh is not visible from the reference view");
   if (!mask_box(object, reference.width, reference.height, src))
     throw RenderError("the reference image has no opaque pixels");
-  const mesh::Image rgb = render::composite_over(reference);
-  mesh::Image out(w, h, 3, 1.0f);
+  const image::Image rgb = image::composite_over(reference);
+  image::Image out(w, h, 3, 1.0f);
   const double sx = double(src.width()) / dst.width();
   const double sy = double(src.height()) / dst.height();
   for (int y = dst.y0; y <= dst.y1; ++y)

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "mesh/image.h"
+#include "image/image.h"
 #include "render/camera.h"
 #include "render/rasterizer.h"
 
@@ -16,17 +16,17 @@ namespace gen3d::render {
 std::vector<std::string> list_view_images(const std::string& dir);
 
 // RGB on white at size × size (area filter when shrinking, linear otherwise); grey becomes RGB.
-mesh::Image view_image_rgb(const mesh::Image& image, int size);
+image::Image view_image_rgb(const image::Image& image, int size);
 
 // RGB, RGBA or grey -> size × size × 3 floats at `out`, RGBA composited over the grey `background`
 // (the paint pipeline: grey 127 behind the reference, white behind the maps); area filter when
 // shrinking, bicubic otherwise.
-void paint_input_rgb(const mesh::Image& image, int size, float background, float* out);
+void paint_input_rgb(const image::Image& image, int size, float background, float* out);
 
 // The reference image's object (alpha > 0.5, or everything for RGB) mapped bilinearly onto the
 // bounding box of the raster's silhouette, on a white RGB canvas of the raster's size; `mirror`
 // flips it left-right. Throws RenderError when the silhouette or the object is empty.
-mesh::Image fit_into_silhouette(const mesh::Image& reference, const Raster& raster, bool mirror);
+image::Image fit_into_silhouette(const image::Image& reference, const Raster& raster, bool mirror);
 
 // The views opposite `view`: same elevation, azimuth + 180 degrees.
 std::vector<size_t> opposite_views(const ViewSet& views, size_t view);

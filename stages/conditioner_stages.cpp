@@ -1,16 +1,17 @@
 // Image-conditioner stage: `encode_image` turns a reference image into the DiT's condition tokens
-// (Hunyuan3D-2's ImageProcessorV2 + DinoImageEncoder, models/image_preprocess.h + dinov2.h).
+// (Hunyuan3D-2's ImageProcessorV2 + DinoImageEncoder, models/shape/image_preprocess.h + dinov2.h).
 
 #include <filesystem>
 #include <string>
 
 #include <spdlog/spdlog.h>
 
-#include "models/dinov2.h"
-#include "models/error.h"
-#include "models/image_preprocess.h"
-#include "models/model_registry.h"
-#include "render/image_ops.h"
+#include "image/background.h"
+#include "image/convert.h"
+#include "models/core/error.h"
+#include "models/shape/checkpoints.h"
+#include "models/shape/dinov2.h"
+#include "models/shape/image_preprocess.h"
 #include "stages/register.h"
 #include "stages/types.h"
 
@@ -33,7 +34,7 @@ class EncodeImage final : public pipeline::Stage {
                "(DinoImageEncoder). An image without alpha first gets one from the classical "
                "remove_background (border-colour threshold / GrabCut, not the learned rembg).")
         .model_class()
-        .input<mesh::Image>("image", "reference image (RGBA, or RGB / grey on a plain background)")
+        .input<image::Image>("image", "reference image (RGBA, or RGB / grey on a plain background)")
         .output<Tensor>("cond", "condition tokens [1, T, C] (T = (image_size/14)^2 + CLS)")
         .output<Tensor>("uncond", "unconditional tokens: zeros of the same shape (CFG)")
         .required<std::string>("model",
@@ -62,7 +63,7 @@ class EncodeImage final : public pipeline::Stage {
 
   void run(StageContext& ctx) const override {
     // Weights + config (a directory resolves like the DiT's: model.fp16.safetensors, config.json).
-    const models::DiTSource src = models::resolve_dit_source(ctx.param<std::string>("model"),
+    const models::CheckpointSource src = models::resolve_checkpoint(ctx.param<std::string>("model"),
                                                              ctx.param<std::string>("config"));
     const auto storage = ctx.param<std::string>("weights") == "f16" ? models::WeightStorage::kF16
                                                                     : models::WeightStorage::kF32;
@@ -73,28 +74,28 @@ class EncodeImage final : public pipeline::Stage {
                                              ctx.param<std::string>("config_section"), storage);
     }
 
-    auto image = ctx.in<mesh::Image>("image");
-    std::shared_ptr<const mesh::Image> rgba = image;
+    auto image = ctx.in<image::Image>("image");
+    std::shared_ptr<const image::Image> rgba = image;
     if (image->channels != 4) {
       auto span = ctx.span("remove background");
-      mesh::Image rgb = *image;
+      image::Image rgb = *image;
       if (rgb.channels == 1) {  // grey -> RGB for the background estimate
-        mesh::Image c3(rgb.width, rgb.height, 3);
+        image::Image c3(rgb.width, rgb.height, 3);
         for (std::size_t i = 0; i < rgb.pixels.size(); ++i)
           for (int c = 0; c < 3; ++c) c3.pixels[i * 3 + c] = rgb.pixels[i];
         rgb = std::move(c3);
       }
-      render::BackgroundOptions bg;
+      image::BackgroundOptions bg;
       bg.method = ctx.param<std::string>("background");
       bg.threshold = ctx.param<float>("background_threshold");
-      rgba = std::make_shared<const mesh::Image>(render::remove_background(rgb, bg));
+      rgba = std::make_shared<const image::Image>(image::remove_background(rgb, bg));
     }
 
     models::PreprocessedImage pre;
     {
       auto span = ctx.span("preprocess");
-      const models::ImageU8 u8 =
-          models::image_u8_from_unit(rgba->pixels.data(), rgba->width, rgba->height, 4);
+      const image::ImageU8 u8 =
+          image::image_u8_from_unit(rgba->pixels.data(), rgba->width, rgba->height, 4);
       models::ImagePreprocessOptions opt;
       opt.size = ctx.param<int>("size");
       opt.border_ratio = ctx.param<double>("border_ratio");

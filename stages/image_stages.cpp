@@ -5,11 +5,17 @@
 
 #include <spdlog/spdlog.h>
 
+#include "image/background.h"
+#include "image/composite.h"
+#include "image/delight.h"
+#include "image/io.h"
+#include "image/recenter.h"
+#include "image/resize.h"
 #include "mesh/io.h"
-#include "models/delight_model.h"
-#include "models/tensor.h"
-#include "render/image_ops.h"
+#include "models/core/tensor.h"
+#include "models/paint/delight_model.h"
 #include "stages/register.h"
+#include "stages/shared.h"
 #include "stages/types.h"
 
 namespace gen3d::stages {
@@ -23,7 +29,7 @@ class LoadImage final : public pipeline::Stage {
  public:
   StageContract contract() const override {
     return StageContract("load_image", "Read a PNG/JPEG/WebP image with OpenCV; alpha is kept.")
-        .output<mesh::Image>("image", "float RGB(A) in [0, 1]")
+        .output<image::Image>("image", "float RGB(A) in [0, 1]")
         .required<std::string>("path", "image file");
   }
   void check(const pipeline::ParamMap& params, std::vector<std::string>& problems) const override {
@@ -33,7 +39,7 @@ class LoadImage final : public pipeline::Stage {
   }
   void run(StageContext& ctx) const override {
     const auto path = ctx.param<std::string>("path");
-    auto image = std::make_shared<mesh::Image>(mesh::load_image(path));
+    auto image = std::make_shared<image::Image>(image::load_image(path));
     if (image->channels == 4) {
       bool any = false;
       for (size_t i = 3; i < image->pixels.size() && !any; i += 4) any = image->pixels[i] > 0.0f;
@@ -51,14 +57,14 @@ class RecenterImage final : public pipeline::Stage {
     return StageContract("recenter_image",
                          "Crop to the alpha bounding box, add a border, centre in a square "
                          "(the reference's recenter); RGB passes through.")
-        .input<mesh::Image>("image")
-        .output<mesh::Image>("image")
+        .input<image::Image>("image")
+        .output<image::Image>("image")
         .param<double>("border_ratio", 0.2, Range{0.0, 2.0}, "border, as a fraction of the crop");
   }
   void run(StageContext& ctx) const override {
-    auto in = ctx.in<mesh::Image>("image");
-    ctx.out("image", std::make_shared<mesh::Image>(
-                         render::recenter_image(*in, ctx.param<float>("border_ratio"))));
+    auto in = ctx.in<image::Image>("image");
+    ctx.out("image", std::make_shared<image::Image>(
+                         image::recenter(*in, {.border_ratio = ctx.param<float>("border_ratio")})));
   }
 };
 
@@ -69,18 +75,18 @@ class RemoveBackground final : public pipeline::Stage {
                          "Give an RGB image an alpha mask by a classical method (border-colour "
                          "threshold, optionally refined by GrabCut); not the learned rembg. RGBA "
                          "passes through.")
-        .input<mesh::Image>("image")
-        .output<mesh::Image>("image", "RGBA")
+        .input<image::Image>("image")
+        .output<image::Image>("image", "RGBA")
         .choice("method", "threshold", {"threshold", "grabcut"}, "segmentation method")
         .param<double>("threshold", 0.08, Range{0.0, 1.8},
                        "RGB distance from the background colour");
   }
   void run(StageContext& ctx) const override {
-    render::BackgroundOptions options;
+    image::BackgroundOptions options;
     options.method = ctx.param<std::string>("method");
     options.threshold = ctx.param<float>("threshold");
-    ctx.out("image", std::make_shared<mesh::Image>(
-                         render::remove_background(*ctx.in<mesh::Image>("image"), options)));
+    ctx.out("image", std::make_shared<image::Image>(
+                         image::remove_background(*ctx.in<image::Image>("image"), options)));
   }
 };
 
@@ -95,8 +101,8 @@ class Delight final : public pipeline::Stage {
                "classical: shading estimate + highlight inpainting + the same colour re-matching "
                "(OpenCV; an approximation, not the learned delighter).")
         .model_class()
-        .input<mesh::Image>("image")
-        .output<mesh::Image>("image")
+        .input<image::Image>("image")
+        .output<image::Image>("image")
         .choice("method", "classical", {"classical", "none", "model"},
                 "classical (OpenCV), none (pass through) or model (the learned network)")
         .param<double>("strength", 0.8, Range{0.0, 1.0},
@@ -125,35 +131,35 @@ class Delight final : public pipeline::Stage {
       problems.push_back("size must be a multiple of 8 (the VAE's downsampling)");
   }
   void run(StageContext& ctx) const override {
-    auto in = ctx.in<mesh::Image>("image");
+    auto in = ctx.in<image::Image>("image");
     const std::string method = ctx.param<std::string>("method");
     if (method == "none") {
       ctx.out("image", in);
       return;
     }
     if (method == "model") {
-      ctx.out("image", std::make_shared<mesh::Image>(run_model(ctx, *in)));
+      ctx.out("image", std::make_shared<image::Image>(run_model(ctx, *in)));
       return;
     }
-    render::DelightOptions options;
+    image::DelightOptions options;
     options.strength = ctx.param<float>("strength");
-    render::DelightStats stats;
-    auto out = std::make_shared<mesh::Image>(render::delight_classical(*in, options, &stats));
+    image::DelightStats stats;
+    auto out = std::make_shared<image::Image>(image::delight_classical(*in, options, &stats));
     ctx.gauge("delight.highlight_fraction", stats.highlight_fraction);
     ctx.out("image", std::move(out));
   }
 
  private:
-  static mesh::Image run_model(StageContext& ctx, const mesh::Image& image) {
+  static image::Image run_model(StageContext& ctx, const image::Image& image) {
     std::shared_ptr<const models::DelightModel> model;
     {
       auto span = ctx.span("load model");
       model = models::shared_delight_model(ctx.param<std::string>("model"));
     }
     const int size = ctx.param<int>("size");
-    const mesh::Image input =
-        render::delight_model_input(render::resize_image(image, size, size, "cubic"));
-    const mesh::Image rgb = render::composite_over(input);  // already white where alpha is 0
+    const image::Image input =
+        image::delight_model_input(image::resize_image(image, size, size, "cubic"));
+    const image::Image rgb = image::composite_over(input);  // already white where alpha is 0
     models::Tensor x(models::Shape{1, size, size, 3});
     std::copy(rgb.pixels.begin(), rgb.pixels.end(), x.data());
 
@@ -173,10 +179,10 @@ class Delight final : public pipeline::Stage {
     const models::Tensor out = models::delight_network(*model, x, opt, observer);
     step_span.reset();
 
-    mesh::Image net(size, size, 3);
+    image::Image net(size, size, 3);
     std::copy(out.data(), out.data() + out.numel(), net.pixels.begin());
     bool matched = false;
-    mesh::Image result = render::delight_model_output(net, input, 0.95f, &matched);
+    image::Image result = image::delight_model_output(net, input, 0.95f, &matched);
     ctx.gauge("delight.colors_rematched", matched ? 1.0 : 0.0);
     spdlog::info("{}: learned delighting, {} steps at {}x{} ({})", ctx.node_id(), opt.steps, size,
                  size, matched ? "colours re-matched" : "network colours kept");
@@ -184,7 +190,8 @@ class Delight final : public pipeline::Stage {
   }
 };
 
-// Writes images to disk (views, maps) for inspection or as inputs of a later `multiview` files run.
+// Writes images to disk (views, maps) for inspection or as inputs of a later `views_from_files`
+// run.
 class SaveImages final : public pipeline::Stage {
  public:
   StageContract contract() const override {
@@ -194,14 +201,19 @@ class SaveImages final : public pipeline::Stage {
         .required<std::string>("dir", "output directory; created when missing")
         .param<std::string>("prefix", "view_", "file name prefix");
   }
+  void check(const pipeline::ParamMap& p, std::vector<std::string>& problems) const override {
+    // Refused before the run, not after the expensive stages that feed it.
+    if (const auto it = p.find("dir"); it != p.end())
+      check_output_path(std::get<std::string>(it->second) + "/view.png", problems);
+  }
   void run(StageContext& ctx) const override {
     auto images = ctx.in<ImageList>("images");
     const auto dir = ctx.param<std::string>("dir");
     std::filesystem::create_directories(dir);
     for (size_t v = 0; v < images->size(); ++v)
       if (!(*images)[v].empty())
-        mesh::save_image((*images)[v],
-                         dir + "/" + ctx.param<std::string>("prefix") + std::to_string(v) + ".png");
+        image::save_image((*images)[v], dir + "/" + ctx.param<std::string>("prefix") +
+                                            std::to_string(v) + ".png");
   }
 };
 

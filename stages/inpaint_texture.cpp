@@ -1,6 +1,6 @@
 // inpaint_texture: fills the texels no view painted, and puts the texture on the mesh.
 
-#include "render/image_ops.h"
+#include "image/composite.h"
 #include "render/texture_inpaint.h"
 #include "stages/register.h"
 #include "stages/shared.h"
@@ -22,7 +22,7 @@ class InpaintTexture final : public pipeline::Stage {
         .input<mesh::Mesh>("mesh", "normalized, with UVs")
         .input<render::MergeResult>("merged")
         .output<mesh::Mesh>("mesh", "the mesh with its new base-colour texture")
-        .output<mesh::Image>("texture")
+        .output<image::Image>("texture")
         .output<render::InpaintReport>("report")
         .choice("method", "charts", {"charts", "reference"},
                 "charts: only inside the charts (fast); reference: whole image, as the reference")
@@ -44,9 +44,9 @@ class InpaintTexture final : public pipeline::Stage {
     std::shared_ptr<const render::Raster> uv;
     if (options.method == "charts") uv = raster_cache(ctx).get_uv(*m, size, size);
     auto report = std::make_shared<render::InpaintReport>();
-    mesh::Image rgb = merged->texture;
-    if (rgb.channels != 3) rgb = render::composite_over(rgb, 0, 0, 0);
-    auto texture = std::make_shared<mesh::Image>(
+    image::Image rgb = merged->texture;
+    if (rgb.channels != 3) rgb = image::composite_over(rgb, 0, 0, 0);
+    auto texture = std::make_shared<image::Image>(
         render::inpaint_texture(*m, rgb, merged->trust_mask, uv.get(), options, report.get()));
     auto textured = std::make_shared<mesh::Mesh>(*m);
     textured->texture = texture;

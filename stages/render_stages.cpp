@@ -150,7 +150,7 @@ class BakeViews final : public pipeline::Stage {
 
     auto out = std::make_shared<BakeList>(views->size());
     tbb::parallel_for(size_t{0}, views->size(), [&](size_t v) {
-      const mesh::Image& image = (*images)[v];
+      const image::Image& image = (*images)[v];
       if (image.empty()) return;
       auto span = ctx.span("view " + std::to_string(v));
       const render::Camera& cam = (*views)[v].camera;
@@ -187,7 +187,7 @@ class MergeViews final : public pipeline::Stage {
   void run(StageContext& ctx) const override {
     auto bakes = ctx.in<BakeList>("bakes");
     auto views = ctx.in<render::ViewSet>("views");
-    std::vector<mesh::Image> textures, weights;
+    std::vector<image::Image> textures, weights;
     std::vector<size_t> index;
     for (size_t v = 0; v < bakes->size() && v < views->size(); ++v) {
       const render::BackProjection& b = (*bakes)[v];

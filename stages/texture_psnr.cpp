@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <tbb/parallel_for.h>
 
-#include "render/image_ops.h"
+#include "image/resize.h"
 #include "render/maps.h"
 #include "stages/register.h"
 #include "stages/shared.h"
@@ -44,8 +44,8 @@ class TexturePsnr final : public pipeline::Stage {
     tbb::parallel_for(size_t{0}, views->size(), [&](size_t v) {
       if (v >= images->size() || (*images)[v].empty()) return;
       auto raster = cache.get(fingerprint, *m, (*views)[v].camera, size, size);
-      const mesh::Image got = render::albedo_map(*m, *raster);
-      const mesh::Image want = render::resize_image((*images)[v], size, size, "area");
+      const image::Image got = render::albedo_map(*m, *raster);
+      const image::Image want = image::resize_image((*images)[v], size, size, "area");
       for (size_t i = 0; i < raster->pixel_count(); ++i) {
         if (!raster->face_id[i]) continue;
         for (int c = 0; c < 3; ++c) {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "mesh/image.h"
+#include "image/image.h"
 #include "mesh/mesh.h"
 #include "mesh/normalize.h"
 #include "pipeline/stage.h"
@@ -16,7 +16,7 @@
 namespace gen3d::stages {
 
 // One image per view, in view order; an empty Image means "nothing for this view".
-using ImageList = std::vector<mesh::Image>;
+using ImageList = std::vector<image::Image>;
 // One back-projection per view, in view order (empty texture: the view had no image).
 using BakeList = std::vector<render::BackProjection>;
 // Text for people that a command prints as it is (a comparison table, a summary).
@@ -27,7 +27,7 @@ struct TextReport {
 }  // namespace gen3d::stages
 
 GEN3D_PORT_TYPE(gen3d::mesh::Mesh, "Mesh");
-GEN3D_PORT_TYPE(gen3d::mesh::Image, "Image");
+GEN3D_PORT_TYPE(gen3d::image::Image, "Image");
 GEN3D_PORT_TYPE(gen3d::mesh::NormalizeTransform, "Transform");
 GEN3D_PORT_TYPE(gen3d::render::ViewSet, "ViewSet");
 GEN3D_PORT_TYPE(gen3d::stages::ImageList, "ImageList");

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
 
+#include "image/io.h"
 #include "mesh/io.h"
 #include "render/view_images.h"
 #include "stages/register.h"
@@ -54,7 +55,7 @@ class ViewsFromFiles final : public pipeline::Stage {
           fmt::format("{} view images for {} views", files.size(), views->size()));
     auto images = std::make_shared<ImageList>(files.size());
     tbb::parallel_for(size_t{0}, files.size(), [&](size_t v) {
-      (*images)[v] = render::view_image_rgb(mesh::load_image(files[v]), size);
+      (*images)[v] = render::view_image_rgb(image::load_image(files[v]), size);
     });
     report_view_images(ctx, *images);
     ctx.out("images", std::move(images));

@@ -9,9 +9,9 @@
 #include <spdlog/spdlog.h>
 #include <tbb/parallel_for.h>
 
+#include "image/resize.h"
 #include "models/paint/multiview_diffusion.h"
 #include "models/paint/mvunet.h"
-#include "render/image_ops.h"
 #include "render/view_images.h"
 #include "stages/register.h"
 #include "stages/shared.h"
@@ -37,7 +37,7 @@ class ViewsFromModel final : public pipeline::Stage {
                          "view from the normal and position maps and the reference image.")
         .model_class()
         .input<render::ViewSet>("views")
-        .input<mesh::Image>("image", "the (delit) reference image")
+        .input<image::Image>("image", "the (delit) reference image")
         .input<ImageList>("normals", "the normal maps it is conditioned on, one per view")
         .input<ImageList>("positions", "the position maps, one per view")
         .output<ImageList>("images", "RGB, one per view")
@@ -95,10 +95,10 @@ class ViewsFromModel final : public pipeline::Stage {
     const std::size_t per_view = static_cast<std::size_t>(vs) * vs * 3;
     auto images = std::make_shared<ImageList>(views->size());
     tbb::parallel_for(std::size_t{0}, views->size(), [&](std::size_t v) {
-      mesh::Image img(vs, vs, 3);
+      image::Image img(vs, vs, 3);
       std::copy(painted.data() + v * per_view, painted.data() + (v + 1) * per_view,
                 img.pixels.begin());
-      (*images)[v] = size == vs ? std::move(img) : render::resize_image(img, size, size, "cubic");
+      (*images)[v] = size == vs ? std::move(img) : image::resize_image(img, size, size, "cubic");
     });
     ctx.gauge("multiview.model_steps", total);
     report_view_images(ctx, *images);
@@ -121,7 +121,7 @@ class ViewsFromModel final : public pipeline::Stage {
     in.normals = models::Tensor(models::Shape{n, vs, vs, 3});
     in.positions = models::Tensor(models::Shape{n, vs, vs, 3});
     const std::size_t per_view = static_cast<std::size_t>(vs) * vs * 3;
-    render::paint_input_rgb(*ctx.in<mesh::Image>("image"), vs, kReferenceBackground,
+    render::paint_input_rgb(*ctx.in<image::Image>("image"), vs, kReferenceBackground,
                             in.reference.data());
     tbb::parallel_for(std::int64_t{0}, n, [&](std::int64_t v) {
       const auto& normal = (*normals)[static_cast<std::size_t>(v)];

@@ -5,8 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "image/io.h"
+#include "image/recenter.h"
 #include "mesh/io.h"
-#include "render/image_ops.h"
 #include "render/view_images.h"
 #include "stages/register.h"
 #include "stages/shared.h"
@@ -28,7 +29,7 @@ class ViewsFromReference final : public pipeline::Stage {
                          "mesh's silhouette there; views without a reference get no image.")
         .input<render::ViewSet>("views")
         .input<mesh::Mesh>("mesh", "normalized target mesh (its silhouettes)")
-        .input<mesh::Image>("image", "the (delit) reference image")
+        .input<image::Image>("image", "the (delit) reference image")
         .output<ImageList>("images", "RGB, one per view (empty: nothing for that view)")
         .param<int>("resolution", 2048, Range{16, 16384}, "view image size")
         .param<int>("reference_view", 0, Range{0, 1023}, "the view the reference image shows")
@@ -51,7 +52,7 @@ class ViewsFromReference final : public pipeline::Stage {
     render::RasterCache& cache = raster_cache(ctx);
     const uint64_t fingerprint = target->fingerprint();
     auto images = std::make_shared<ImageList>(views->size());
-    const auto place = [&](const mesh::Image& reference, size_t view, bool mirror) {
+    const auto place = [&](const image::Image& reference, size_t view, bool mirror) {
       if (view >= views->size())
         throw std::runtime_error(
             fmt::format("view {} does not exist ({} views)", view, views->size()));
@@ -60,14 +61,14 @@ class ViewsFromReference final : public pipeline::Stage {
     };
 
     const size_t front = static_cast<size_t>(ctx.param<int>("reference_view"));
-    const mesh::Image& reference = *ctx.in<mesh::Image>("image");
+    const image::Image& reference = *ctx.in<image::Image>("image");
     place(reference, front, false);
     if (ctx.param<bool>("mirror_back"))
       for (size_t v : render::opposite_views(*views, front)) place(reference, v, true);
     const auto extra = ctx.param<std::vector<std::string>>("extra_images");
     const auto extra_views = ctx.param<std::vector<int>>("extra_views");
     for (size_t i = 0; i < extra.size(); ++i)
-      place(render::recenter_image(mesh::load_image(extra[i])), static_cast<size_t>(extra_views[i]),
+      place(image::recenter(image::load_image(extra[i])), static_cast<size_t>(extra_views[i]),
             false);
     report_cache(ctx, cache);
     report_view_images(ctx, *images);

@@ -33,7 +33,7 @@ std::string base64(const std::vector<uint8_t>& bytes) {
 }
 
 // An <img> of `image` scaled to fit `size` pixels, or a placeholder for an empty image.
-std::string img_tag(const mesh::Image& image, int size, const std::string& caption) {
+std::string img_tag(const image::Image& image, int size, const std::string& caption) {
   if (image.empty())
     return fmt::format("<figure><div class=empty></div><figcaption>{} (none)</figcaption></figure>",
                        caption);
@@ -128,13 +128,13 @@ std::string texgen_report_html(const Graph& g, const RunResult& run,
                     "Position maps");
   body += image_row(baked_view_images(g, run), "View images");
 
-  auto texture = output_of_stage<mesh::Image>(g, run, "inpaint_texture", "texture");
+  auto texture = output_of_stage<image::Image>(g, run, "inpaint_texture", "texture");
   auto merged = output_of_stage<render::MergeResult>(g, run, "merge_views", "merged");
   if (texture) {
     body += "<h2>Texture</h2><div class=row>" + img_tag(*texture, 480, "final texture");
     if (merged && merged->trust_mask.size() == texture->pixels.size() / 3) {
       // Texels no view painted are tinted red: what inpainting had to invent.
-      mesh::Image overlay = *texture;
+      image::Image overlay = *texture;
       for (size_t i = 0; i < merged->trust_mask.size(); ++i)
         if (!merged->trust_mask[i]) {
           float* p = overlay.pixels.data() + i * 3;

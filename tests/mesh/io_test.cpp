@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "image/io.h"
 #include "mesh/error.h"
 #include "mesh/seams.h"
 #include "support/paths.h"
@@ -135,7 +136,7 @@ TEST(LoadMesh, WindowsTexturePathIsResolved) {
   bool matches_some_jpg = false;
   for (const char* f : {"wal67ar_small.jpg", "wal69ar_small.jpg", "SpiderTex.jpg", "drkwood2.jpg",
                         "engineflare1.jpg"}) {
-    const Image img = load_image(asset(std::string("OBJ/") + f));
+    const image::Image img = image::load_image(asset(std::string("OBJ/") + f));
     matches_some_jpg |= img.width == m.texture->width && img.height == m.texture->height &&
                         img.pixels == m.texture->pixels;
   }

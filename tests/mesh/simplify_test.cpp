@@ -115,7 +115,7 @@ TEST(Simplify, LockBorderKeepsOpenBoundary) {
 
 TEST(Simplify, KeepsTextureAndColours) {
   Mesh m = two_chart_sphere();
-  m.texture = std::make_shared<Image>(8, 8, 3, 0.5f);
+  m.texture = std::make_shared<image::Image>(8, 8, 3, 0.5f);
   m.colors.assign(m.positions.size(), {0.1f, 0.2f, 0.3f, 1.0f});
   m.normals.assign(m.positions.size(), {0, 1, 0});
   SimplifyOptions o;

@@ -29,7 +29,7 @@ inline Mesh textured_cube() {
     m.uv_faces.push_back({base, base + 1, base + 2});
     m.uv_faces.push_back({base, base + 2, base + 3});
   }
-  auto tex = std::make_shared<Image>(4, 4, 3);
+  auto tex = std::make_shared<image::Image>(4, 4, 3);
   for (int y = 0; y < 4; ++y)
     for (int x = 0; x < 4; ++x) {
       float* p = tex->at(x, y);

@@ -1,165 +1,81 @@
-// Unit tests of models/image_preprocess: the OpenCV resize re-implementations against cv::resize
-// of the installed OpenCV (when it is the 4.6 line the recipes come from), recentering rules,
-// the torchvision antialiased resize against a direct definition, and bad inputs.
+// Unit tests of models/shape/image_preprocess: the ImageProcessorV2 steps put together (the
+// image operations themselves are tested in tests/image/), the torchvision antialiased resize
+// against a direct definition, and bad inputs.
 
 #include <gtest/gtest.h>
-
-#include <opencv2/core.hpp>
-#include <opencv2/core/version.hpp>
-#include <opencv2/imgproc.hpp>
 
 #include <array>
 #include <cmath>
 #include <random>
 #include <string>
 
-#include "models/error.h"
-#include "models/image_preprocess.h"
+#include "image/error.h"
+#include "models/core/error.h"
+#include "models/shape/image_preprocess.h"
 
 namespace gen3d::models {
 namespace {
 
-ImageU8 random_image(int w, int h, int c, std::mt19937& rng) {
-  ImageU8 img(w, h, c);
+image::ImageU8 random_image(int w, int h, int c, std::mt19937& rng) {
+  image::ImageU8 img(w, h, c);
   std::uniform_int_distribution<int> d(0, 255);
   for (auto& p : img.pixels) p = static_cast<std::uint8_t>(d(rng));
   return img;
 }
 
-ImageU8 cv_resize(const ImageU8& src, int w, int h, int interp) {
-  cv::Mat m(src.height, src.width, CV_8UC(src.channels),
-            const_cast<std::uint8_t*>(src.pixels.data()));
-  cv::Mat out;
-  cv::resize(m, out, cv::Size(w, h), 0, 0, interp);
-  ImageU8 r(w, h, src.channels);
-  for (int y = 0; y < h; ++y) std::copy_n(out.ptr<std::uint8_t>(y), w * src.channels, r.row(y));
-  return r;
-}
-
-int count_diff(const ImageU8& a, const ImageU8& b) {
-  int n = 0;
-  for (std::size_t i = 0; i < a.pixels.size(); ++i) n += a.pixels[i] != b.pixels[i];
-  return n;
-}
-
-// The recipes pin OpenCV 4.6 on x86 (the reference build); other versions may round differently.
-bool opencv_is_reference_line() {
-#if defined(__x86_64__) || defined(__i386__)
-  return CV_VERSION_MAJOR == 4 && CV_VERSION_MINOR == 6;
-#else
-  return false;
-#endif
-}
-
-struct ResizeCase {
-  int sw, sh, dw, dh, cn;
-};
-
-void check_against_opencv(int interp, const char* name, ImageU8 (*ours)(const ImageU8&, int, int)) {
-  if (!opencv_is_reference_line()) GTEST_SKIP() << "OpenCV " << CV_VERSION << " is not 4.6/x86";
-  cv::setNumThreads(1);
-  std::mt19937 rng(1234);
-  std::uniform_int_distribution<int> dim(1, 90);
-  std::uniform_int_distribution<int> ch(0, 2);
-  const int cns[3] = {1, 3, 4};
-  int cases = 0;
-  for (int i = 0; i < 300; ++i) {
-    ResizeCase c{dim(rng), dim(rng), dim(rng), dim(rng), cns[ch(rng)]};
-    if (i % 5 == 0) {  // integer shrink factors (area fast path) and identities
-      const int k = 1 + i % 3;
-      c.sw = c.dw * k;
-      c.sh = c.dh * k;
-    }
-    const ImageU8 src = random_image(c.sw, c.sh, c.cn, rng);
-    const ImageU8 want = cv_resize(src, c.dw, c.dh, interp);
-    const ImageU8 got = ours(src, c.dw, c.dh);
-    ASSERT_EQ(count_diff(got, want), 0)
-        << name << " " << c.sw << "x" << c.sh << "x" << c.cn << " -> " << c.dw << "x" << c.dh;
-    ++cases;
-  }
-  EXPECT_EQ(cases, 300);
-}
-
-TEST(ImagePreprocess, AreaMatchesOpenCV) {
-  check_against_opencv(cv::INTER_AREA, "INTER_AREA", &resize_area);
-}
-TEST(ImagePreprocess, CubicMatchesOpenCV) {
-  check_against_opencv(cv::INTER_CUBIC, "INTER_CUBIC", &resize_cubic);
-}
-TEST(ImagePreprocess, NearestMatchesOpenCV) {
-  check_against_opencv(cv::INTER_NEAREST, "INTER_NEAREST", &resize_nearest);
-}
-
-TEST(ImagePreprocess, RecenterCentersTheAlphaBox) {
-  ImageU8 img(40, 20, 4, 0);  // S = 40; opaque box rows 5..14, cols 10..29
+TEST(ImagePreprocess, RecentersCompositesAndResizes) {
+  image::ImageU8 img(40, 20, 4, 0);  // S = 40; opaque box rows 5..14, cols 10..29
   for (int y = 5; y <= 14; ++y)
     for (int x = 10; x <= 29; ++x) {
-      std::uint8_t* p = img.row(y) + x * 4;
+      std::uint8_t* p = img.at(x, y);
       p[0] = 200;
       p[1] = 100;
       p[2] = 50;
       p[3] = 255;
     }
-  const Recentered r = recenter(img, 0.15);
+  const PreprocessedImage p = preprocess_image(img, {16, 0.15});
+  const Recentered& r = p.recentered;
   EXPECT_EQ(r.info.size, 40);
-  EXPECT_EQ(r.info.row_min, 5);
-  EXPECT_EQ(r.info.row_max, 14);
-  EXPECT_EQ(r.info.h, 9);  // differences, not counts
+  EXPECT_EQ(r.info.h, 9);  // the numpy slice leaves the box's last row and column out
   EXPECT_EQ(r.info.w, 19);
-  EXPECT_EQ(r.info.desired, 34);
-  EXPECT_EQ(r.info.w2, 34);
-  EXPECT_EQ(r.info.h2, static_cast<int>(9 * (34.0 / 19)));
-  EXPECT_EQ(r.rgb.width, 40);
-  EXPECT_EQ(r.mask.channels, 1);
+  EXPECT_EQ(r.crop_resized.width, r.info.w2);
+  EXPECT_EQ(r.crop_resized.height, r.info.h2);
+  EXPECT_EQ(r.crop_resized.channels, 4);
+  ASSERT_EQ(r.rgb.width, 40);
+  ASSERT_EQ(r.rgb.channels, 3);
+  ASSERT_EQ(r.mask.channels, 1);
   // Corners are white background with alpha 0; the centre is the object's colour.
   EXPECT_EQ(r.rgb.row(0)[0], 255);
   EXPECT_EQ(r.mask.row(0)[0], 0);
   EXPECT_EQ(r.rgb.row(20)[20 * 3 + 0], 200);
   EXPECT_EQ(r.mask.row(20)[20], 255);
+  EXPECT_EQ(p.rgb.width, 16);
+  EXPECT_EQ(p.mask.width, 16);
+  EXPECT_EQ(p.image.shape(), (Shape{1, 3, 16, 16}));
+  EXPECT_EQ(p.mask_tensor.shape(), (Shape{1, 1, 16, 16}));
+  EXPECT_EQ(p.image.data()[0], 1.0f);  // white corner
 }
 
-TEST(ImagePreprocess, CompositeTruncates) {
-  // alpha 128 over colour 0: 255 * (1 - 128/255) = 126.9999.. in float32 -> truncates.
-  ImageU8 img(4, 4, 4, 0);
-  for (auto& p : img.pixels) p = 0;
-  for (int i = 0; i < 16; ++i) img.pixels[i * 4 + 3] = 128;
-  const Recentered r = recenter(img, 0.0);
-  const float m = 128.0f / 255.0f;
-  const float v = 0.0f * m + 255.0f * (1.0f - m);
-  EXPECT_EQ(r.rgb.row(1)[3], static_cast<std::uint8_t>(v));
-}
-
-TEST(ImagePreprocess, RejectsTransparentAndDegenerateImages) {
-  EXPECT_THROW(recenter(ImageU8(8, 8, 4, 0)), ModelError);
-  ImageU8 line(8, 8, 4, 0);
-  for (int x = 0; x < 8; ++x) line.row(3)[x * 4 + 3] = 255;  // one row: h = 0
-  EXPECT_THROW(recenter(line), ModelError);
-  EXPECT_THROW(recenter(ImageU8(8, 8, 3, 0)), ModelError);  // not RGBA
-  EXPECT_THROW(resize_cubic(ImageU8(8, 8, 3), 0, 4), ModelError);
-  ImageU8 broken(8, 8, 3);
-  broken.pixels.resize(5);
-  EXPECT_THROW(resize_area(broken, 4, 4), ModelError);
-}
-
-TEST(ImagePreprocess, RgbGetsOpaqueAlpha) {
+TEST(ImagePreprocess, RgbRecentersToItsFullFrame) {
   std::mt19937 rng(7);
-  const ImageU8 rgb = random_image(6, 5, 3, rng);
-  const ImageU8 rgba = to_rgba(rgb);
-  ASSERT_EQ(rgba.channels, 4);
-  for (int i = 0; i < 30; ++i) {
-    EXPECT_EQ(rgba.pixels[i * 4 + 3], 255);
-    EXPECT_EQ(rgba.pixels[i * 4 + 1], rgb.pixels[i * 3 + 1]);
-  }
-  // An opaque RGB image recenters to its full frame (bbox = whole image).
+  const image::ImageU8 rgb = random_image(6, 5, 3, rng);
+  // PIL's convert("RGBA") gives alpha 255 everywhere: the box is the whole image.
   const PreprocessedImage p = preprocess_image(rgb, {16, 0.15});
   EXPECT_EQ(p.recentered.info.row_min, 0);
+  EXPECT_EQ(p.recentered.info.row_max, 4);
   EXPECT_EQ(p.image.shape(), (Shape{1, 3, 16, 16}));
 }
 
-TEST(ImagePreprocess, FloatImagesRoundTrip) {
-  std::vector<float> px = {0.0f, 1.0f / 255, 0.5f, 1.0f, 2.0f, -1.0f};
-  const ImageU8 u = image_u8_from_unit(px.data(), 2, 1, 3);
-  EXPECT_EQ(u.pixels, (std::vector<std::uint8_t>{0, 1, 128, 255, 255, 0}));
+TEST(ImagePreprocess, RejectsTransparentDegenerateAndBadSizes) {
+  EXPECT_THROW(preprocess_image(image::ImageU8(8, 8, 4, 0)), image::ImageError);
+  image::ImageU8 line(8, 8, 4, 0);
+  for (int x = 0; x < 8; ++x) line.row(3)[x * 4 + 3] = 255;  // one row: h = 0
+  EXPECT_THROW(preprocess_image(line), image::ImageError);
+  std::mt19937 rng(1);
+  EXPECT_THROW(preprocess_image(random_image(4, 4, 4, rng), {0, 0.15}), ModelError);
+  image::ImageU8 broken(8, 8, 3);
+  broken.pixels.resize(5);
+  EXPECT_THROW(array_to_tensor(broken), ModelError);
 }
 
 // Direct definition of torchvision's antialiased bilinear resize (per output, 2-D product of

@@ -14,8 +14,8 @@ namespace gen3d::render {
 namespace {
 
 // A smooth synthetic "generated view": R = column ramp, G = row ramp, B = constant.
-mesh::Image ramp_view(int w, int h) {
-  mesh::Image img(w, h, 3);
+image::Image ramp_view(int w, int h) {
+  image::Image img(w, h, 3);
   for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
       float* p = img.at(x, y);
@@ -39,7 +39,7 @@ TEST(BackProject, DeterministicAcrossThreadCounts) {
   const mesh::Mesh m = testing::as_loaded(testing::bumpy_sphere(30, 40));
   const Camera cam{.elev = 10.0, .azim = 60.0};
   const Raster r = rasterize(m, cam, 256, 256);
-  const mesh::Image view = ramp_view(256, 256);
+  const image::Image view = ramp_view(256, 256);
   BakeOptions o;
   o.texture_size = 128;
   o.render_size = 512;
@@ -62,7 +62,7 @@ TEST(BackProject, ConstantViewGivesConstantTexture) {
   const mesh::Mesh m = testing::as_loaded(testing::bumpy_sphere(30, 40));
   const Camera cam;
   const Raster r = rasterize(m, cam, 200, 200);
-  mesh::Image view(200, 200, 3, 0.0f);
+  image::Image view(200, 200, 3, 0.0f);
   for (size_t i = 0; i < view.pixels.size(); i += 3) {
     view.pixels[i] = 0.2f;
     view.pixels[i + 1] = 0.4f;
@@ -91,7 +91,7 @@ TEST(BackProject, GatherAgreesWithSplatOnSmoothImage) {
   const int size = 256, tex = 64;
   const Raster r = rasterize(m, cam, size, size);
   const Raster uv = rasterize_uv(m, tex, tex);
-  const mesh::Image view = ramp_view(size, size);
+  const image::Image view = ramp_view(size, size);
   BakeOptions bo;
   bo.texture_size = tex;
   bo.render_size = size;
@@ -128,7 +128,7 @@ TEST(BackProject, SparseEqualsDense) {
   std::vector<double> weights;
   for (const View& v : views.views) {
     const Raster r = rasterize(m, v.camera, 300, 300);
-    const mesh::Image view = ramp_view(300, 300);
+    const image::Image view = ramp_view(300, 300);
     dense.push_back(back_project(m, r, v.camera, view, o));
     sparse.push_back(back_project_sparse(m, r, v.camera, view, o));
     weights.push_back(v.weight);
@@ -168,9 +168,9 @@ TEST(BackProject, BadInputsThrow) {
 
 TEST(Merge, SkipRuleAndNormalization) {
   const int T = 10;
-  auto img = [&](int c, float v) { return mesh::Image(T, T, c, v); };
-  std::vector<mesh::Image> tex = {img(3, 0.5f), img(3, 0.9f), img(3, 0.1f), img(3, 0.3f)};
-  std::vector<mesh::Image> w = {img(1, 0.0f), img(1, 0.0f), img(1, 0.0f), img(1, 0.0f)};
+  auto img = [&](int c, float v) { return image::Image(T, T, c, v); };
+  std::vector<image::Image> tex = {img(3, 0.5f), img(3, 0.9f), img(3, 0.1f), img(3, 0.3f)};
+  std::vector<image::Image> w = {img(1, 0.0f), img(1, 0.0f), img(1, 0.0f), img(1, 0.0f)};
   for (int t = 0; t < 50; ++t) w[0].pixels[t] = 1.0f;   // view 0 paints texels 0..49
   for (int t = 0; t < 100; ++t) w[1].pixels[t] = 1.0f;  // view 1: 50% new -> kept
   for (int t = 0; t < 100; ++t) w[2].pixels[t] = 0.5f;  // view 2: 100% painted -> skipped
@@ -187,15 +187,16 @@ TEST(Merge, SkipRuleAndNormalization) {
   EXPECT_FLOAT_EQ(r.texture.pixels[60 * 3], 0.9f);
   EXPECT_EQ(r.trust_mask[0], 255);
   EXPECT_EQ(r.trust_mask[99], 255);
-  EXPECT_THROW(merge_fast(std::vector<mesh::Image>{img(3, 0)}, std::vector<mesh::Image>{img(3, 0)}),
-               RenderError);
-  EXPECT_THROW(merge_fast(std::vector<mesh::Image>{}, std::vector<mesh::Image>{}), RenderError);
+  EXPECT_THROW(
+      merge_fast(std::vector<image::Image>{img(3, 0)}, std::vector<image::Image>{img(3, 0)}),
+      RenderError);
+  EXPECT_THROW(merge_fast(std::vector<image::Image>{}, std::vector<image::Image>{}), RenderError);
 }
 
 TEST(Merge, BakeWeightIsWeightTimesCosToTheFourth) {
-  mesh::Image cos(3, 1, 1);
+  image::Image cos(3, 1, 1);
   cos.pixels = {0.0f, 0.5f, 1.0f};
-  const mesh::Image w = bake_weight(cos, 0.5);
+  const image::Image w = bake_weight(cos, 0.5);
   EXPECT_EQ(w.pixels[0], 0.0f);
   EXPECT_FLOAT_EQ(w.pixels[1], 0.5f * 0.0625f);
   EXPECT_FLOAT_EQ(w.pixels[2], 0.5f);

@@ -127,7 +127,7 @@ void compare_u8(const GoldenDir& g, const std::string& name, const std::vector<u
                 int& compared);
 
 // Compares a float map with a float .npy (<= tol) and with the 8-bit PNG (exact).
-void compare_map(const GoldenDir& g, const mesh::Image& got, const std::string& stem, float tol,
+void compare_map(const GoldenDir& g, const image::Image& got, const std::string& stem, float tol,
                  int& compared) {
   if (g.has(stem + ".npy")) {
     const auto want = g.npy(stem + ".npy").as_float();
@@ -189,9 +189,9 @@ TEST(GoldenTexgen, NormalAndPositionMaps) {
 }
 
 // The synthetic "generated view" as the reference reads it: uint8 / 255.0 (float64) -> float32.
-mesh::Image load_view(const GoldenDir& g, const std::string& name) {
+image::Image load_view(const GoldenDir& g, const std::string& name) {
   const cv::Mat png = g.png(name);
-  mesh::Image img(png.cols, png.rows, png.channels());
+  image::Image img(png.cols, png.rows, png.channels());
   for (size_t i = 0; i < img.pixels.size(); ++i) {
     img.pixels[i] = static_cast<float>(png.data[i] / 255.0);
   }
@@ -229,7 +229,7 @@ void check_back_projection(const GoldenDir& g, const mesh::Mesh& m, const std::s
                            int& compared, BackProjection* result = nullptr) {
   const std::string stem = prefix + vname(v.index, "");
   if (!g.has(stem + "view_input.png")) return;
-  const mesh::Image view = load_view(g, stem + "view_input.png");
+  const image::Image view = load_view(g, stem + "view_input.png");
   const Raster r = rasterize(m, v.camera, view.width, view.height);
   BakeOptions o;
   o.render_size = render_size;
@@ -320,13 +320,13 @@ TEST(GoldenTexgen, BackProjectionFromLargerView) {
 TEST(GoldenTexgen, FastMergeUnit) {
   GoldenDir g;
   GEN3D_REQUIRE_GOLDEN(g);
-  std::vector<mesh::Image> tex, w;
+  std::vector<image::Image> tex, w;
   for (int k = 0; g.has(cat("fastbake_unit_tex", std::to_string(k), ".npy")); ++k) {
     const auto t = g.npy(cat("fastbake_unit_tex", std::to_string(k), ".npy"));
     const auto c = g.npy(cat("fastbake_unit_w", std::to_string(k), ".npy"));
-    mesh::Image ti(t.shape[1], t.shape[0], t.shape[2]);
+    image::Image ti(t.shape[1], t.shape[0], t.shape[2]);
     ti.pixels = t.as_float();
-    mesh::Image wi(c.shape[1], c.shape[0], 1);
+    image::Image wi(c.shape[1], c.shape[0], 1);
     wi.pixels = c.as_float();
     tex.push_back(std::move(ti));
     w.push_back(std::move(wi));
@@ -359,7 +359,7 @@ TEST(GoldenTexgen, BakeAllViews) {
   GEN3D_REQUIRE_MESH(g);
   GEN3D_REQUIRE_FILE(g, "bake_texture.npy");
   const mesh::Mesh m = g.mesh();
-  std::vector<mesh::Image> tex, w;
+  std::vector<image::Image> tex, w;
   std::vector<BackProjection> bps;
   std::vector<double> weights;
   std::vector<int> indices;
@@ -384,7 +384,7 @@ TEST(GoldenTexgen, BakeAllViews) {
   {
     std::vector<SparseBackProjection> sparse;
     for (const auto& v : g.views()) {
-      const mesh::Image view = load_view(g, vname(v.index, "view_input.png"));
+      const image::Image view = load_view(g, vname(v.index, "view_input.png"));
       BakeOptions o;
       o.render_size = g.render_size();
       o.texture_size = g.texture_size();

@@ -27,7 +27,7 @@ TEST(Maps, NormalMapEncodesInterpolatedNormalsWithWhiteBackground) {
   const mesh::Mesh m = testing::bumpy_sphere(24, 32);
   const Camera cam{.elev = 15.0, .azim = 30.0};
   const Raster r = rasterize(m, cam, 96, 80);
-  const mesh::Image img = normal_map(m, r);
+  const image::Image img = normal_map(m, r);
   ASSERT_EQ(img.width, 96);
   ASSERT_EQ(img.height, 80);
   ASSERT_EQ(img.channels, 3);
@@ -52,9 +52,9 @@ TEST(Maps, NormalMapEncodesInterpolatedNormalsWithWhiteBackground) {
 TEST(Maps, PositionMapAndDepthAndMask) {
   const mesh::Mesh m = testing::bumpy_sphere(16, 24);
   const Raster r = rasterize(m, Camera{}, 64, 64);
-  const mesh::Image pos = position_map(m, r);
-  const mesh::Image depth = depth_map(r);
-  const mesh::Image mask = coverage_mask(r);
+  const image::Image pos = position_map(m, r);
+  const image::Image depth = depth_map(r);
+  const image::Image mask = coverage_mask(r);
   size_t covered = 0;
   for (size_t p = 0; p < r.pixel_count(); ++p) {
     if (r.face_id[p] == 0) {
@@ -77,7 +77,7 @@ TEST(Maps, PositionMapAndDepthAndMask) {
 }
 
 TEST(Maps, ToU8Truncates) {
-  mesh::Image img(4, 1, 1);
+  image::Image img(4, 1, 1);
   img.pixels = {0.0f, 0.999f, 1.0f, -0.5f};
   const auto u8 = to_u8(img);
   EXPECT_EQ(u8, (std::vector<uint8_t>{0, 254, 255, 0}));
@@ -86,12 +86,12 @@ TEST(Maps, ToU8Truncates) {
 TEST(Maps, AlbedoSamplesTextureBilinearly) {
   mesh::Mesh m = front_quad();
   // 2 x 2 texture: row 0 (top, v = 0 after the flip) red/green, row 1 blue/white.
-  auto tex = std::make_shared<mesh::Image>(2, 2, 3, 0.0f);
+  auto tex = std::make_shared<image::Image>(2, 2, 3, 0.0f);
   const float texels[12] = {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1};
   std::copy(texels, texels + 12, tex->pixels.begin());
   m.texture = tex;
   const Raster r = rasterize_uv(m, 9, 9);
-  const mesh::Image a = albedo_map(m, r, 0.5f);
+  const image::Image a = albedo_map(m, r, 0.5f);
   // Texel-space raster: texel (col, row) sits at uv = (col, row) / 8, so the albedo there is the
   // bilinear mix of the 2 x 2 texture at (col/8, row/8).
   for (int row = 0; row < 9; ++row) {
@@ -109,7 +109,7 @@ TEST(Maps, AlbedoSamplesTextureBilinearly) {
   // Vertex colours are used when there is no texture.
   m.texture.reset();
   m.colors = {{1, 0, 0, 1}, {1, 0, 0, 1}, {1, 0, 0, 1}, {1, 0, 0, 1}};
-  const mesh::Image c = albedo_map(m, r);
+  const image::Image c = albedo_map(m, r);
   EXPECT_NEAR(c.pixels[(4 * 9 + 4) * 3], 1.0f, 1e-6f);
   m.colors.clear();
   EXPECT_THROW(albedo_map(m, r), RenderError);
@@ -118,8 +118,8 @@ TEST(Maps, AlbedoSamplesTextureBilinearly) {
 TEST(Maps, TexelMapsInterpolatePositionsAndNormals) {
   const mesh::Mesh m = front_quad();
   const Raster r = rasterize_uv(m, 17, 17);
-  const mesh::Image pos = texel_position_map(m, r);
-  const mesh::Image nrm = texel_normal_map(m, r);
+  const image::Image pos = texel_position_map(m, r);
+  const image::Image nrm = texel_normal_map(m, r);
   const auto n = mesh::vertex_normals_face_mean(m);
   for (int row = 1; row < 16; ++row) {
     for (int col = 1; col < 16; ++col) {

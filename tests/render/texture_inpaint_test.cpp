@@ -15,9 +15,9 @@ namespace {
 
 using testing::GoldenDir;
 
-mesh::Image image_from(const gen3d::test::NpyArray& a) {
-  mesh::Image img(static_cast<int>(a.shape[1]), static_cast<int>(a.shape[0]),
-                  a.shape.size() > 2 ? static_cast<int>(a.shape[2]) : 1);
+image::Image image_from(const gen3d::test::NpyArray& a) {
+  image::Image img(static_cast<int>(a.shape[1]), static_cast<int>(a.shape[0]),
+                   a.shape.size() > 2 ? static_cast<int>(a.shape[2]) : 1);
   img.pixels = a.as_float();
   return img;
 }
@@ -26,7 +26,7 @@ std::vector<uint8_t> mask_from(const cv::Mat& png) {
   return std::vector<uint8_t>(png.data, png.data + png.total());
 }
 
-void expect_close(const mesh::Image& got, const mesh::Image& want, float tol, const char* what) {
+void expect_close(const image::Image& got, const image::Image& want, float tol, const char* what) {
   ASSERT_EQ(got.pixels.size(), want.pixels.size()) << what;
   size_t bad = 0;
   float worst = 0;
@@ -51,7 +51,7 @@ TEST(VertexInpaintGolden, UnitCaseWithRoundingTies) {
   for (size_t i = 0; i + 2 < faces.size(); i += 3)
     m.faces.push_back({uint32_t(faces[i]), uint32_t(faces[i + 1]), uint32_t(faces[i + 2])});
   m.uv_faces = m.faces;
-  mesh::Image tex = image_from(g.npy("vinpaint_unit_in_texture.npy"));
+  image::Image tex = image_from(g.npy("vinpaint_unit_in_texture.npy"));
   std::vector<uint8_t> mask = mask_from(g.png("vinpaint_unit_in_mask.png"));
   mesh::vertex_inpaint(m, tex, mask, /*v_flipped=*/false);
   EXPECT_EQ(mask, mask_from(g.png("vinpaint_unit_out_mask.png")));
@@ -63,10 +63,10 @@ TEST(VertexInpaintGolden, BakedTextureThenReferenceInpaint) {
   if (!g.ok() || !g.has("bake_texture.npy") || !g.has("inpaint_vertex_texture.npy"))
     GTEST_SKIP() << "no inpaint files in " << g.dir();
   const mesh::Mesh m = g.mesh();
-  const mesh::Image merged = image_from(g.npy("bake_texture.npy"));
+  const image::Image merged = image_from(g.npy("bake_texture.npy"));
   const std::vector<uint8_t> trust = mask_from(g.png("bake_trust_mask.png"));
 
-  mesh::Image tex = merged;
+  image::Image tex = merged;
   std::vector<uint8_t> mask = trust;
   mesh::vertex_inpaint(m, tex, mask, /*v_flipped=*/true);
   EXPECT_EQ(mask, mask_from(g.png("inpaint_vertex_mask.png")));
@@ -75,7 +75,7 @@ TEST(VertexInpaintGolden, BakedTextureThenReferenceInpaint) {
   if (!g.has("inpaint_final.png")) return;
   InpaintOptions options;
   options.method = "reference";
-  const mesh::Image final_tex = inpaint_texture(m, merged, trust, nullptr, options);
+  const image::Image final_tex = inpaint_texture(m, merged, trust, nullptr, options);
   const cv::Mat want = g.png("inpaint_final.png");
   const std::vector<uint8_t> got = [&] {
     std::vector<uint8_t> v(final_tex.pixels.size());
@@ -93,7 +93,7 @@ TEST(TextureInpaint, ChartMethodFillsEveryChartTexelFromPaintedNeighbours) {
   GoldenDir g;
   if (!g.ok() || !g.has("bake_texture.npy")) GTEST_SKIP() << "no bake files in " << g.dir();
   const mesh::Mesh m = g.mesh();
-  const mesh::Image merged = image_from(g.npy("bake_texture.npy"));
+  const image::Image merged = image_from(g.npy("bake_texture.npy"));
   std::vector<uint8_t> trust = mask_from(g.png("bake_trust_mask.png"));
   const int t = merged.width;
   const Raster uv = rasterize_uv(m, t, t);
@@ -101,7 +101,7 @@ TEST(TextureInpaint, ChartMethodFillsEveryChartTexelFromPaintedNeighbours) {
   for (size_t i = 0; i < charts.size(); ++i) charts[i] = uv.face_id[i] != 0;
 
   InpaintReport report;
-  const mesh::Image out = inpaint_texture(m, merged, trust, &uv, {}, &report);
+  const image::Image out = inpaint_texture(m, merged, trust, &uv, {}, &report);
   EXPECT_GT(report.view_texels, 0u);
   EXPECT_GT(report.chart_texels, 0u);
   // Painted texels are untouched; every texel gets a finite colour in [0, 1].
@@ -115,7 +115,7 @@ TEST(TextureInpaint, ChartMethodFillsEveryChartTexelFromPaintedNeighbours) {
   // mean absolute difference to the reference's whole-image inpaint stays small.
   InpaintOptions ref;
   ref.method = "reference";
-  const mesh::Image want = inpaint_texture(m, merged, trust, nullptr, ref);
+  const image::Image want = inpaint_texture(m, merged, trust, nullptr, ref);
   double sum = 0;
   size_t n = 0;
   for (size_t i = 0; i < charts.size(); ++i) {
@@ -135,10 +135,10 @@ TEST(TextureInpaint, NothingPaintedStillGivesAFullTexture) {
   if (!g.ok()) GTEST_SKIP();
   const mesh::Mesh m = g.mesh();
   const int t = 32;
-  mesh::Image blank(t, t, 3);
+  image::Image blank(t, t, 3);
   std::vector<uint8_t> trust(t * t, 0);
   const Raster uv = rasterize_uv(m, t, t);
-  const mesh::Image out = inpaint_texture(m, blank, trust, &uv);
+  const image::Image out = inpaint_texture(m, blank, trust, &uv);
   for (float v : out.pixels) ASSERT_TRUE(std::isfinite(v));
 }
 

@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "mesh/image.h"
-#include "models/safetensors.h"
+#include "image/image.h"
+#include "models/core/safetensors.h"
 #include "pipeline/error.h"
 #include "pipeline/stage_runner.h"
 #include "stages/register.h"
@@ -48,12 +48,12 @@ json read_json(const std::string& path) {
 }
 
 // The decoded input image `input.X` (U8 [H, W, C]) as the unit-range image load_image gives.
-mesh::Image input_image(const models::SafetensorsFile& pre, const std::string& image) {
+image::Image input_image(const models::SafetensorsFile& pre, const std::string& image) {
   const models::TensorInfo* info = pre.find("input." + image);
   if (!info || info->dtype != models::DType::kU8 || info->shape.size() != 3)
     throw std::runtime_error("no U8 [H, W, C] tensor input." + image);
-  mesh::Image img(static_cast<int>(info->shape[1]), static_cast<int>(info->shape[0]),
-                  static_cast<int>(info->shape[2]));
+  image::Image img(static_cast<int>(info->shape[1]), static_cast<int>(info->shape[0]),
+                   static_cast<int>(info->shape[2]));
   const auto bytes = pre.bytes(*info);
   for (std::size_t i = 0; i < bytes.size(); ++i) img.pixels[i] = bytes[i] / 255.0f;
   return img;
@@ -93,7 +93,7 @@ TEST(EncodeImageStage, GoldenRunsFromTheDecodedImage) {
     SCOPED_TRACE("run " + run);
     const std::string pre_run = r.at("inputs").at(0);
     const json& p = cfg.at("preprocess").at(pre_run);
-    const mesh::Image image = input_image(*pre, p.at("image"));
+    const image::Image image = input_image(*pre, p.at("image"));
     ASSERT_EQ(image.channels, 4) << "the golden inputs carry alpha";
 
     // The run's DinoImageEncoder kwargs, written as the official conditioner block.
@@ -109,7 +109,7 @@ TEST(EncodeImageStage, GoldenRunsFromTheDecodedImage) {
                                           {"use_cls_token", r.at("use_cls_token")}}}}}}}}}};
 
     pipeline::StageRunner stage(*registry().find("encode_image"));
-    stage.input<mesh::Image>("image", image);
+    stage.input<image::Image>("image", image);
     stage.param("model", weights).param("config", config).param("config_section", "conditioner");
     stage.param("size", p.at("size")).param("border_ratio", p.at("border_ratio"));
     stage.run();
@@ -138,13 +138,13 @@ TEST(EncodeImageStage, RgbImageIsCutOutFirst) {
   REQUIRE_FILE(golden("config.json"));
   const json model = read_json(golden("config.json")).at("models").at("a");
   // A grey square on white.
-  mesh::Image rgb(64, 48, 3, 1.0f);
+  image::Image rgb(64, 48, 3, 1.0f);
   for (int y = 12; y < 36; ++y)
     for (int x = 20; x < 44; ++x)
       for (int c = 0; c < 3; ++c) rgb.at(x, y)[c] = 0.3f + 0.1f * c;
 
   pipeline::StageRunner stage(*registry().find("encode_image"));
-  stage.input<mesh::Image>("image", rgb);
+  stage.input<image::Image>("image", rgb);
   stage.param("model", weights)
       .param("config", golden("config.json"))
       .param("config_section", "models/a/conditioner_config")
@@ -161,7 +161,7 @@ TEST(EncodeImageStage, RgbImageIsCutOutFirst) {
 
 TEST(EncodeImageStage, MissingWeightsAreAConfigError) {
   pipeline::StageRunner stage(*registry().find("encode_image"));
-  stage.input<mesh::Image>("image", mesh::Image(16, 16, 4, 1.0f));
+  stage.input<image::Image>("image", image::Image(16, 16, 4, 1.0f));
   stage.param("model", "/nonexistent/conditioner.safetensors");
   try {
     stage.run();

@@ -1,12 +1,14 @@
-// The learned delighter's image steps around the network: input preparation (alpha erosion,
-// white outside) and the colour re-matching with its fall-back and the white composite.
+// Delighting: the classical method on simple inputs, and the learned delighter's image steps
+// around the network (input preparation with alpha erosion and white outside; the colour
+// re-matching with its fall-back and the white composite).
+
+#include "image/delight.h"
 
 #include <gtest/gtest.h>
 
-#include "render/error.h"
-#include "render/image_ops.h"
+#include "image/error.h"
 
-namespace gen3d::render {
+namespace gen3d::image {
 namespace {
 
 // An opaque square (x, y in [2, 6)) of colour c on a transparent 8×8 canvas.
@@ -18,6 +20,23 @@ Image square_rgba(float c) {
       p[0] = c, p[1] = c * 0.5f, p[2] = 1.0f - c, p[3] = 1.0f;
     }
   return img;
+}
+
+TEST(DelightClassical, FlatImageKeepsItsColourAndAlpha) {
+  const Image in = square_rgba(0.4f);
+  DelightStats stats;
+  const Image out = delight_classical(in, {}, &stats);
+  ASSERT_EQ(out.channels, 4);
+  EXPECT_EQ(stats.highlight_fraction, 0.0);
+  for (int y = 0; y < 8; ++y)
+    for (int x = 0; x < 8; ++x) {
+      EXPECT_EQ(out.at(x, y)[3], in.at(x, y)[3]);
+      if (in.at(x, y)[3] > 0.5f) {
+        for (int c = 0; c < 3; ++c) EXPECT_NEAR(out.at(x, y)[c], in.at(x, y)[c], 1e-3) << x << y;
+      }
+    }
+  EXPECT_THROW(delight_classical(Image(4, 4, 4, 0.0f)), ImageError);  // nothing opaque
+  EXPECT_THROW(delight_classical(Image()), ImageError);
 }
 
 TEST(DelightModelImages, InputErodesAlphaAndWhitensOutside) {
@@ -64,8 +83,8 @@ TEST(DelightModelImages, OutputRematchesColoursAndCompositesOnWhite) {
   EXPECT_FLOAT_EQ(kept.at(3, 3)[0], 0.5f);  // the network's own colour
   EXPECT_EQ(kept.at(0, 0)[2], 1.0f);
 
-  EXPECT_THROW(delight_model_output(Image(4, 4, 3), input), RenderError);
+  EXPECT_THROW(delight_model_output(Image(4, 4, 3), input), ImageError);
 }
 
 }  // namespace
-}  // namespace gen3d::render
+}  // namespace gen3d::image
