@@ -11,7 +11,8 @@
 
 #include "image/codec.h"
 #include "image/error.h"
-#include "mesh/atomic_write.h"
+#include "io/atomic_file.h"
+#include "io/error.h"
 #include "mesh/error.h"
 #include "mesh/io.h"
 #include "mesh/normals.h"
@@ -187,13 +188,13 @@ std::string build_glb(const Mesh& input, const std::string& path) {
   return glb;
 }
 
-std::vector<detail::PendingFile> build_obj(const Mesh& mesh, const std::string& path) {
+std::vector<io::PendingFile> build_obj(const Mesh& mesh, const std::string& path) {
   const fs::path p(path);
   const std::string stem = p.stem().string();
   const bool textured = mesh.texture && mesh.has_uvs();
   const std::vector<Vec3> normals = export_normals(mesh);
   std::string obj = "# written by gen3d\n";
-  std::vector<detail::PendingFile> files;
+  std::vector<io::PendingFile> files;
   if (textured) {
     obj += "mtllib " + stem + ".mtl\nusemtl material0\n";
     const std::string mtl =
@@ -298,16 +299,18 @@ void save_mesh(const Mesh& mesh, const std::string& path) {
   if (!dir.empty() && !fs::is_directory(dir, ec)) {
     throw MeshError("cannot write '" + path + "': directory does not exist");
   }
-  // Texture encoding errors reach callers as MeshError, like every save_mesh failure.
+  // Texture encoding and file errors reach callers as MeshError, like every save_mesh failure.
   try {
     if (ext == ".glb") {
-      detail::write_files_atomically({{path, build_glb(mesh, path)}});
+      io::write_files_atomically({{path, build_glb(mesh, path)}});
     } else if (ext == ".obj") {
-      detail::write_files_atomically(build_obj(mesh, path));
+      io::write_files_atomically(build_obj(mesh, path));
     } else {
-      detail::write_files_atomically({{path, build_ply(mesh)}});
+      io::write_files_atomically({{path, build_ply(mesh)}});
     }
   } catch (const image::ImageError& e) {
+    throw MeshError(e.what());
+  } catch (const io::IoError& e) {
     throw MeshError(e.what());
   }
 }

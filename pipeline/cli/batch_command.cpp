@@ -15,7 +15,7 @@
 #include <spdlog/spdlog.h>
 #include <tbb/global_control.h>
 
-#include "pipeline/atomic_file.h"
+#include "io/atomic_file.h"
 #include "pipeline/cli/commands.h"
 #include "pipeline/cli/registry.h"
 #include "pipeline/cli/texgen_config.h"
@@ -141,7 +141,7 @@ int cmd_batch(const BatchOptions& o) {
         if (run.ok()) {
           r.status = "done";
           // The marker comes after the outputs' atomic renames: it exists only for complete jobs.
-          write_file_atomic(
+          io::write_file_atomically(
               marker_path(o, job),
               json{{"id", job.id}, {"output", output_path(o, job)}, {"wall_ms", run.wall_ms}}
                   .dump());
@@ -206,18 +206,18 @@ int cmd_batch(const BatchOptions& o) {
   if (!o.metrics_path.empty()) {
     json stages = json::object();
     for (const auto& [stage, ms] : stage_ms) stages[stage] = ms;
-    write_file_atomic(o.metrics_path,
-                      json{{"manifest", o.manifest},
-                           {"shard", fmt::format("{}/{}", o.shard_index, o.shard_count)},
-                           {"done", done},
-                           {"failed", failed},
-                           {"skipped", skipped},
-                           {"wall_s", wall_s},
-                           {"jobs_per_min", per_min},
-                           {"peak_rss_mb", peak_rss_mb()},
-                           {"stage_ms", stages},
-                           {"jobs", job_list}}
-                          .dump(2));
+    io::write_file_atomically(o.metrics_path,
+                              json{{"manifest", o.manifest},
+                                   {"shard", fmt::format("{}/{}", o.shard_index, o.shard_count)},
+                                   {"done", done},
+                                   {"failed", failed},
+                                   {"skipped", skipped},
+                                   {"wall_s", wall_s},
+                                   {"jobs_per_min", per_min},
+                                   {"peak_rss_mb", peak_rss_mb()},
+                                   {"stage_ms", stages},
+                                   {"jobs", job_list}}
+                                  .dump(2));
   }
   if (interrupt_flag().load()) return 130;
   return failed > 0 ? 1 : 0;

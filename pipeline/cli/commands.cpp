@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "pipeline/atomic_file.h"
+#include "io/atomic_file.h"
 #include "pipeline/cli/registry.h"
 #include "pipeline/cli/texgen_config.h"
 #include "pipeline/cli/texgen_report.h"
@@ -71,11 +71,11 @@ int run_graph(const Graph& graph, const RunOptions& o, const AfterRun& after) {
   if (!o.quiet) fmt::print(stderr, "\n{}", format_summary(graph, run, profiler));
   // Trace and metrics are written for failed runs too: they show where it stopped.
   if (!o.trace_path.empty()) {
-    write_file_atomic(o.trace_path, profiler.chrome_trace_json());
+    io::write_file_atomically(o.trace_path, profiler.chrome_trace_json());
     spdlog::info("trace written to {} (open in https://ui.perfetto.dev)", o.trace_path);
   }
   if (!o.metrics_path.empty())
-    write_file_atomic(o.metrics_path, metrics_json(graph, run, profiler));
+    io::write_file_atomically(o.metrics_path, metrics_json(graph, run, profiler));
   if (run.ok() && after) after(graph, run, profiler);
 
   if (run.interrupted) {
@@ -106,7 +106,7 @@ int cmd_texture(const TextureOptions& o) {
   AfterRun after;
   if (!o.report_path.empty()) {
     after = [&](const Graph& g, const RunResult& run, const Profiler& profiler) {
-      write_file_atomic(o.report_path, texgen_report_html(g, run, profiler));
+      io::write_file_atomically(o.report_path, texgen_report_html(g, run, profiler));
       spdlog::info("report written to {}", o.report_path);
     };
   }
