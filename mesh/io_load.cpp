@@ -181,10 +181,6 @@ std::string read_file(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-}  // namespace
-
-namespace {
-
 // Every face of the raw scene indexes existing vertices (what post-processing assumes).
 void check_raw_faces(const aiScene& scene, const std::string& path) {
   for (unsigned m = 0; m < scene.mNumMeshes; ++m) {
@@ -212,22 +208,22 @@ void check_raw_faces(const aiScene& scene, const std::string& path) {
   }
 }
 
-}  // namespace
-
-Mesh load_mesh(const std::string& path) {
+// Step 1: what the file system can tell before any parser runs.
+void check_mesh_file(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw MeshError("cannot load mesh '" + path + "': no such file");
   if (!fs::is_regular_file(path, ec)) {
     throw MeshError("cannot load mesh '" + path + "': not a regular file");
   }
   if (fs::file_size(path, ec) == 0) throw MeshError("cannot load mesh '" + path + "': empty file");
+}
 
-  Assimp::Importer importer;
+// Step 2: the format pre-checks and assimp's import. The scene is owned by `importer`.
+const aiScene& import_scene(Assimp::Importer& importer, const std::string& path) {
   const std::string ext = lower(fs::path(path).extension().string());
   if (ext.empty() || !importer.IsExtensionSupported(ext)) {
     throw MeshError("cannot load mesh '" + path + "': unsupported format '" + ext + "'");
   }
-  // Keep points and lines out of the way but present, so we can count and report them.
   if (ext == ".off" || ext == ".ply" || ext == ".obj" || ext == ".gltf" || ext == ".glb") {
     detail::precheck_mesh_file(path, ext, read_file(path));
   } else {
@@ -235,6 +231,8 @@ Mesh load_mesh(const std::string& path) {
   }
   // No aiProcess_ValidateDataStructure: it rejects face-less meshes (point clouds) with a cryptic
   // message; we check what we use ourselves (null arrays, index ranges, finite positions).
+  // aiProcess_SortByPType keeps points and lines out of the way but present, so we can count and
+  // report them.
   const unsigned flags = aiProcess_Triangulate | aiProcess_SortByPType;
   const aiScene* scene = nullptr;
   try {
@@ -254,188 +252,246 @@ Mesh load_mesh(const std::string& path) {
   if ((scene->mFlags & AI_SCENE_FLAGS_INCOMPLETE) || !scene->mRootNode) {
     throw MeshError("cannot load mesh '" + path + "': the file holds no complete scene");
   }
+  return *scene;
+}
 
-  Mesh out;
-  Welder<3> pos_welder;
-  Welder<2> uv_welder;
-  std::vector<Vec3> normal_sum;
-  std::vector<Vec4> color_sum;
-  std::vector<uint32_t> color_count;
-  bool any_uvs = false, all_uvs = true, any_normals = false, all_normals = true;
-  bool any_colors = false, all_colors = true;
-  size_t dropped = 0;
-  std::map<unsigned, size_t> faces_per_material;
+// Whether some / all of the converted meshes carry an attribute.
+struct Presence {
+  bool any = false;
+  bool all = true;
+  void add(bool has) {
+    any |= has;
+    all &= has;
+  }
+};
 
-  std::vector<Instance> instances;
-  collect_instances(scene->mRootNode, aiMatrix4x4(), 0, instances, path);
-  for (const Instance& inst : instances) {
+// Step 3: every triangle of every mesh instance into one Mesh, positions and UVs welded by value,
+// normals and colours summed per welded vertex (averaged in finish()).
+class SceneConverter {
+ public:
+  explicit SceneConverter(const std::string& path) : path_(path) {}
+
+  void add_instance(const aiScene& scene, const Instance& inst) {
     const unsigned mi = inst.mesh;
-    if (mi >= scene->mNumMeshes || !scene->mMeshes) {
-      throw MeshError("cannot load mesh '" + path + "': a node references missing mesh " +
+    if (mi >= scene.mNumMeshes || !scene.mMeshes) {
+      throw MeshError("cannot load mesh '" + path_ + "': a node references missing mesh " +
                       std::to_string(mi));
     }
-    const aiMesh* m = scene->mMeshes[mi];
-    const aiMatrix4x4& xf = inst.transform;
-    // Normals transform by the inverse transpose; a mirroring transform (negative determinant)
-    // turns CCW faces into CW ones, so their corner order is reversed to keep CCW-outward.
-    aiMatrix3x3 normal_xf(xf);
-    const bool mirrored = normal_xf.Determinant() < 0;
-    normal_xf.Inverse().Transpose();
+    const aiMesh* m = scene.mMeshes[mi];
     if (!m || !(m->mPrimitiveTypes & aiPrimitiveType_TRIANGLE)) {
-      if (m) dropped += m->mNumFaces;
-      continue;
+      if (m) dropped_ += m->mNumFaces;
+      return;
     }
     if ((m->mNumVertices > 0 && !m->mVertices) || (m->mNumFaces > 0 && !m->mFaces)) {
-      throw MeshError("cannot load mesh '" + path + "': mesh " + std::to_string(mi) +
+      throw MeshError("cannot load mesh '" + path_ + "': mesh " + std::to_string(mi) +
                       " has no vertex or face data");
     }
-    std::vector<aiVector3D> world(m->mNumVertices);
-    for (unsigned v = 0; v < m->mNumVertices; ++v) {
-      const aiVector3D& p = m->mVertices[v];
-      world[v] = xf * p;
-      const aiVector3D& w = world[v];
-      if (!std::isfinite(w.x) || !std::isfinite(w.y) || !std::isfinite(w.z)) {
-        throw MeshError("cannot load mesh '" + path + "': vertex " + std::to_string(v) +
-                        " of mesh " + std::to_string(mi) + " has a non-finite position (NaN/Inf)");
-      }
-    }
-    const bool has_uv = m->HasTextureCoords(0);
-    const bool has_n = m->HasNormals();
-    const bool has_c = m->HasVertexColors(0);
+    const std::vector<aiVector3D> world = world_positions(*m, mi, inst.transform);
+    // Normals transform by the inverse transpose; a mirroring transform (negative determinant)
+    // turns CCW faces into CW ones, so their corner order is reversed to keep CCW-outward.
+    aiMatrix3x3 normal_xf(inst.transform);
+    const bool mirrored = normal_xf.Determinant() < 0;
+    normal_xf.Inverse().Transpose();
+    const MeshAttributes attrs{m->HasTextureCoords(0), m->HasNormals(), m->HasVertexColors(0)};
     // Per-mesh maps from assimp vertex to welded index; only referenced vertices are welded.
     std::vector<int64_t> pos_of(m->mNumVertices, -1), uv_of(m->mNumVertices, -1);
     size_t mesh_tris = 0;
     for (unsigned fi = 0; fi < m->mNumFaces; ++fi) {
       const aiFace& face = m->mFaces[fi];
       if (face.mNumIndices != 3 || !face.mIndices) {
-        ++dropped;
+        ++dropped_;
         continue;
       }
       Tri tri{}, uv_tri{};
       for (int k = 0; k < 3; ++k) {
         const unsigned idx = face.mIndices[mirrored ? 2 - k : k];
         if (idx >= m->mNumVertices) {
-          throw MeshError("cannot load mesh '" + path + "': face " + std::to_string(fi) +
+          throw MeshError("cannot load mesh '" + path_ + "': face " + std::to_string(fi) +
                           " of mesh " + std::to_string(mi) + " uses vertex " + std::to_string(idx) +
                           " but there are only " + std::to_string(m->mNumVertices));
         }
-        if (pos_of[idx] < 0) {
-          const aiVector3D& p = world[idx];
-          const size_t before = out.positions.size();
-          pos_of[idx] = pos_welder.insert({p.x, p.y, p.z}, out.positions);
-          if (out.positions.size() > before) {
-            normal_sum.push_back({0, 0, 0});
-            color_sum.push_back({0, 0, 0, 0});
-            color_count.push_back(0);
-          }
-          const uint32_t w = uint32_t(pos_of[idx]);
-          if (has_n) {
-            const aiVector3D n = normal_xf * m->mNormals[idx];
-            normal_sum[w] = {normal_sum[w][0] + n.x, normal_sum[w][1] + n.y,
-                             normal_sum[w][2] + n.z};
-          }
-          if (has_c) {
-            const aiColor4D& c = m->mColors[0][idx];
-            color_sum[w] = {color_sum[w][0] + c.r, color_sum[w][1] + c.g, color_sum[w][2] + c.b,
-                            color_sum[w][3] + c.a};
-            ++color_count[w];
-          }
-        }
+        if (pos_of[idx] < 0) pos_of[idx] = add_vertex(*m, idx, world[idx], normal_xf, attrs);
         tri[k] = uint32_t(pos_of[idx]);
-        if (has_uv) {
+        if (attrs.uvs) {
           if (uv_of[idx] < 0) {
             const aiVector3D& t = m->mTextureCoords[0][idx];
-            uv_of[idx] = uv_welder.insert({t.x, t.y}, out.uvs);
+            uv_of[idx] = uv_welder_.insert({t.x, t.y}, out_.uvs);
           }
           uv_tri[k] = uint32_t(uv_of[idx]);
         }
       }
-      out.faces.push_back(tri);
-      out.uv_faces.push_back(uv_tri);  // trimmed below when some mesh lacks UVs
+      out_.faces.push_back(tri);
+      out_.uv_faces.push_back(uv_tri);  // trimmed in finish() when some mesh lacks UVs
       ++mesh_tris;
     }
-    if (mesh_tris == 0) continue;
-    faces_per_material[m->mMaterialIndex] += mesh_tris;
-    any_uvs |= has_uv;
-    all_uvs &= has_uv;
-    any_normals |= has_n;
-    all_normals &= has_n;
-    any_colors |= has_c;
-    all_colors &= has_c;
+    if (mesh_tris == 0) return;
+    faces_per_material_[m->mMaterialIndex] += mesh_tris;
+    uvs_.add(attrs.uvs);
+    normals_.add(attrs.normals);
+    colors_.add(attrs.colors);
   }
 
-  if (dropped > 0) {
-    spdlog::warn("{}: dropped {} point/line primitives (only triangles are kept)", path, dropped);
-  }
-  if (out.faces.empty()) {
-    throw MeshError("cannot load mesh '" + path + "': the file contains no triangles");
-  }
-  if (any_uvs && !all_uvs) {
-    spdlog::warn("{}: some meshes have no UVs; dropping UVs for the whole mesh", path);
-  }
-  if (!all_uvs) {
-    out.uvs.clear();
-    out.uv_faces.clear();
-  }
-  for (const Vec2& t : out.uvs) {
-    if (!std::isfinite(t[0]) || !std::isfinite(t[1])) {
-      spdlog::warn("{}: non-finite UVs; dropping UVs", path);
-      out.uvs.clear();
-      out.uv_faces.clear();
-      break;
+  // Keeps an attribute only where every mesh had it (warning otherwise) and it is usable. Throws
+  // when the file gave no triangle at all.
+  Mesh finish() {
+    if (dropped_ > 0) {
+      spdlog::warn("{}: dropped {} point/line primitives (only triangles are kept)", path_,
+                   dropped_);
     }
+    if (out_.faces.empty()) {
+      throw MeshError("cannot load mesh '" + path_ + "': the file contains no triangles");
+    }
+    finish_uvs();
+    finish_normals();
+    finish_colors();
+    return std::move(out_);
   }
-  if (all_normals) {
-    out.normals.resize(out.positions.size());
-    bool bad = false;
-    for (size_t v = 0; v < out.positions.size(); ++v) {
-      const Vec3& s = normal_sum[v];
-      const float len = std::sqrt(s[0] * s[0] + s[1] * s[1] + s[2] * s[2]);
-      if (!(len > 0.0f) || !std::isfinite(len)) {
-        bad = true;
+
+  // Triangles per material index, for choosing the texture.
+  const std::map<unsigned, size_t>& faces_per_material() const { return faces_per_material_; }
+
+ private:
+  struct MeshAttributes {
+    bool uvs, normals, colors;
+  };
+
+  // The instance's vertices in world space; throws on a non-finite one.
+  std::vector<aiVector3D> world_positions(const aiMesh& m, unsigned mi,
+                                          const aiMatrix4x4& xf) const {
+    std::vector<aiVector3D> world(m.mNumVertices);
+    for (unsigned v = 0; v < m.mNumVertices; ++v) {
+      world[v] = xf * m.mVertices[v];
+      const aiVector3D& w = world[v];
+      if (!std::isfinite(w.x) || !std::isfinite(w.y) || !std::isfinite(w.z)) {
+        throw MeshError("cannot load mesh '" + path_ + "': vertex " + std::to_string(v) +
+                        " of mesh " + std::to_string(mi) + " has a non-finite position (NaN/Inf)");
+      }
+    }
+    return world;
+  }
+
+  // Welds the position of assimp vertex `idx` and adds its normal and colour to the welded
+  // vertex's sums; returns the welded index.
+  uint32_t add_vertex(const aiMesh& m, unsigned idx, const aiVector3D& p,
+                      const aiMatrix3x3& normal_xf, const MeshAttributes& attrs) {
+    const size_t before = out_.positions.size();
+    const uint32_t w = pos_welder_.insert({p.x, p.y, p.z}, out_.positions);
+    if (out_.positions.size() > before) {
+      normal_sum_.push_back({0, 0, 0});
+      color_sum_.push_back({0, 0, 0, 0});
+      color_count_.push_back(0);
+    }
+    if (attrs.normals) {
+      const aiVector3D n = normal_xf * m.mNormals[idx];
+      normal_sum_[w] = {normal_sum_[w][0] + n.x, normal_sum_[w][1] + n.y, normal_sum_[w][2] + n.z};
+    }
+    if (attrs.colors) {
+      const aiColor4D& c = m.mColors[0][idx];
+      color_sum_[w] = {color_sum_[w][0] + c.r, color_sum_[w][1] + c.g, color_sum_[w][2] + c.b,
+                       color_sum_[w][3] + c.a};
+      ++color_count_[w];
+    }
+    return w;
+  }
+
+  void finish_uvs() {
+    if (uvs_.any && !uvs_.all) {
+      spdlog::warn("{}: some meshes have no UVs; dropping UVs for the whole mesh", path_);
+    }
+    if (!uvs_.all) {
+      out_.uvs.clear();
+      out_.uv_faces.clear();
+    }
+    for (const Vec2& t : out_.uvs) {
+      if (!std::isfinite(t[0]) || !std::isfinite(t[1])) {
+        spdlog::warn("{}: non-finite UVs; dropping UVs", path_);
+        out_.uvs.clear();
+        out_.uv_faces.clear();
         break;
       }
-      out.normals[v] = {s[0] / len, s[1] / len, s[2] / len};
     }
-    if (bad) {
-      spdlog::warn("{}: zero or non-finite normals in the file; dropping them", path);
-      out.normals.clear();
-    }
-  } else if (any_normals) {
-    spdlog::warn("{}: some meshes have no normals; dropping normals", path);
-  }
-  if (all_colors) {
-    out.colors.resize(out.positions.size());
-    for (size_t v = 0; v < out.positions.size(); ++v) {
-      const float n = float(std::max<uint32_t>(color_count[v], 1));
-      for (int c = 0; c < 4; ++c) out.colors[v][c] = color_sum[v][c] / n;
-    }
-  } else if (any_colors) {
-    spdlog::warn("{}: some meshes have no vertex colours; dropping colours", path);
   }
 
-  // One texture per Mesh: take the material covering most faces.
-  if (out.has_uvs() && !faces_per_material.empty()) {
-    const auto best = std::max_element(faces_per_material.begin(), faces_per_material.end(),
-                                       [](auto& a, auto& b) { return a.second < b.second; });
-    if (best->first < scene->mNumMaterials) {
-      out.texture = load_material_texture(*scene, *scene->mMaterials[best->first], path);
-      size_t textured_materials = 0;
-      for (const auto& [mat, count] : faces_per_material) {
-        aiString ref;
-        const aiMaterial* am = mat < scene->mNumMaterials ? scene->mMaterials[mat] : nullptr;
-        if (am && (am->GetTexture(aiTextureType_BASE_COLOR, 0, &ref) == aiReturn_SUCCESS ||
-                   am->GetTexture(aiTextureType_DIFFUSE, 0, &ref) == aiReturn_SUCCESS)) {
-          ++textured_materials;
-        }
+  void finish_normals() {
+    if (!normals_.all) {
+      if (normals_.any) spdlog::warn("{}: some meshes have no normals; dropping normals", path_);
+      return;
+    }
+    out_.normals.resize(out_.positions.size());
+    for (size_t v = 0; v < out_.positions.size(); ++v) {
+      const Vec3& s = normal_sum_[v];
+      const float len = std::sqrt(s[0] * s[0] + s[1] * s[1] + s[2] * s[2]);
+      if (!(len > 0.0f) || !std::isfinite(len)) {
+        spdlog::warn("{}: zero or non-finite normals in the file; dropping them", path_);
+        out_.normals.clear();
+        return;
       }
-      if (textured_materials > 1 && out.texture) {
-        spdlog::warn("{}: {} textured materials; keeping only the texture of the largest one", path,
-                     textured_materials);
-      }
+      out_.normals[v] = {s[0] / len, s[1] / len, s[2] / len};
     }
   }
-  return out;
+
+  void finish_colors() {
+    if (!colors_.all) {
+      if (colors_.any) {
+        spdlog::warn("{}: some meshes have no vertex colours; dropping colours", path_);
+      }
+      return;
+    }
+    out_.colors.resize(out_.positions.size());
+    for (size_t v = 0; v < out_.positions.size(); ++v) {
+      const float n = float(std::max<uint32_t>(color_count_[v], 1));
+      for (int c = 0; c < 4; ++c) out_.colors[v][c] = color_sum_[v][c] / n;
+    }
+  }
+
+  std::string path_;
+  Mesh out_;
+  Welder<3> pos_welder_;
+  Welder<2> uv_welder_;
+  std::vector<Vec3> normal_sum_;
+  std::vector<Vec4> color_sum_;
+  std::vector<uint32_t> color_count_;
+  Presence uvs_, normals_, colors_;
+  size_t dropped_ = 0;
+  std::map<unsigned, size_t> faces_per_material_;
+};
+
+// Step 4: one texture per Mesh, that of the material covering most faces.
+void attach_main_texture(const aiScene& scene, const std::map<unsigned, size_t>& faces_per_material,
+                         Mesh& mesh, const std::string& path) {
+  if (!mesh.has_uvs() || faces_per_material.empty()) return;
+  const auto best = std::max_element(faces_per_material.begin(), faces_per_material.end(),
+                                     [](auto& a, auto& b) { return a.second < b.second; });
+  if (best->first >= scene.mNumMaterials) return;
+  mesh.texture = load_material_texture(scene, *scene.mMaterials[best->first], path);
+  size_t textured_materials = 0;
+  for (const auto& [mat, count] : faces_per_material) {
+    aiString ref;
+    const aiMaterial* am = mat < scene.mNumMaterials ? scene.mMaterials[mat] : nullptr;
+    if (am && (am->GetTexture(aiTextureType_BASE_COLOR, 0, &ref) == aiReturn_SUCCESS ||
+               am->GetTexture(aiTextureType_DIFFUSE, 0, &ref) == aiReturn_SUCCESS)) {
+      ++textured_materials;
+    }
+  }
+  if (textured_materials > 1 && mesh.texture) {
+    spdlog::warn("{}: {} textured materials; keeping only the texture of the largest one", path,
+                 textured_materials);
+  }
+}
+
+}  // namespace
+
+Mesh load_mesh(const std::string& path) {
+  check_mesh_file(path);
+  Assimp::Importer importer;
+  const aiScene& scene = import_scene(importer, path);
+  std::vector<Instance> instances;
+  collect_instances(scene.mRootNode, aiMatrix4x4(), 0, instances, path);
+  SceneConverter converter(path);
+  for (const Instance& inst : instances) converter.add_instance(scene, inst);
+  Mesh mesh = converter.finish();
+  attach_main_texture(scene, converter.faces_per_material(), mesh, path);
+  return mesh;
 }
 
 }  // namespace gen3d::mesh
