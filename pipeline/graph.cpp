@@ -172,10 +172,14 @@ class GraphBuilder {
       node.config_index = n.index;
       node.stage = registry_.find(n.stage);
       node.contract = registry_.contract(n.stage);
-      if (!node.stage)
-        report(
-            fmt::format("/nodes/{}/stage", n.index), n.id,
-            fmt::format("unknown stage \"{}\"{}", n.stage, suggestion(n.stage, registry_.names())));
+      if (!node.stage) {
+        const std::string replaced = registry_.replacement(n.stage);
+        report(fmt::format("/nodes/{}/stage", n.index), n.id,
+               replaced.empty()
+                   ? fmt::format("unknown stage \"{}\"{}", n.stage,
+                                 suggestion(n.stage, registry_.names()))
+                   : fmt::format("stage \"{}\" no longer exists: {}", n.stage, replaced));
+      }
       graph_.nodes.push_back(std::move(node));
     }
   }

@@ -164,6 +164,15 @@ const StageContract* Registry::contract(std::string_view name) const {
   return it == entries_.end() ? nullptr : &it->second.contract;
 }
 
+void Registry::retire(std::string name, std::string replacement) {
+  retired_[std::move(name)] = std::move(replacement);
+}
+
+std::string Registry::replacement(std::string_view name) const {
+  const auto it = retired_.find(name);
+  return it == retired_.end() ? std::string() : it->second;
+}
+
 std::vector<std::string> Registry::names() const {
   std::vector<std::string> out;
   for (const auto& [name, entry] : entries_) out.push_back(name);

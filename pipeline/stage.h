@@ -301,12 +301,19 @@ class Registry {
   const StageContract* contract(std::string_view name) const;
   std::vector<std::string> names() const;  // sorted
 
+  // A stage name that configs written for earlier versions may still use, and what replaced it:
+  // a config naming it is told so instead of getting a bare "unknown stage".
+  void retire(std::string name, std::string replacement);
+  // The replacement of a retired name, or "".
+  std::string replacement(std::string_view name) const;
+
  private:
   struct Entry {
     std::unique_ptr<Stage> stage;
     StageContract contract;
   };
   std::map<std::string, Entry, std::less<>> entries_;
+  std::map<std::string, std::string, std::less<>> retired_;
 };
 
 // Closest candidate by edit distance, or empty when none is close enough to suggest.

@@ -10,6 +10,10 @@ void register_texture_stages(pipeline::Registry& registry) {
   register_inpaint_texture(registry);
   register_bake_report(registry);
   register_texture_psnr(registry);
+  registry.retire("multiview",
+                  "it became one stage per source of view images: views_from_reference "
+                  "(source=reference), views_from_files (files), views_from_mesh (render) and "
+                  "views_from_model (model)");
 }
 
 void register_all_stages(pipeline::Registry& registry) {

@@ -52,6 +52,12 @@ TEST(GraphValidation, UnknownStageSuggestsAName) {
                  "unknown stage \"test_konst\" (did you mean \"test_const\"?)");
 }
 
+TEST(GraphValidation, RetiredStageNamesItsReplacement) {
+  const auto p = problems_of(R"({"nodes": [{"id": "a", "stage": "test_old"}]})");
+  expect_problem(p, "/nodes/0/stage", "a",
+                 "stage \"test_old\" no longer exists: it became test_const");
+}
+
 TEST(GraphValidation, DuplicateId) {
   const auto p = problems_of(R"({"nodes": [{"id": "a", "stage": "test_const"},
                                             {"id": "a", "stage": "test_const"}]})");

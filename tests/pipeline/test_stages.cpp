@@ -145,6 +145,7 @@ const pipeline::Registry& test_registry() {
   static const pipeline::Registry reg = [] {
     pipeline::Registry r;
     register_test_stages(r);
+    r.retire("test_old", "it became test_const");
     return r;
   }();
   return reg;
