@@ -1,6 +1,5 @@
 #include "models/core/torch_file.h"
 
-
 #include <cstring>
 #include <map>
 #include <set>
@@ -71,20 +70,17 @@ class Zip {
     f.zclose_file = span_close;
     f.zerror_file = span_error;
     f.opaque = &span_;
-    zip_ = unzOpen2_64("", &f);
+    zip_.reset(unzOpen2_64("", &f));
     if (!zip_) throw ModelError(label_ + ": not a readable zip archive (torch.save format)");
-    for (int r = unzGoToFirstFile(zip_); r == UNZ_OK; r = unzGoToNextFile(zip_)) {
+    for (int r = unzGoToFirstFile(zip_.get()); r == UNZ_OK; r = unzGoToNextFile(zip_.get())) {
       char name[1024];
       unz_file_info64 info{};
-      if (unzGetCurrentFileInfo64(zip_, &info, name, sizeof(name), nullptr, 0, nullptr, 0) !=
+      if (unzGetCurrentFileInfo64(zip_.get(), &info, name, sizeof(name), nullptr, 0, nullptr, 0) !=
           UNZ_OK)
         throw ModelError(label_ + ": corrupt zip directory");
       sizes_[name] = info.uncompressed_size;
       if (sizes_.size() > 1000000) throw ModelError(label_ + ": too many zip entries");
     }
-  }
-  ~Zip() {
-    if (zip_) unzClose(zip_);
   }
   Zip(const Zip&) = delete;
   Zip& operator=(const Zip&) = delete;
@@ -96,20 +92,21 @@ class Zip {
   std::vector<unsigned char> read(const std::string& name) {
     const auto it = sizes_.find(name);
     if (it == sizes_.end()) throw ModelError(label_ + ": the archive has no " + name);
-    if (unzLocateFile(zip_, name.c_str(), 1) != UNZ_OK || unzOpenCurrentFile(zip_) != UNZ_OK)
-      throw ModelError(label_ + ": cannot open zip entry " + name);
     const std::uint64_t limit = std::max<std::uint64_t>(span_.size, 1) * 1032;  // deflate bound
     if (it->second > limit) throw ModelError(label_ + ": zip entry " + name + " is too large");
+    if (unzLocateFile(zip_.get(), name.c_str(), 1) != UNZ_OK ||
+        unzOpenCurrentFile(zip_.get()) != UNZ_OK)
+      throw ModelError(label_ + ": cannot open zip entry " + name);
     std::vector<unsigned char> out(static_cast<std::size_t>(it->second));
     std::size_t got = 0;
     while (got < out.size()) {
       const unsigned chunk =
           static_cast<unsigned>(std::min<std::size_t>(out.size() - got, 1u << 30));
-      const int n = unzReadCurrentFile(zip_, out.data() + got, chunk);
+      const int n = unzReadCurrentFile(zip_.get(), out.data() + got, chunk);
       if (n <= 0) break;
       got += static_cast<std::size_t>(n);
     }
-    const int closed = unzCloseCurrentFile(zip_);  // checks the CRC
+    const int closed = unzCloseCurrentFile(zip_.get());  // checks the CRC
     if (got != out.size() || closed != UNZ_OK)
       throw ModelError(label_ + ": zip entry " + name + " is truncated or corrupt");
     return out;
@@ -118,7 +115,10 @@ class Zip {
  private:
   Span span_;
   std::string label_;
-  unzFile zip_ = nullptr;
+  struct Close {
+    void operator()(void* z) const { unzClose(z); }
+  };
+  std::unique_ptr<void, Close> zip_;  // closed also when the constructor throws
   std::map<std::string, std::uint64_t> sizes_;
 };
 
