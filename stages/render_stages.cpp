@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 #include <tbb/parallel_for.h>
+#include <cmath>
 
 #include "render/maps.h"
 #include "render/rasterizer.h"
@@ -41,6 +42,12 @@ class CameraViews final : public pipeline::Stage {
       problems.push_back(
           "custom views need as many elevations as azimuths (and weights, if any), "
           "at least one");
+    // Merge weights scale a view's share of each texel: a negative one would subtract colour.
+    for (double x : w)
+      if (!(x >= 0.0 && std::isfinite(x))) {
+        problems.push_back("weights must be finite and >= 0, got " + std::to_string(x));
+        break;
+      }
   }
   void run(StageContext& ctx) const override {
     const double distance = ctx.param<double>("distance");

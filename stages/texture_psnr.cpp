@@ -49,7 +49,8 @@ class TexturePsnr final : public pipeline::Stage {
       for (size_t i = 0; i < raster->pixel_count(); ++i) {
         if (!raster->face_id[i]) continue;
         for (int c = 0; c < 3; ++c) {
-          const double d = got.pixels[i * 3 + c] - want.pixels[i * want.channels + c];
+          const int wc = want.channels >= 3 ? c : 0;  // a grey image is grey in every channel
+          const double d = got.pixels[i * 3 + c] - want.pixels[i * want.channels + wc];
           sse[v] += d * d;
         }
         count[v] += 3;

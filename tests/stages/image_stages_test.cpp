@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -115,6 +116,15 @@ TEST(ImageStages, LoadAndSaveRefuseBadParameters) {
   pipeline::StageRunner no_dir = runner("save_images");
   no_dir.input<stages::ImageList>("images", stages::ImageList{Image(2, 2, 3)});
   EXPECT_TRUE(contains(error_of([&] { no_dir.run(); }), "missing required parameter \"dir\""));
+
+  // A directory that cannot be made is refused when the config is checked, before any work.
+  const std::string file = dir + "/a_file";
+  { std::ofstream(file) << "x"; }
+  pipeline::StageRunner into_file = runner("save_images");
+  into_file.input<stages::ImageList>("images", stages::ImageList{Image(2, 2, 3)});
+  into_file.param("dir", file + "/views");
+  const std::string e = error_of([&] { into_file.run(); });
+  EXPECT_TRUE(contains(e, "is not a directory")) << e;
 }
 
 TEST(ImageStages, RecenterCropsBordersAndCentres) {

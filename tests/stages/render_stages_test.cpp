@@ -84,6 +84,9 @@ TEST(RenderStages, CameraViewsRefuseBadParameters) {
   EXPECT_NE(custom({0, 0}, {0}, {}).find("as many elevations as azimuths"), std::string::npos);
   EXPECT_NE(custom({}, {}, {}).find("at least one"), std::string::npos);
   EXPECT_NE(custom({0, 0}, {0, 90}, {1}).find("weights"), std::string::npos);
+  // A negative merge weight would subtract one view's colour from the others'.
+  EXPECT_NE(custom({0, 0}, {0, 40}, {1, -1}).find("weights must be finite and >= 0"),
+            std::string::npos);
   EXPECT_THROW(custom_views({0}, {0, 1}), pipeline::ConfigError);
 
   pipeline::StageRunner r = runner("camera_views");

@@ -50,6 +50,17 @@ TEST(TexturePsnr, ConstantTextureGivesTheExactValues) {
   EXPECT_NEAR(one.at("psnr.mean_db"), off, 1e-6);
 }
 
+// A grey reference image is compared in every channel: black against black is exact, however
+// many channels the picture has.
+TEST(TexturePsnr, GreyImagesCompareLikeTheirRgbEquivalent) {
+  const auto black = textured(solid(16, Rgb{0, 0, 0}));
+  Image grey(kSize, kSize, 1, 0.0f);
+  const auto g = psnr(black, level_views({0}), {grey});
+  const auto rgb = psnr(black, level_views({0}), {solid(kSize, Rgb{0, 0, 0})});
+  EXPECT_GT(g.at("psnr.view0"), 100.0);
+  EXPECT_NEAR(g.at("psnr.view0"), rgb.at("psnr.view0"), 1e-9);
+}
+
 TEST(TexturePsnr, RefusesWhatItCannotCompare) {
   const auto red = textured(solid(16, kRed));
   EXPECT_NE(error_of([&] { psnr(red, level_views({0}), {Image{}}); }).find("no view to compare"),
