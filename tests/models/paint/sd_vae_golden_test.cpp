@@ -139,7 +139,9 @@ TEST_P(SdVaeGolden, PerturbedWeightIsDetected) {
     if (name == "decoder.conv_out.bias") t.data()[0] += 1e-3f;
   std::vector<std::pair<std::string, const Tensor*>> refs;
   for (const auto& [name, t] : tensors) refs.emplace_back(name, &t);
-  const std::string path = test::temp_dir("sd_vae_perturbed") + "/w.safetensors";
+  // One folder per weight set: CTest runs the parameterized tests in parallel processes.
+  const std::string path =
+      test::temp_dir("sd_vae_perturbed_" + std::string(GetParam())) + "/w.safetensors";
   write_safetensors(path, refs);
   WeightMap wm(SafetensorsFile::open(path), "");
   const auto vae = SdVae::load(cfg, wm);
