@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <limits>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "mesh/cleanup.h"
@@ -165,7 +166,11 @@ class CleanMesh final : public pipeline::Stage {
     ctx.count("clean.duplicate_faces", static_cast<double>(report.duplicate_faces));
     ctx.count("clean.removed_components", static_cast<double>(report.removed_components));
     ctx.count("clean.merged_vertices", static_cast<double>(report.merged_vertices));
-    if (m->faces.empty()) throw mesh::MeshError("clean_mesh removed every face");
+    if (m->faces.empty())
+      throw mesh::MeshError(fmt::format(
+          "every face is degenerate (zero surface area), duplicated or in a removed component "
+          "({} degenerate, {} duplicate, {} in small components)",
+          report.degenerate_faces, report.duplicate_faces, report.component_faces));
     ctx.out("mesh", std::move(m));
   }
 };
