@@ -247,6 +247,7 @@ constexpr double kWasteWeight = 0.5;
 // lowest valleys of the skyline. Bounded, so placing n charts costs O(n log n) whatever the
 // atlas width (the old exhaustive scan cost O(n * width) and crawled on 10k-chart CAD meshes).
 constexpr int kSpreadCandidates = 48;
+constexpr int kCandidateBudget = 16384;  // spread positions per pass over all charts
 constexpr int kValleyCandidates = 16;
 constexpr int kValleyPops = 128;
 // Sweeps of the hole search per candidate position.
@@ -319,6 +320,9 @@ int pack_charts(const std::vector<Footprint>& fp, int orientations,
     return a.x < b.x;
   };
   std::vector<int> valleys, xs;
+  // Few charts can afford more positions each (better packing); the total stays bounded.
+  const int spread =
+      std::clamp(kCandidateBudget / std::max<int>(1, int(order.size())), kSpreadCandidates, 512);
   for (uint32_t ci : order) {
     Best best;
     for (int r = 0; r < orientations; ++r) {
@@ -327,7 +331,7 @@ int pack_charts(const std::vector<Footprint>& fp, int orientations,
       const int dw = f.w + 2 * gutter;
       const int span = width - f.w;  // x in [0, span]
       xs.clear();
-      const int stride = std::max(1, (span + kSpreadCandidates - 1) / kSpreadCandidates);
+      const int stride = std::max(1, (span + spread - 1) / spread);
       for (int x = 0; x <= span; x += stride) xs.push_back(x);
       xs.push_back(span);
       sky_index.lowest(kValleyCandidates, std::max(1, f.w / 2), valleys);
@@ -456,6 +460,7 @@ PackResult pack_atlas(const std::vector<Chart>& charts, double total_area, const
   std::vector<Placement> place;
   double best_scale = 0;
   double lo_fail = std::numeric_limits<double>::infinity();  // smallest scale known not to fit
+  int refinements = 0;  // passes since a layout first fit (searching down may take many)
   while (true) {
     ++res.passes;
     const double t_raster = elapsed();
@@ -510,7 +515,7 @@ PackResult pack_atlas(const std::vector<Chart>& charts, double total_area, const
       if (best_scale > 0) next = std::max(next, 0.5 * (best_scale + scale));
       converged = best_scale > 0 && scale / best_scale < 1.01;
     }
-    if (best_scale > 0 && (converged || res.passes >= 8)) break;
+    if (best_scale > 0 && (converged || ++refinements >= 8)) break;
     scale = next;
   }
   if (!(best_scale > 0)) {

@@ -320,8 +320,8 @@ uint32_t split_disconnected(const Topology& t, std::vector<uint32_t>& chart_of) 
 // one (a CAD part's planar regions cut by growth order, slivers along bevels). Each chart keeps a
 // normal cone (axis, half-angle); the cone of a union is bounded from the two cones, so checking a
 // merge costs O(1) and the bound is the distortion limit (planar stretch grows as 1 / cos).
-size_t merge_charts(const Mesh& m, const Topology& t, double cos_max, const UnwrapOptions& opt,
-                    std::vector<uint32_t>& chart_of, uint32_t nchart) {
+size_t merge_charts(const Mesh& m, const Topology& t, double cos_max, double small_area,
+                    const UnwrapOptions& opt, std::vector<uint32_t>& chart_of, uint32_t nchart) {
   struct Stats {
     D3 normal_sum;     // area-weighted sum of face normals
     D3 axis;           // cone axis (normalized normal_sum)
@@ -340,6 +340,9 @@ size_t merge_charts(const Mesh& m, const Topology& t, double cos_max, const Unwr
   const double crease_angle = 40.0 * M_PI / 180.0;
   // Planar projection over a cone of 25 degrees stretches by at most 1 / cos(25) = 1.10.
   const double corner_angle = std::min(max_angle, std::max(flat_angle, 25.0 * M_PI / 180.0));
+  // A chart of a few texels may stretch more (1 / cos(50) = 1.56): nobody sees it, everybody
+  // sees the atlas space its gutter costs.
+  const double tiny_corner_angle = std::min(max_angle, std::max(corner_angle, 50.0 * M_PI / 180.0));
   std::vector<Stats> st(nchart);
   for (size_t f = 0; f < nf; ++f) {
     Stats& s = st[chart_of[f]];
@@ -430,8 +433,11 @@ size_t merge_charts(const Mesh& m, const Topology& t, double cos_max, const Unwr
     const double half = merged_cone(sa, sb, axis);
     if (half > max_angle) return;
     // Near-coplanar neighbours only: a crease between two charts (a box's edges) stays a seam.
-    // A sliver (under 5% of its neighbour's area) is absorbed across any crease the cone allows.
-    const bool sliver = std::min(sa.area, sb.area) < 0.05 * std::max(sa.area, sb.area);
+    // A sliver (under 5% of its neighbour's area) or a chart of a few texels (its gutter would
+    // take more room than itself) is absorbed across any crease the cone allows.
+    const double smaller = std::min(sa.area, sb.area);
+    const bool tiny = smaller < small_area;
+    const bool sliver = tiny || smaller < 0.05 * std::max(sa.area, sb.area);
     if (!sliver && norm(sa.axis) > 0 && norm(sb.axis) > 0 && angle(sa.axis, sb.axis) > crease_angle)
       return;
     const double min_perim = std::max(std::min(sa.perim, sb.perim), 1e-30);
@@ -439,7 +445,9 @@ size_t merge_charts(const Mesh& m, const Topology& t, double cos_max, const Unwr
     // Curved unions must share a real border: joined at a corner they make arms that pack badly,
     // and pieces without a shared edge are flattened by projection (LSCM needs one connected
     // piece), so their cone must stay narrow. Coplanar ones flatten exactly whatever their shape.
-    if (len <= 0 ? half > corner_angle : (half > flat_angle && seam > 0.9)) return;
+    if (len <= 0 ? half > (tiny ? tiny_corner_angle : corner_angle)
+                 : (!tiny && half > flat_angle && seam > 0.9))
+      return;
     const double cost = opt.normal_weight * (1.0 - std::cos(half)) + opt.seam_weight * seam;
     heap.push({cost, std::min(a, b), std::max(a, b), st[std::min(a, b)].version,
                st[std::max(a, b)].version});

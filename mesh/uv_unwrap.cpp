@@ -76,7 +76,11 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
       std::fill(in_set.begin(), in_set.end(), 0);
       smooth_chart_borders(topo, cos_max, 4, chart_of, nchart);
       nchart = split_disconnected(topo, chart_of);
-      if (opt.merge_charts) merged = merge_charts(mesh, topo, cos_max, opt, chart_of, nchart);
+      if (opt.merge_charts) {
+        // Under 12 x 12 texels a chart's 4-texel gutter takes more atlas than the chart.
+        const double small_side = 12.0 / est_scale;
+        merged = merge_charts(mesh, topo, cos_max, small_side * small_side, opt, chart_of, nchart);
+      }
       nchart = attach_degenerate_faces(mesh, topo, chart_of);
       spdlog::debug("uv_unwrap: segmentation {} charts ({} merged), {:.3f} s", nchart, merged,
                     elapsed());
@@ -124,8 +128,11 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
   // 2. Packing.
   const int W = opt.texture_size;
   const PackResult pack = pack_atlas(charts, total_area, opt, elapsed);
+  // Without a requested density, "reduced" means under half of what the surface area alone would
+  // allow (the gutters of many small charts took the room).
   const bool reduced = pack.grid_fallback || pack.gutter < opt.gutter ||
-                       (opt.texels_per_unit > 0 && pack.scale < opt.texels_per_unit);
+                       (opt.texels_per_unit > 0 ? pack.scale < opt.texels_per_unit
+                                                : pack.scale < 0.5 * pack.requested_scale);
   if (reduced) {
     spdlog::warn(
         "uv_unwrap: {} charts do not fit a {} texture at {:.4g} texels/unit with gutter {}: packed "

@@ -37,7 +37,7 @@ struct UnwrapOptions {
   float seam_weight = 1.5f;
   // Charts stop growing at this many faces (0 = no limit). The LSCM solve grows faster than
   // linearly with a chart's size (a 1M-face sphere in 5 charts took 40 s): the default bounds it.
-  size_t max_chart_faces = 8192;
+  size_t max_chart_faces = 16384;
   // Solve least-squares conformal maps for curved charts (planar projection is used for flat
   // charts, when LSCM folds a chart, and after half of max_seconds).
   bool use_lscm = true;
@@ -67,11 +67,13 @@ struct UnwrapMetrics {
   double seam_length = 0.0;       // 3D length of edges whose two faces lie in different charts
   double texels_per_unit = 0.0;   // packing scale: texels per 3D length unit
   double requested_texels_per_unit = 0.0;  // options.texels_per_unit, or the first scale tried
-  bool density_reduced = false;  // the layout did not fit as asked: density/gutter went down
-  int gutter = 0;                // gutter kept in texels (options.gutter unless reduced)
-  size_t merged_charts = 0;      // charts removed by merging
-  int pack_passes = 0;           // packing attempts made to find the scale
-  double seconds = 0.0;          // wall time of the whole unwrap
+  // The layout did not fit as asked: density below the requested one (without one: below half
+  // of what the surface area allows), gutter reduced, or the uniform-grid fallback.
+  bool density_reduced = false;
+  int gutter = 0;            // gutter kept in texels (options.gutter unless reduced)
+  size_t merged_charts = 0;  // charts removed by merging
+  int pack_passes = 0;       // packing attempts made to find the scale
+  double seconds = 0.0;      // wall time of the whole unwrap
 };
 
 struct UnwrapResult {

@@ -87,9 +87,10 @@ void smooth_chart_borders(const Topology& t, double cos_max, int passes,
 
 // Merges neighbouring charts (sharing an edge, or only a vertex within a narrower cone) whose
 // union stays within a normal cone of `cos_max`, cheapest merges first (small, well-connected,
-// coplanar first). Returns the number of merges; chart ids are left sparse.
-size_t merge_charts(const Mesh& m, const Topology& t, double cos_max, const UnwrapOptions& opt,
-                    std::vector<uint32_t>& chart_of, uint32_t nchart);
+// coplanar first). Charts under `small_area` (3D units: a few texels at the expected density)
+// merge across creases and wider corners. Returns the number of merges; chart ids are left sparse.
+size_t merge_charts(const Mesh& m, const Topology& t, double cos_max, double small_area,
+                    const UnwrapOptions& opt, std::vector<uint32_t>& chart_of, uint32_t nchart);
 
 // Dense chart ids in order of first face. Returns the chart count.
 uint32_t renumber_charts(std::vector<uint32_t>& chart_of);
