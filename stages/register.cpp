@@ -23,6 +23,7 @@ void register_all_stages(pipeline::Registry& registry) {
   register_texture_stages(registry);
   register_shape_stages(registry);
   register_cache_study(registry);
+  register_check_models(registry);
   register_shape_vae_stages(registry);
   register_conditioner_stages(registry);
 }

@@ -20,6 +20,7 @@ void register_bake_report(pipeline::Registry& registry);
 void register_texture_psnr(pipeline::Registry& registry);
 void register_shape_stages(pipeline::Registry& registry);
 void register_cache_study(pipeline::Registry& registry);
+void register_check_models(pipeline::Registry& registry);
 void register_shape_vae_stages(pipeline::Registry& registry);
 void register_conditioner_stages(pipeline::Registry& registry);
 

@@ -7,6 +7,7 @@
 
 #include "pipeline/cli/batch_command.h"
 #include "pipeline/cli/cache_study.h"
+#include "pipeline/cli/check_models.h"
 #include "pipeline/cli/commands.h"
 #include "pipeline/cli/shape_command.h"
 #include "pipeline/error.h"
@@ -179,6 +180,18 @@ int main(int argc, char** argv) {
   study_cmd->add_option("-j,--threads", study.run.threads, "worker threads")
       ->check(CLI::Range(1, 1024));
 
+  gen3d::cli::CheckModelsOptions models_check;
+  auto* models_cmd = app.add_subcommand("models", "Inspect model folders and weight files");
+  models_cmd->require_subcommand(1);
+  auto* check_cmd = models_cmd->add_subcommand(
+      "check",
+      "Which official networks a folder holds (files, dtypes, parameters, memory per precision, "
+      "missing or mis-shaped tensors), or every tensor of one .safetensors/.bin file; runs "
+      "nothing; exits 1 when the folder has problems");
+  check_cmd->add_option("path", models_check.path, "model folder or weights file")->required();
+  check_cmd->add_flag("--json", models_check.json, "a weights file: one JSON object per tensor");
+  check_cmd->add_option("--set", models_check.run.sets, "override: var=value or node.param=value");
+
   std::string config;
   std::vector<std::string> sets;
   bool dump = false;
@@ -211,6 +224,7 @@ int main(int argc, char** argv) {
   shape.run.quiet = quiet;
   batch.quiet = quiet;
   study.run.quiet = quiet;
+  models_check.run.quiet = quiet;
   std::signal(SIGINT, on_sigint);
 
   try {
@@ -218,6 +232,7 @@ int main(int argc, char** argv) {
     if (*texture_cmd) return gen3d::cli::cmd_texture(tex);
     if (*shape_cmd) return gen3d::cli::cmd_shape(shape);
     if (*study_cmd) return gen3d::cli::cmd_cache_study(study);
+    if (*check_cmd) return gen3d::cli::cmd_check_models(models_check);
     if (*batch_cmd) {
       if (!shard.empty()) {
         const auto slash = shard.find('/');

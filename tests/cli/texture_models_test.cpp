@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "models/core/tensor.h"
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "support/tiny_models.h"
 
 namespace gen3d::test {
 namespace {
@@ -183,6 +185,61 @@ TEST(TextureModels, UsageErrors) {
                            temp_dir("texture_models_turbo_alone") + "/x.glb");
   EXPECT_EQ(t.exit_code, 2) << t.output;
   EXPECT_NE(t.output.find("--turbo"), std::string::npos) << t.output;
+}
+
+// `gen3d models check` on the tests' model folder: every network found, its tensors compared with
+// what the loaders claim; a missing file or a mis-shaped tensor is named and the exit code is 1.
+TEST(ModelsCheck, FolderNetworksAreListedAndProblemsNamed) {
+  const std::string dir = build_model_folder("models_check");
+  write_tiny_model_folder(dir + "/hunyuan3d-dit-v2-0");
+  const auto ok = run_gen3d("models check " + dir + " -q");
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  for (const char* line :
+       {"paint (hunyuan3d-paint-v2-0): ok", "paint-turbo (hunyuan3d-paint-v2-0-turbo): ok",
+        "delight (hunyuan3d-delight-v2-0): ok", "shape (hunyuan3d-dit-v2-0): ok",
+        "checked against the loader", "bf16"})
+    EXPECT_NE(ok.output.find(line), std::string::npos) << line << "\n" << ok.output;
+
+  fs::remove(fs::path(dir) / "hunyuan3d-delight-v2-0" / "tokenizer" / "vocab.json");
+  const json mv = golden_config()["mv"]["cfg"];
+  json wrong = mv;  // one channel count off: every tensor of the first level mis-shaped
+  wrong["block_out_channels"][0] = wrong["block_out_channels"][0].get<int>() * 2;
+  write_text(fs::path(dir) / "hunyuan3d-paint-v2-0" / "unet" / "config.json", wrong.dump());
+  const auto bad = run_gen3d("models check " + dir + " -q");
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("paint (hunyuan3d-paint-v2-0): PROBLEMS"), std::string::npos)
+      << bad.output;
+  EXPECT_NE(bad.output.find("mis-shaped unet.conv_in.weight"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("missing " + dir + "/hunyuan3d-delight-v2-0/tokenizer/vocab.json"),
+            std::string::npos)
+      << bad.output;
+  EXPECT_NE(bad.output.find("paint-turbo (hunyuan3d-paint-v2-0-turbo): ok"), std::string::npos);
+}
+
+// One weights file as JSON lines: the sums are those of the values PyTorch wrote.
+TEST(ModelsCheck, WeightsFileTensorsWithTheirSums) {
+  const std::string torchbin = data_dir() + "/golden/torchbin";
+  const auto r = run_gen3d("models check " + torchbin + "/state_dict.bin --json -q");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(torchbin + "/expected.json");
+  const json expected = json::parse(in);
+  std::istringstream lines(r.output);
+  std::string line;
+  std::size_t seen = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] != '{') continue;
+    const json t = json::parse(line);
+    const json& want = expected.at(t["name"].get<std::string>());
+    double sum = 0;
+    for (const auto& v : want["values"]) sum += v.get<double>();
+    EXPECT_NEAR(t["sum"].get<double>(), sum, 1e-9 * (1 + std::abs(sum))) << line;
+    EXPECT_EQ(t["shape"], want["shape"]) << line;
+    ++seen;
+  }
+  EXPECT_EQ(seen, expected.size()) << r.output;
+  const auto refused = run_gen3d("models check " + torchbin + "/malicious.bin -q");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.output.find("refuses to import"), std::string::npos) << refused.output;
 }
 
 }  // namespace

@@ -1,0 +1,255 @@
+#include "models/model_folder.h"
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "models/core/dtype.h"
+#include "models/core/error.h"
+#include "models/core/safetensors.h"
+#include "models/nn/weight_files.h"
+#include "models/paint/mvunet.h"
+#include "models/paint/sd_vae.h"
+#include "models/paint/unet.h"
+#include "models/shape/checkpoints.h"
+
+namespace gen3d::models {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Expected = std::vector<std::pair<std::string, Shape>>;
+
+double stored_value(DType t, const unsigned char* p) {
+  switch (t) {
+    case DType::kF64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case DType::kI64: {
+      std::int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    case DType::kI32: {
+      std::int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kI16: {
+      std::int16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case DType::kI8:
+      return static_cast<std::int8_t>(*p);
+    case DType::kU8:
+    case DType::kBool:
+      return *p;
+    default: {
+      float v;
+      widen_to_f32(t, p, 1, &v);
+      return v;
+    }
+  }
+}
+
+// The weights file's tensors against what a loader claims (names relative to `prefix`).
+void compare(const SafetensorsFile& file, const std::string& prefix, const Expected& expected,
+             NetworkCheck& check) {
+  std::map<std::string, const TensorInfo*> stored;
+  for (const TensorInfo& t : file.tensors())
+    if (t.name.compare(0, prefix.size(), prefix) == 0) stored[t.name.substr(prefix.size())] = &t;
+  std::vector<std::string> problems;
+  for (const auto& [name, shape] : expected) {
+    const auto it = stored.find(name);
+    if (it == stored.end()) {
+      problems.push_back("missing " + prefix + name + " " + shape.str());
+      continue;
+    }
+    const std::vector<std::int64_t> want(shape.dims().begin(), shape.dims().end());
+    if (it->second->shape != want)
+      problems.push_back("mis-shaped " + prefix + name + ": " + it->second->shape_str() +
+                         ", expected " + shape.str());
+    stored.erase(it);
+  }
+  for (const auto& [name, info] : stored) problems.push_back("unexpected " + prefix + name);
+  constexpr std::size_t kListed = 12;
+  for (std::size_t i = 0; i < problems.size() && i < kListed; ++i)
+    check.problems.push_back(problems[i]);
+  if (problems.size() > kListed)
+    check.problems.push_back(fmt::format("... and {} more", problems.size() - kListed));
+  check.shapes_checked = true;
+}
+
+void count(const SafetensorsFile& file, const std::string& prefix, NetworkCheck& check) {
+  for (const TensorInfo& t : file.tensors())
+    if (t.name.compare(0, prefix.size(), prefix) == 0 && is_float_dtype(t.dtype)) {
+      check.dtypes.insert(std::string(dtype_name(t.dtype)));
+      check.parameters += t.numel();
+    }
+}
+
+// A problem, not an exception: the check reports everything it can.
+template <class F>
+void attempt(NetworkCheck& check, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    check.problems.push_back(e.what());
+  }
+}
+
+// A diffusers component folder (config.json + weights) checked by `expected(config)`.
+template <class Config, class ExpectedFn>
+void check_component(const fs::path& dir, const std::string& stem, NetworkCheck& check,
+                     ExpectedFn&& expected) {
+  attempt(check, [&] {
+    const std::string cfg_path = (dir / "config.json").string();
+    check.files.push_back(cfg_path);
+    const Config cfg = Config::read(cfg_path);
+    const std::string weights = nn::find_weights(dir.string(), stem);
+    check.files.push_back(weights);
+    const auto file = SafetensorsFile::open(weights);
+    count(*file, "", check);
+    compare(*file, "", expected(cfg, *file), check);
+  });
+}
+
+NetworkCheck named(std::string network, const fs::path& root) {
+  NetworkCheck c;
+  c.network = std::move(network);
+  c.folder = root.filename().string();
+  return c;
+}
+
+NetworkCheck check_paint(const fs::path& root, const std::string& name) {
+  NetworkCheck c = named(name, root);
+  check_component<UNetConfig>(root / "unet", "diffusion_pytorch_model", c,
+                              [](const UNetConfig& cfg, const SafetensorsFile& f) {
+                                std::int64_t tokens = 77;  // the checkpoint's learned prompts
+                                if (const TensorInfo* t = f.find("unet.learned_text_clip_gen");
+                                    t && t->shape.size() == 3)
+                                  tokens = t->shape[1];
+                                return MultiviewUNet::expected_tensors(cfg, tokens);
+                              });
+  check_component<SdVaeConfig>(
+      root / "vae", "diffusion_pytorch_model", c,
+      [](const SdVaeConfig& cfg, const SafetensorsFile&) { return SdVae::expected_tensors(cfg); });
+  const fs::path sched = root / "scheduler" / "scheduler_config.json";
+  if (!fs::is_regular_file(sched)) c.problems.push_back("missing " + sched.string());
+  return c;
+}
+
+NetworkCheck check_delight(const fs::path& root) {
+  NetworkCheck c = named("delight", root);
+  check_component<UNetConfig>(root / "unet", "diffusion_pytorch_model", c,
+                              [](const UNetConfig& cfg, const SafetensorsFile&) {
+                                return UNet2DCondition::expected_tensors(cfg);
+                              });
+  check_component<SdVaeConfig>(
+      root / "vae", "diffusion_pytorch_model", c,
+      [](const SdVaeConfig& cfg, const SafetensorsFile&) { return SdVae::expected_tensors(cfg); });
+  attempt(c, [&] {
+    const std::string weights = nn::find_weights((root / "text_encoder").string(), "model");
+    c.files.push_back(weights);
+    count(*SafetensorsFile::open(weights), "", c);
+  });
+  for (const char* f : {"scheduler/scheduler_config.json", "text_encoder/config.json",
+                        "tokenizer/vocab.json", "tokenizer/special_tokens_map.json"})
+    if (!fs::is_regular_file(root / f)) c.problems.push_back("missing " + (root / f).string());
+  return c;
+}
+
+// The shape checkpoint: DiT, and the ShapeVAE and conditioner when the file combines them. Their
+// tensors are counted; their shapes are checked when the networks are loaded.
+NetworkCheck check_shape(const fs::path& root) {
+  NetworkCheck c = named("shape", root);
+  attempt(c, [&] {
+    const CheckpointSource src = resolve_checkpoint(root.string());
+    c.files = {src.weights, src.config};
+    const auto file = SafetensorsFile::open(src.weights);
+    count(*file, "", c);
+    for (std::string_view sub : {kDiTPrefix, kVaePrefix, kConditionerPrefix}) {
+      const std::string prefix = std::string(sub) + ".";
+      NetworkCheck part;
+      count(*file, prefix, part);
+      if (part.parameters == 0 && sub != kDiTPrefix)
+        c.problems.push_back("no " + std::string(sub) + ".* tensors (a standalone checkpoint?)");
+    }
+  });
+  return c;
+}
+
+}  // namespace
+
+std::vector<TensorSummary> summarize_weights(const std::string& path) {
+  const auto file = SafetensorsFile::open(path);
+  std::vector<TensorSummary> out;
+  for (const TensorInfo& t : file->tensors()) {
+    TensorSummary s;
+    s.name = t.name;
+    s.dtype = std::string(dtype_name(t.dtype));
+    s.shape = t.shape;
+    const auto bytes = file->bytes(t);
+    const std::size_t es = dtype_size(t.dtype);
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+      const double v = stored_value(t.dtype, bytes.data() + static_cast<std::size_t>(i) * es);
+      s.sum += v;
+      s.abs_sum += std::abs(v);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<NetworkCheck> check_model_folder(const std::string& dir) {
+  fs::path root = fs::path(dir).lexically_normal();
+  if (root.filename().empty()) root = root.parent_path();  // "dir/"
+  if (!fs::is_directory(root)) throw ModelError("model folder not found: " + dir);
+  std::vector<NetworkCheck> out;
+  const auto look = [&](const fs::path& p) {
+    const std::string name = p.filename().string();
+    if (name == "hunyuan3d-paint-v2-0") out.push_back(check_paint(p, "paint"));
+    if (name == "hunyuan3d-paint-v2-0-turbo") out.push_back(check_paint(p, "paint-turbo"));
+    if (name == "hunyuan3d-delight-v2-0") out.push_back(check_delight(p));
+    if (name.rfind("hunyuan3d-dit-v2", 0) == 0) out.push_back(check_shape(p));
+  };
+  look(root);  // one network's folder itself
+  if (out.empty())
+    for (const auto& e : fs::directory_iterator(root))
+      if (e.is_directory()) look(e.path());
+  if (out.empty())
+    throw ModelError(dir +
+                     " holds no official network folder (hunyuan3d-paint-v2-0[-turbo], "
+                     "hunyuan3d-delight-v2-0, hunyuan3d-dit-v2-0)");
+  return out;
+}
+
+static std::string bytes_text(double bytes) {
+  return bytes >= 1e9 ? fmt::format("{:.2f} GB", bytes / 1e9)
+                      : fmt::format("{:.1f} MB", bytes / 1e6);
+}
+
+std::string format_model_check(const std::vector<NetworkCheck>& checks) {
+  std::string out;
+  for (const NetworkCheck& c : checks) {
+    std::string dtypes;
+    for (const std::string& d : c.dtypes) dtypes += (dtypes.empty() ? "" : ", ") + d;
+    const double p = static_cast<double>(c.parameters);
+    out += fmt::format(
+        "{} ({}): {}\n  {:.2f} M parameters, stored {}; weights in memory: fp32 {}, bf16 {}, "
+        "int8 {}\n  tensor shapes: {}\n",
+        c.network, c.folder, c.problems.empty() ? "ok" : "PROBLEMS", p / 1e6,
+        dtypes.empty() ? "-" : dtypes, bytes_text(p * 4), bytes_text(p * 2), bytes_text(p),
+        c.shapes_checked ? "checked against the loader" : "counted (checked when loaded)");
+    for (const std::string& f : c.files) out += "  file " + f + "\n";
+    for (const std::string& pr : c.problems) out += "  problem: " + pr + "\n";
+  }
+  return out;
+}
+
+}  // namespace gen3d::models
