@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
 
 #include <fmt/format.h>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 
+#include "image/codec.h"
+#include "image/resize.h"
 #include "pipeline/run_report.h"
 #include "stages/types.h"
 
@@ -17,13 +18,15 @@ using pipeline::RunResult;
 
 namespace {
 
-std::string base64(const std::vector<uint8_t>& bytes) {
+std::string base64(std::string_view bytes) {
   static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   out.reserve((bytes.size() + 2) / 3 * 4);
+  const auto at = [&](size_t i) -> uint32_t {
+    return i < bytes.size() ? static_cast<unsigned char>(bytes[i]) : 0u;
+  };
   for (size_t i = 0; i < bytes.size(); i += 3) {
-    const uint32_t b = (uint32_t(bytes[i]) << 16) | (i + 1 < bytes.size() ? bytes[i + 1] << 8 : 0) |
-                       (i + 2 < bytes.size() ? bytes[i + 2] : 0);
+    const uint32_t b = (at(i) << 16) | (at(i + 1) << 8) | at(i + 2);
     out += kAlphabet[(b >> 18) & 63];
     out += kAlphabet[(b >> 12) & 63];
     out += i + 1 < bytes.size() ? kAlphabet[(b >> 6) & 63] : '=';
@@ -37,16 +40,12 @@ std::string img_tag(const image::Image& image, int size, const std::string& capt
   if (image.empty())
     return fmt::format("<figure><div class=empty></div><figcaption>{} (none)</figcaption></figure>",
                        caption);
-  cv::Mat m(image.height, image.width, CV_32FC(image.channels),
-            const_cast<float*>(image.pixels.data()));
-  cv::Mat u8;
-  m.convertTo(u8, CV_8U, 255.0);
-  if (image.channels == 3) cv::cvtColor(u8, u8, cv::COLOR_RGB2BGR);
-  if (image.channels == 4) cv::cvtColor(u8, u8, cv::COLOR_RGBA2BGRA);
   const double scale = static_cast<double>(size) / std::max(image.width, image.height);
-  if (scale < 1.0) cv::resize(u8, u8, {}, scale, scale, cv::INTER_AREA);
-  std::vector<uint8_t> png;
-  cv::imencode(".png", u8, png);
+  const std::string png = image::encode_image(
+      scale < 1.0 ? image::resize_image(image, std::max(1, static_cast<int>(image.width * scale)),
+                                        std::max(1, static_cast<int>(image.height * scale)), "area")
+                  : image,
+      ".png", caption);
   return fmt::format(
       "<figure><img src=\"data:image/png;base64,{}\"><figcaption>{}</figcaption></figure>",
       base64(png), caption);
