@@ -80,7 +80,8 @@ std::map<std::string, Tensor> state_dict(const Dinov2Config& c, unsigned seed) {
 
 std::string write(const std::map<std::string, Tensor>& sd, const std::string& name,
                   const std::string& prefix = "", DType dtype = DType::kF32) {
-  const std::string path = test::temp_dir("dinov2_test") + "/" + name;
+  // A folder per file: CTest runs the tests that write them in parallel processes.
+  const std::string path = test::temp_dir("dinov2_test_" + name) + "/" + name;
   std::vector<std::pair<std::string, const Tensor*>> list;
   for (const auto& [n, t] : sd) list.emplace_back(prefix + n, &t);
   write_safetensors(path, list, dtype);

@@ -32,7 +32,8 @@ ShapeVAEConfig tiny() {
 
 std::string write_weights(const std::string& name, std::vector<std::pair<std::string, Tensor>> w,
                           const std::string& prefix = "") {
-  const std::string dir = test::temp_dir("shape_vae_test");
+  // A folder per file: CTest runs the tests that write them in parallel processes.
+  const std::string dir = test::temp_dir("shape_vae_test_" + name);
   const std::string path = dir + "/" + name;
   std::vector<std::pair<std::string, const Tensor*>> list;
   std::vector<std::string> names;
