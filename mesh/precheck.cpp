@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string_view>
 #include <vector>
@@ -121,6 +122,7 @@ void check_ply(const std::string& path, const std::string& bytes) {
     uint64_t min_tokens = 0;  // ascii tokens per row at least
   };
   std::vector<Element> elements;
+  std::set<std::string_view> element_names;
   std::string format;
   size_t pos = 0;
   std::string_view line;
@@ -150,6 +152,10 @@ void check_ply(const std::string& path, const std::string& bytes) {
     } else if (t[0] == "element") {
       uint64_t n = 0;
       if (t.size() < 3 || !parse_count(t[2], n)) fail(path, where + ": bad element line");
+      // assimp 5.2 sizes its arrays by the first element of a name and fills them from every one
+      // of that name: a second "element vertex" overflows the heap (JVN#42386607).
+      if (!element_names.insert(t[1]).second)
+        fail(path, where + ": element '" + std::string(t[1]) + "' is declared twice");
       elements.push_back({n, 0, 0});
     } else if (t[0] == "property") {
       if (elements.empty()) fail(path, where + ": property before any element");

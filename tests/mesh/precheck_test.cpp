@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "mesh/error.h"
 #include "mesh/io.h"
 #include "support/paths.h"
 
@@ -29,6 +30,30 @@ TEST(PlyPrecheck, UnknownHeaderLinesAreSkippedLikeAssimpDoes) {
   const Mesh m = load_mesh(path);
   EXPECT_EQ(m.face_count(), 1u);
   EXPECT_EQ(m.vertex_count(), 3u);
+}
+
+// A second element of the same name overflows assimp 5.2's arrays (JVN#42386607): refused.
+TEST(PlyPrecheck, ElementDeclaredTwiceIsRefused) {
+  const std::string path = test::temp_dir("ply_precheck_twice") + "/twice.ply";
+  std::ofstream(path) << "ply\n"
+                         "format ascii 1.0\n"
+                         "element vertex 1\n"
+                         "property float x\n"
+                         "element vertex 3\n"
+                         "property float x\nproperty float y\nproperty float z\n"
+                         "element face 1\n"
+                         "property list uchar uint vertex_indices\n"
+                         "end_header\n"
+                         "0\n"
+                         "0 0 0\n1 0 0\n0 1 0\n"
+                         "3 0 1 2\n";
+  try {
+    load_mesh(path);
+    FAIL() << "loaded a PLY that declares 'vertex' twice";
+  } catch (const MeshError& e) {
+    EXPECT_NE(std::string(e.what()).find("element 'vertex' is declared twice"), std::string::npos)
+        << e.what();
+  }
 }
 
 // Draco-compressed glTF is decoded by assimp (Debian's is built with libdraco): the pre-check lets
