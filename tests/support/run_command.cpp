@@ -21,10 +21,11 @@ CommandResult run_command(const std::string& command) {
   return r;
 }
 
-CommandResult run_gen3d(const std::string& args) {
-  // `timeout` turns a hang into exit code 124 instead of a stuck test.
-  return run_command("cd '" + source_dir() + "' && GEN3D_LOG_LEVEL=info timeout 300 '" +
-                     gen3d_executable() + "' " + args);
+CommandResult run_gen3d(const std::string& args, int timeout_s) {
+  // `timeout` turns a hang into exit code 124 instead of a stuck test (SIGKILL 10 s later if
+  // SIGTERM is not enough).
+  return run_command("cd '" + source_dir() + "' && GEN3D_LOG_LEVEL=info timeout -k 10 " +
+                     std::to_string(timeout_s) + " '" + gen3d_executable() + "' " + args);
 }
 
 }  // namespace gen3d::test

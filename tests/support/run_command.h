@@ -12,7 +12,8 @@ struct CommandResult {
 
 CommandResult run_command(const std::string& command);
 
-// Runs build/gen3d with `args` (already shell-quoted as needed).
-CommandResult run_gen3d(const std::string& args);
+// Runs build/gen3d with `args` (already shell-quoted as needed). A run still going after
+// `timeout_s` seconds is ended and reported as exit code 124.
+CommandResult run_gen3d(const std::string& args, int timeout_s = 300);
 
 }  // namespace gen3d::test
