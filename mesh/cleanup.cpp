@@ -71,6 +71,86 @@ std::vector<uint32_t> merge_map(const std::vector<Vec3>& pos, float dist) {
   return map;
 }
 
+// Rewinds the vertex-connected parts that are inside out. A closed, consistently wound part is
+// inside out when its enclosed volume is negative; an open part when its faces clearly point at
+// its own centre (area-weighted outward share below -1/2), which is what "inside out" means for a
+// scan or an unclosed model. Vertices are welded by exact position first, so UV and normal seams
+// do not open a surface. Returns the number of faces rewound.
+size_t orient_outward(Mesh& m) {
+  const std::vector<uint32_t> weld = merge_map(m.positions, 0.0f);
+  UnionFind parts(m.positions.size());
+  std::unordered_map<uint64_t, int> edges;  // directed welded edges
+  edges.reserve(m.faces.size() * 3);
+  const auto key = [](uint32_t a, uint32_t b) { return (uint64_t(a) << 32) | b; };
+  for (const Tri& f : m.faces)
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t a = weld[f[k]], b = weld[f[(k + 1) % 3]];
+      parts.unite(a, b);
+      ++edges[key(a, b)];
+    }
+  struct Part {
+    bool closed = true;  // every edge met once in each direction
+    double volume = 0, area = 0;
+    double centre[3] = {0, 0, 0};  // area-weighted
+    double outward = 0, spread = 0;
+  };
+  std::unordered_map<uint32_t, Part> part;
+  const auto geometry = [&](const Tri& f, double c[3], double n[3]) {  // centre, area normal / 2
+    const Vec3 &p0 = m.positions[f[0]], &p1 = m.positions[f[1]], &p2 = m.positions[f[2]];
+    const double e1[3] = {double(p1[0]) - p0[0], double(p1[1]) - p0[1], double(p1[2]) - p0[2]};
+    const double e2[3] = {double(p2[0]) - p0[0], double(p2[1]) - p0[1], double(p2[2]) - p0[2]};
+    n[0] = (e1[1] * e2[2] - e1[2] * e2[1]) / 2;
+    n[1] = (e1[2] * e2[0] - e1[0] * e2[2]) / 2;
+    n[2] = (e1[0] * e2[1] - e1[1] * e2[0]) / 2;
+    for (int k = 0; k < 3; ++k) c[k] = (double(p0[k]) + p1[k] + p2[k]) / 3;
+  };
+  for (const Tri& f : m.faces) {
+    Part& p = part[parts.find(weld[f[0]])];
+    for (int k = 0; k < 3 && p.closed; ++k) {
+      const uint32_t a = weld[f[k]], b = weld[f[(k + 1) % 3]];
+      const auto back = edges.find(key(b, a));
+      if (edges[key(a, b)] != 1 || back == edges.end() || back->second != 1) p.closed = false;
+    }
+    double c[3], n[3];
+    geometry(f, c, n);
+    const double a = std::sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
+    p.volume += (c[0] * n[0] + c[1] * n[1] + c[2] * n[2]) / 3;
+    p.area += a;
+    for (int k = 0; k < 3; ++k) p.centre[k] += c[k] * a;
+  }
+  for (auto& [root, p] : part)
+    for (double& x : p.centre) x = p.area > 0 ? x / p.area : 0;
+  for (const Tri& f : m.faces) {
+    Part& p = part[parts.find(weld[f[0]])];
+    double c[3], n[3];
+    geometry(f, c, n);
+    const double d[3] = {c[0] - p.centre[0], c[1] - p.centre[1], c[2] - p.centre[2]};
+    const double len = std::sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+    if (!(len > 0)) continue;
+    const double along = (d[0] * n[0] + d[1] * n[1] + d[2] * n[2]) / len;  // area x cosine
+    p.outward += along;
+    p.spread += std::abs(along);
+  }
+  const auto inside_out = [](const Part& p) {
+    // An open part must face its centre clearly: a flat or nearly flat part has no inside.
+    return p.closed ? p.volume < 0.0 : p.spread > 0.1 * p.area && p.outward < -0.5 * p.spread;
+  };
+  size_t flipped = 0;
+  std::vector<char> negate(m.positions.size(), 0);
+  for (size_t f = 0; f < m.faces.size(); ++f) {
+    if (!inside_out(part[parts.find(weld[m.faces[f][0]])])) continue;
+    std::swap(m.faces[f][1], m.faces[f][2]);
+    if (!m.uv_faces.empty()) std::swap(m.uv_faces[f][1], m.uv_faces[f][2]);
+    for (uint32_t v : m.faces[f]) negate[v] = 1;
+    ++flipped;
+  }
+  if (m.normals.size() == m.positions.size())
+    for (size_t v = 0; v < negate.size(); ++v)
+      if (negate[v])
+        for (float& c : m.normals[v]) c = -c;
+  return flipped;
+}
+
 }  // namespace
 
 size_t count_components(const Mesh& mesh) {
@@ -194,6 +274,7 @@ Mesh cleanup(const Mesh& mesh, const CleanupOptions& options, CleanupReport* rep
   }
   out.faces.resize(w);
   if (uvs) out.uv_faces.resize(w);
+  if (options.orient_outward) rep.flipped_faces = orient_outward(out);
 
   if (options.remove_unreferenced) {
     std::vector<uint32_t> remap(nv, UINT32_MAX);

@@ -27,6 +27,9 @@ struct CleanupOptions {
   double min_component_area = 0.0;
   // Drop positions (and their normals/colours) and UVs no face uses.
   bool remove_unreferenced = true;
+  // Turn inside-out parts the right way round (rewound faces, negated normals): closed parts
+  // whose enclosed volume is negative, and open parts whose faces clearly point at their centre.
+  bool orient_outward = true;
 };
 
 // What cleanup() removed.
@@ -38,6 +41,7 @@ struct CleanupReport {
   size_t component_faces = 0;        // faces inside those components
   size_t unreferenced_vertices = 0;  // positions dropped as unused
   size_t unreferenced_uvs = 0;       // UVs dropped as unused
+  size_t flipped_faces = 0;          // faces of inside-out closed parts rewound
 };
 
 // Returns the cleaned mesh; face order is kept among surviving faces. Texture is shared.

@@ -44,6 +44,11 @@ class BakeReport final : public pipeline::Stage {
         "propagation, {:.1f}% by image inpainting; {} gutter texels; texels per view:{}",
         ctx.node_id(), total, 100 * share(r->view_texels), 100 * share(r->vertex_texels),
         100 * share(r->image_texels), r->gutter_texels, per_view);
+    if (r->view_texels == 0 && total > 0)
+      spdlog::warn(
+          "{}: no view image reached the surface, so the texture holds no colour of them: the "
+          "mesh faces away from the cameras (a surface seen from behind, or inside out)",
+          ctx.node_id());
   }
 };
 

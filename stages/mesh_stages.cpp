@@ -144,7 +144,8 @@ class CleanMesh final : public pipeline::Stage {
  public:
   StageContract contract() const override {
     return StageContract("clean_mesh",
-                         "Remove degenerate/duplicate faces, unused vertices and small floaters.")
+                         "Remove degenerate/duplicate faces, unused vertices and small floaters; "
+                         "turn inside-out closed parts outward.")
         .input<mesh::Mesh>("mesh")
         .output<mesh::Mesh>("mesh")
         .param<double>("merge_distance", -1.0, Range{-1.0, 1e6},
@@ -164,6 +165,10 @@ class CleanMesh final : public pipeline::Stage {
         std::make_shared<mesh::Mesh>(mesh::cleanup(*ctx.in<mesh::Mesh>("mesh"), options, &report));
     ctx.count("clean.degenerate_faces", static_cast<double>(report.degenerate_faces));
     ctx.count("clean.duplicate_faces", static_cast<double>(report.duplicate_faces));
+    ctx.count("clean.flipped_faces", static_cast<double>(report.flipped_faces));
+    if (report.flipped_faces > 0)
+      spdlog::info("{}: {} faces of inside-out parts turned outward", ctx.node_id(),
+                   report.flipped_faces);
     ctx.count("clean.removed_components", static_cast<double>(report.removed_components));
     ctx.count("clean.merged_vertices", static_cast<double>(report.merged_vertices));
     if (m->faces.empty())
@@ -219,7 +224,11 @@ class UvUnwrap final : public pipeline::Stage {
         .param<int>("gutter", 4, Range{0, 64}, "empty texels between charts")
         .param<double>("max_seconds", 10.0, Range{0.01, 3600.0},
                        "time budget; past it a faster strategy finishes the job")
-        .param<bool>("keep_existing", true, "keep the mesh's own UVs when it has them");
+        .param<bool>("keep_existing", true,
+                     "keep the mesh's own UVs when they can hold a new texture (inside [0, 1], "
+                     "covering texels, overlapping at most max_overlap); else unwrap anew")
+        .param<double>("max_overlap", 0.05, Range{0.0, 1.0},
+                       "kept UVs: the largest share of covered texels that two faces may share");
   }
   void check(const pipeline::ParamMap& params, std::vector<std::string>& problems) const override {
     const auto size = std::get<int64_t>(params.at("texture_size"));
@@ -231,15 +240,25 @@ class UvUnwrap final : public pipeline::Stage {
     const int size = ctx.param<int>("texture_size");
     if (in->has_uvs() && ctx.param<bool>("keep_existing")) {
       const mesh::UvCheckResult check = mesh::check_uvs(*in, size);
-      if (check.overlapping_texels > 0 || check.out_of_range > 0)
-        spdlog::warn(
-            "{}: keeping the mesh's own UVs: {:.2f}% of covered texels overlap, {} UVs "
-            "outside [0, 1] (set keep_existing=false to unwrap anew)",
-            ctx.node_id(), 100.0 * check.overlap_fraction, check.out_of_range);
       ctx.gauge("uv.overlap_fraction", check.overlap_fraction);
-      ctx.out("mesh", in);
-      return;
+      // A texture baked into UVs that overlap (mirrored halves, stacked material atlases), leave
+      // [0, 1] (tiling) or cover nothing would come out wrong or blank: those are replaced.
+      const char* unusable = check.covered_texels == 0 ? "they cover no texel"
+                             : check.out_of_range > 0  ? "some lie outside [0, 1]"
+                             : check.overlap_fraction > ctx.param<double>("max_overlap")
+                                 ? "faces share texels"
+                                 : nullptr;
+      if (!unusable) {
+        ctx.gauge("uv.kept", 1);
+        ctx.out("mesh", in);
+        return;
+      }
+      spdlog::warn(
+          "{}: the mesh's own UVs cannot hold a new texture ({}: {:.2f}% of covered texels "
+          "overlap, {} UVs outside [0, 1]); unwrapping anew",
+          ctx.node_id(), unusable, 100.0 * check.overlap_fraction, check.out_of_range);
     }
+    ctx.gauge("uv.kept", 0);
     mesh::UnwrapOptions options;
     options.texture_size = size;
     options.gutter = ctx.param<int>("gutter");

@@ -117,3 +117,73 @@ TEST(Cleanup, RejectsOutOfRangeIndices) {
 
 }  // namespace
 }  // namespace gen3d::mesh
+
+namespace gen3d::mesh {
+namespace {
+
+Mesh rewound(Mesh m) {
+  for (Tri& f : m.faces) std::swap(f[1], f[2]);
+  for (Tri& f : m.uv_faces) std::swap(f[1], f[2]);
+  return m;
+}
+
+double signed_volume(const Mesh& m) {
+  double v = 0;
+  for (const Tri& f : m.faces) {
+    const Vec3 &a = m.positions[f[0]], &b = m.positions[f[1]], &c = m.positions[f[2]];
+    v += (a[0] * (b[1] * c[2] - b[2] * c[1]) - a[1] * (b[0] * c[2] - b[2] * c[0]) +
+          a[2] * (b[0] * c[1] - b[1] * c[0])) /
+         6.0;
+  }
+  return v;
+}
+
+// Inside-out closed parts are rewound (their UV corners with them); right-side-out ones are not.
+TEST(Cleanup, InsideOutClosedPartsAreTurnedOutward) {
+  const Mesh cube = testing::textured_cube();
+  CleanupReport rep;
+  const Mesh fixed = cleanup(rewound(cube), {}, &rep);
+  EXPECT_EQ(rep.flipped_faces, 12u);
+  EXPECT_NEAR(signed_volume(fixed), 1.0, 1e-6);
+  EXPECT_EQ(fixed.faces, cube.faces);
+  EXPECT_EQ(fixed.uv_faces, cube.uv_faces);
+
+  // Two parts: only the inside-out one turns.
+  Mesh two = testing::uv_sphere(8, 12);
+  const Mesh inner = rewound(testing::uv_sphere(8, 12, 0.5f));
+  const uint32_t base = uint32_t(two.positions.size());
+  for (const Vec3& p : inner.positions) two.positions.push_back({p[0] + 3, p[1], p[2]});
+  for (const Tri& f : inner.faces) two.faces.push_back({f[0] + base, f[1] + base, f[2] + base});
+  const Mesh out = cleanup(two, {}, &rep);
+  EXPECT_EQ(rep.flipped_faces, inner.faces.size());
+  EXPECT_GT(signed_volume(out), signed_volume(testing::uv_sphere(8, 12)));
+}
+
+// An open part turns when its faces clearly point at its centre (a hemisphere wound inward); a
+// flat part has no inside and stays as it is.
+TEST(Cleanup, OpenPartsTurnOnlyWhenClearlyInsideOut) {
+  Mesh dome = testing::uv_sphere(8, 12);
+  std::vector<Tri> upper;
+  for (const Tri& f : dome.faces)
+    if (dome.positions[f[0]][1] + dome.positions[f[1]][1] + dome.positions[f[2]][1] > 0)
+      upper.push_back(f);
+  dome.faces = upper;
+  CleanupReport rep;
+  cleanup(dome, {}, &rep);
+  EXPECT_EQ(rep.flipped_faces, 0u);
+  cleanup(rewound(dome), {}, &rep);
+  EXPECT_EQ(rep.flipped_faces, dome.faces.size());
+
+  Mesh quad;
+  quad.positions = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {0, 1, 0}};
+  quad.faces = {{0, 2, 1}, {0, 3, 2}};  // facing -z
+  cleanup(quad, {}, &rep);
+  EXPECT_EQ(rep.flipped_faces, 0u);
+  CleanupOptions off;
+  off.orient_outward = false;
+  cleanup(rewound(testing::textured_cube()), off, &rep);
+  EXPECT_EQ(rep.flipped_faces, 0u);
+}
+
+}  // namespace
+}  // namespace gen3d::mesh
