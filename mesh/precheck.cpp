@@ -194,6 +194,13 @@ void check_ply(const std::string& path, const std::string& bytes) {
 // OBJ: a face line needs at least three vertex references. assimp silently drops shorter ones,
 // which hides damaged files.
 void check_obj(const std::string& path, const std::string& bytes) {
+  // assimp 5.2 reads OBJ as 8-bit text: a UTF-16 file would come back empty, misleadingly.
+  const auto starts = [&](unsigned char a, unsigned char b) {
+    return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == a &&
+           static_cast<unsigned char>(bytes[1]) == b;
+  };
+  if (starts(0xFE, 0xFF) || starts(0xFF, 0xFE))
+    fail(path, "the OBJ file is UTF-16 text, which the OBJ reader cannot read: save it as UTF-8");
   size_t pos = 0;
   std::string_view line;
   uint64_t line_no = 0;

@@ -76,5 +76,23 @@ TEST(GltfDraco, CompressedMeshesLoadThroughAssimp) {
   }
 }
 
+// assimp reads OBJ as 8-bit text: a UTF-16 file is named as such instead of coming back empty;
+// the same box as UTF-8 (without a byte-order mark) loads.
+TEST(ObjPrecheck, Utf16TextIsNamed) {
+  const std::string dir = test::temp_dir("obj_precheck_utf16");
+  const std::string box = "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n";
+  std::string utf16 = "\xFE\xFF";
+  for (char c : box) utf16 += std::string{'\0', c};
+  std::ofstream(dir + "/utf16.obj", std::ios::binary) << utf16;
+  std::ofstream(dir + "/utf8.obj", std::ios::binary) << box;
+  try {
+    load_mesh(dir + "/utf16.obj");
+    ADD_FAILURE() << "a UTF-16 OBJ passed";
+  } catch (const MeshError& e) {
+    EXPECT_NE(std::string(e.what()).find("UTF-16 text"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(load_mesh(dir + "/utf8.obj").face_count(), 1u);
+}
+
 }  // namespace
 }  // namespace gen3d::mesh
