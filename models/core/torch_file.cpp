@@ -1,6 +1,7 @@
 #include "models/core/torch_file.h"
 
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -573,14 +574,27 @@ std::shared_ptr<const SafetensorsFile> assemble(Zip& zip, const std::string& pre
       if (t.size[d] > (i64{1} << 40) / std::max<i64>(numel, 1))
         fail("tensor '" + k->s + "' is too large");
       numel *= t.size[d];
+      if (t.size[d] > 1 && t.stride[d] > (std::numeric_limits<i64>::max() - last) / (t.size[d] - 1))
+        fail("tensor '" + k->s + "' reaches past its storage " + t.storage.key);
       if (t.size[d] > 0) last += (t.size[d] - 1) * t.stride[d];
     }
     if (t.offset < 0 || (numel > 0 && last >= t.storage.numel))
       fail("tensor '" + k->s + "' reaches past its storage " + t.storage.key);
-    const std::uint64_t bytes = static_cast<std::uint64_t>(numel) * dtype_size(t.storage.dtype);
+    // The storage must be in the archive at its announced size before anything is allocated.
+    const std::size_t es = dtype_size(t.storage.dtype);
+    const auto entry = zip.entries().find(prefix + "data/" + t.storage.key);
+    if (entry == zip.entries().end()) fail("the archive has no storage " + t.storage.key);
+    if (static_cast<std::uint64_t>(t.storage.numel) > entry->second / es)
+      fail("storage " + t.storage.key + " is smaller than its tensors say");
+    const std::uint64_t bytes = static_cast<std::uint64_t>(numel) * es;
     plan.push_back({k->s, t, offset, offset + bytes});
     offset += bytes;
   }
+  // Views may repeat their storage (stride 0), but not without bound.
+  std::uint64_t stored = 0;
+  for (const auto& [name, size] : zip.entries()) stored += size;
+  if (offset > 4 * stored + (std::uint64_t{1} << 20))
+    fail("the tensors' views expand the stored data more than fourfold");
   nlohmann::json header = nlohmann::json::object();
   for (const Planned& p : plan)
     header[p.name] = {{"dtype", std::string(dtype_name(p.t.storage.dtype))},
@@ -603,7 +617,8 @@ std::shared_ptr<const SafetensorsFile> assemble(Zip& zip, const std::string& pre
     const std::size_t es = dtype_size(users.front()->t.storage.dtype);
     for (const Planned* p : users) {
       const TensorRef& t = p->t;
-      if (dtype_size(t.storage.dtype) != es || storage.size() < t.storage.numel * es)
+      if (dtype_size(t.storage.dtype) != es ||
+          static_cast<std::uint64_t>(t.storage.numel) > storage.size() / es)
         fail("storage " + key + " is smaller than its tensors say");
       const std::size_t rank = t.size.size();
       const i64 count = static_cast<i64>((p->end - p->begin) / es);
