@@ -211,6 +211,23 @@ void propagate_vertex_colors(const mesh::Mesh& mesh, const image::Image& tex,
   }
   unreached = 0;
   for (size_t p = 0; p < nv; ++p) unreached += weld[p] == p && !known[p];
+  // Parts no view reached (hidden inner parts of CAD assemblies, say) take the mean colour of the
+  // reached surface: as plausible as inpainting their atlas neighbours, which belong to unrelated
+  // surfaces, and it keeps image inpainting to the seams where it is useful and affordable.
+  double mean[3] = {0, 0, 0}, reached = 0;
+  for (size_t p = 0; p < nv; ++p)
+    if (known[p] && weld[p] == p) {
+      for (int ch = 0; ch < 3; ++ch) mean[ch] += color[p * 3 + ch];
+      reached += 1;
+    }
+  if (unreached > 0 && reached > 0) {
+    const double n = reached;
+    for (size_t p = 0; p < nv; ++p)
+      if (!known[p]) {
+        for (int ch = 0; ch < 3; ++ch) color[p * 3 + ch] = mean[ch] / n;
+        known[p] = 1;
+      }
+  }
   uv_color.assign(mesh.uvs.size() * 3, 0.0f);
   uv_known.assign(mesh.uvs.size(), 0);
   for (size_t f = 0; f < mesh.faces.size(); ++f)

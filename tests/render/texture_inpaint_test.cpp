@@ -144,3 +144,47 @@ TEST(TextureInpaint, NothingPaintedStillGivesAFullTexture) {
 
 }  // namespace
 }  // namespace gen3d::render
+
+namespace gen3d::render {
+namespace {
+
+// Two separate quads side by side in UV space; the views painted the left one red. The right one,
+// which no view reached, takes the mean colour of the reached surface through the vertex colours,
+// so nothing is left for image inpainting (which would smear unrelated atlas neighbours in).
+TEST(TextureInpaint, PartsNoViewReachedTakeTheReachedMeanColour) {
+  mesh::Mesh m;
+  m.positions = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {0, 1, 0},
+                 {3, 0, 0}, {4, 0, 0}, {4, 1, 0}, {3, 1, 0}};
+  m.faces = {{0, 1, 2}, {0, 2, 3}, {4, 5, 6}, {4, 6, 7}};
+  m.uvs = {{0.05f, 0.1f}, {0.45f, 0.1f}, {0.45f, 0.9f}, {0.05f, 0.9f},
+           {0.55f, 0.1f}, {0.95f, 0.1f}, {0.95f, 0.9f}, {0.55f, 0.9f}};
+  m.uv_faces = m.faces;
+  const int t = 64;
+  const Raster uv = rasterize_uv(m, t, t);
+  image::Image tex(t, t, 3);
+  std::vector<uint8_t> trust(t * t, 0);
+  for (int y = 0; y < t; ++y)
+    for (int x = 0; x < t / 2; ++x) {
+      const size_t i = static_cast<size_t>(y) * t + x;
+      if (!uv.face_id[i]) continue;
+      tex.at(x, y)[0] = 1.0f;
+      trust[i] = 1;
+    }
+  InpaintReport report;
+  const image::Image out = inpaint_texture(m, tex, trust, &uv, {}, &report);
+  EXPECT_EQ(report.vertices_unreached, 4u);
+  EXPECT_EQ(report.image_texels, 0u);
+  size_t right = 0;
+  for (int y = 0; y < t; ++y)
+    for (int x = t / 2; x < t; ++x) {
+      if (!uv.face_id[static_cast<size_t>(y) * t + x]) continue;
+      const float* p = out.at(x, y);
+      EXPECT_NEAR(p[0], 1.0f, 1e-4f) << x << "," << y;
+      EXPECT_NEAR(p[1], 0.0f, 1e-4f);
+      ++right;
+    }
+  EXPECT_GT(right, 100u);
+}
+
+}  // namespace
+}  // namespace gen3d::render
