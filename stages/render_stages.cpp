@@ -124,6 +124,21 @@ class RenderPositions final : public pipeline::Stage {
   }
 };
 
+// What the textured result looks like: its base colour rendered from each view (for the report,
+// so a user sees the result without opening a viewer).
+class RenderAlbedo final : public pipeline::Stage {
+ public:
+  StageContract contract() const override {
+    return map_contract("render_albedo",
+                        "Base-colour render of a textured mesh per view, on white: the result as "
+                        "a viewer shows it without lighting.");
+  }
+  void run(StageContext& ctx) const override {
+    render_views(
+        ctx, [](const mesh::Mesh& m, const render::Raster& r) { return render::albedo_map(m, r); });
+  }
+};
+
 class BakeViews final : public pipeline::Stage {
  public:
   StageContract contract() const override {
@@ -223,6 +238,7 @@ void register_render_stages(pipeline::Registry& registry) {
   registry.add<CameraViews>();
   registry.add<RenderNormals>();
   registry.add<RenderPositions>();
+  registry.add<RenderAlbedo>();
   registry.add<BakeViews>();
   registry.add<MergeViews>();
 }

@@ -127,6 +127,9 @@ std::string texgen_report_html(const Graph& g, const RunResult& run,
                     "Position maps");
   body += image_row(baked_view_images(g, run), "View images");
 
+  body += image_row(output_of_stage<stages::ImageList>(g, run, "render_albedo", "maps"),
+                    "Result (base colour from the six views and two diagonals)");
+
   auto texture = output_of_stage<image::Image>(g, run, "inpaint_texture", "texture");
   auto merged = output_of_stage<render::MergeResult>(g, run, "merge_views", "merged");
   if (texture) {

@@ -53,8 +53,9 @@ TEST(TextureCommand, ReferenceImageToTexturedGlb) {
   }
 
   const json m = read_json(dir + "/m.json");
-  // 6 poses + the UV raster, whatever number of maps, views and bakes asked for them.
-  EXPECT_EQ(m["counters"]["raster_cache.rasterizations"], 7.0);
+  // 6 poses + the UV raster, whatever number of maps, views and bakes asked for them, + the 2
+  // diagonal poses of the result preview (its 6 official poses at this size are cache hits).
+  EXPECT_EQ(m["counters"]["raster_cache.rasterizations"], 9.0);
   EXPECT_GT(m["counters"]["raster_cache.hits"].get<double>(), 6.0);
   EXPECT_GT(m["counters"]["bake.share_views"].get<double>(), 0.05);
 
@@ -74,6 +75,13 @@ TEST(TextureCommand, ReferenceImageToTexturedGlb) {
   }();
   EXPECT_NE(html.find("data:image/png;base64,"), std::string::npos);
   EXPECT_NE(html.find("<svg"), std::string::npos) << "timeline";
+  // The result re-rendered from the six views and two diagonals.
+  const auto result = html.find("<h2>Result");
+  ASSERT_NE(result, std::string::npos);
+  const auto next = html.find("<h2>", result + 1);
+  std::size_t pictures = 0;
+  for (auto at = html.find("<img", result); at < next; at = html.find("<img", at + 1)) ++pictures;
+  EXPECT_EQ(pictures, 8u);
   EXPECT_NE(html.find("bake.share_views"), std::string::npos);
   if (std::thread::hardware_concurrency() > 1) {
     EXPECT_LT(image_start, unwrap_end) << "the image branch waited for the unwrap";

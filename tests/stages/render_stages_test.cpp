@@ -316,3 +316,25 @@ TEST(RenderStages, BakeAndMergeRefuseBadInputs) {
 
 }  // namespace
 }  // namespace gen3d::test
+
+namespace gen3d::test {
+namespace {
+
+// The result preview: a red-textured sphere renders red inside its silhouette, white outside.
+TEST(RenderStages, RenderAlbedoShowsTheTexturedResult) {
+  mesh::Mesh m = *smooth_sphere();
+  m.texture = std::make_shared<const Image>(solid(8, kRed));
+  pipeline::StageRunner r = runner("render_albedo");
+  r.input<mesh::Mesh>("mesh", std::make_shared<const mesh::Mesh>(std::move(m)));
+  r.input<render::ViewSet>("views", level_views({0, 45})).param("resolution", 64);
+  r.run();
+  const auto maps = r.output<stages::ImageList>("maps");
+  ASSERT_EQ(maps->size(), 2u);
+  for (const Image& img : *maps) {
+    EXPECT_TRUE(near_rgb(img.at(32, 32), kRed)) << "centre";
+    EXPECT_TRUE(near_rgb(img.at(1, 1), kWhite)) << "corner";
+  }
+}
+
+}  // namespace
+}  // namespace gen3d::test
