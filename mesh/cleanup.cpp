@@ -38,7 +38,21 @@ double face_area(const Mesh& m, const Tri& f) {
 
 // Maps every vertex to the first earlier vertex within `dist` (grid of cell size dist, so only
 // the 27 neighbouring cells are searched).
+// Vertex -> the smallest index at exactly the same position. Sorting, not the grid below, whose
+// unit cells would hold a whole normalized mesh.
+std::vector<uint32_t> exact_weld(const std::vector<Vec3>& pos) {
+  std::vector<uint32_t> order(pos.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return pos[a] != pos[b] ? pos[a] < pos[b] : a < b; });
+  std::vector<uint32_t> map(pos.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    map[order[i]] = i > 0 && pos[order[i]] == pos[order[i - 1]] ? map[order[i - 1]] : order[i];
+  return map;
+}
+
 std::vector<uint32_t> merge_map(const std::vector<Vec3>& pos, float dist) {
+  if (!(dist > 0)) return exact_weld(pos);
   std::vector<uint32_t> map(pos.size());
   const double cell = dist > 0 ? double(dist) : 1.0;
   auto key = [](int64_t x, int64_t y, int64_t z) {
@@ -88,13 +102,17 @@ size_t orient_outward(Mesh& m) {
       parts.unite(a, b);
       ++edges[key(a, b)];
     }
+  const auto count = [&](uint64_t e) {
+    const auto it = edges.find(e);
+    return it == edges.end() ? 0 : it->second;
+  };
   struct Part {
     bool closed = true;  // every edge met once in each direction
     double volume = 0, area = 0;
     double centre[3] = {0, 0, 0};  // area-weighted
     double outward = 0, spread = 0;
   };
-  std::unordered_map<uint32_t, Part> part;
+  std::vector<Part> part(m.positions.size());                          // by part root
   const auto geometry = [&](const Tri& f, double c[3], double n[3]) {  // centre, area normal / 2
     const Vec3 &p0 = m.positions[f[0]], &p1 = m.positions[f[1]], &p2 = m.positions[f[2]];
     const double e1[3] = {double(p1[0]) - p0[0], double(p1[1]) - p0[1], double(p1[2]) - p0[2]};
@@ -108,8 +126,7 @@ size_t orient_outward(Mesh& m) {
     Part& p = part[parts.find(weld[f[0]])];
     for (int k = 0; k < 3 && p.closed; ++k) {
       const uint32_t a = weld[f[k]], b = weld[f[(k + 1) % 3]];
-      const auto back = edges.find(key(b, a));
-      if (edges[key(a, b)] != 1 || back == edges.end() || back->second != 1) p.closed = false;
+      if (count(key(a, b)) != 1 || count(key(b, a)) != 1) p.closed = false;
     }
     double c[3], n[3];
     geometry(f, c, n);
@@ -118,7 +135,7 @@ size_t orient_outward(Mesh& m) {
     p.area += a;
     for (int k = 0; k < 3; ++k) p.centre[k] += c[k] * a;
   }
-  for (auto& [root, p] : part)
+  for (Part& p : part)
     for (double& x : p.centre) x = p.area > 0 ? x / p.area : 0;
   for (const Tri& f : m.faces) {
     Part& p = part[parts.find(weld[f[0]])];
