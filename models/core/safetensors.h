@@ -87,11 +87,10 @@ class WeightMap {
   // All tensors of `file` whose name starts with `prefix` (prefix stripped).
   WeightMap(std::shared_ptr<const SafetensorsFile> file, std::string prefix);
 
-  // The one place where checkpoint prefixes are resolved. Combined pipeline checkpoints prefix
-  // every key with its sub-model: "model." (DiT), "vae." (ShapeVAE), "conditioner." (image
-  // encoder); the official loader splits keys at the first dot. If `file` has keys under
-  // "<submodel>.", the map holds those (prefix stripped) and other sub-models' keys are not its
-  // business; otherwise it holds every key unchanged (standalone checkpoint).
+  // A sub-model of a combined checkpoint (the prefixes are named in models/shape/checkpoints.h).
+  // If `file` has keys under "<submodel>.", the map holds those (prefix stripped) and other
+  // sub-models' keys are not its business; otherwise it holds every key unchanged (standalone
+  // checkpoint).
   static WeightMap for_submodel(std::shared_ptr<const SafetensorsFile> file,
                                 std::string_view submodel);
 
