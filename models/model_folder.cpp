@@ -14,6 +14,8 @@
 #include "models/paint/sd_vae.h"
 #include "models/paint/unet.h"
 #include "models/shape/checkpoints.h"
+#include "models/shape/dit.h"
+#include "models/shape/shape_vae.h"
 
 namespace gen3d::models {
 
@@ -164,8 +166,8 @@ NetworkCheck check_delight(const fs::path& root) {
   return c;
 }
 
-// The shape checkpoint: DiT, and the ShapeVAE and conditioner when the file combines them. Their
-// tensors are counted; their shapes are checked when the networks are loaded.
+// The shape checkpoint: the DiT and, when the file combines them, the ShapeVAE (both compared with
+// what their loaders claim) and the conditioner (counted; checked when it is loaded).
 NetworkCheck check_shape(const fs::path& root) {
   NetworkCheck c = named("shape", root);
   attempt(c, [&] {
@@ -173,13 +175,22 @@ NetworkCheck check_shape(const fs::path& root) {
     c.files = {src.weights, src.config};
     const auto file = SafetensorsFile::open(src.weights);
     count(*file, "", c);
-    for (std::string_view sub : {kDiTPrefix, kVaePrefix, kConditionerPrefix}) {
+    const auto has = [&](std::string_view sub) {
       const std::string prefix = std::string(sub) + ".";
-      NetworkCheck part;
-      count(*file, prefix, part);
-      if (part.parameters == 0 && sub != kDiTPrefix)
+      for (const TensorInfo& t : file->tensors())
+        if (t.name.compare(0, prefix.size(), prefix) == 0) return true;
+      return false;
+    };
+    // Each sub-model's tensors against its loader (tensors outside its prefix belong to others).
+    const Expected dit =
+        Hunyuan3DDiT::expected_tensors(DiTConfig::from_file(src.config, kDiTPrefix));
+    compare(*file, has(kDiTPrefix) ? std::string(kDiTPrefix) + "." : "", dit, c);
+    if (has(kVaePrefix))
+      compare(*file, std::string(kVaePrefix) + ".",
+              ShapeVAE::expected_tensors(ShapeVAEConfig::from_file(src.config, kVaePrefix)), c);
+    for (std::string_view sub : {kVaePrefix, kConditionerPrefix})
+      if (!has(sub))
         c.problems.push_back("no " + std::string(sub) + ".* tensors (a standalone checkpoint?)");
-    }
   });
   return c;
 }

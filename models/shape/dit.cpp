@@ -517,6 +517,15 @@ Hunyuan3DDiT Hunyuan3DDiT::load(const DiTConfig& config, WeightMap& weights, Opt
   return Hunyuan3DDiT(std::move(impl));
 }
 
+std::vector<std::pair<std::string, Shape>> Hunyuan3DDiT::expected_tensors(const DiTConfig& config) {
+  config.validate();
+  Impl impl;
+  impl.cfg = config;
+  nn::ShapeRecorder recorder;
+  impl.load(recorder);
+  return std::move(recorder.list);
+}
+
 Hunyuan3DDiT Hunyuan3DDiT::random(const DiTConfig& config, std::uint64_t seed, Options opt) {
   return random(config, seed, opt, nullptr);
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/core/dtype.h"
@@ -39,6 +40,8 @@ class Hunyuan3DDiT {
   static Hunyuan3DDiT load(const DiTConfig& config, WeightMap& weights, Options opt = {});
   // Seeded random weights with the golden set's init recipe (benchmarks, tests).
   static Hunyuan3DDiT random(const DiTConfig& config, std::uint64_t seed, Options opt = {});
+  // The tensors load() claims (names relative to the DiT), with their shapes; nothing is read.
+  static std::vector<std::pair<std::string, Shape>> expected_tensors(const DiTConfig& config);
   // Same, then `adjust(name, value)` on every tensor (official name) before it is stored, to
   // shape random weights (e.g. a band-limited time embedding for cache studies).
   using WeightAdjustFn = std::function<void(const std::string& name, Tensor& value)>;

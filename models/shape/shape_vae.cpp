@@ -424,6 +424,16 @@ std::vector<std::pair<std::string, Tensor>> ShapeVAE::random_weights(const Shape
   return out;
 }
 
+std::vector<std::pair<std::string, Shape>> ShapeVAE::expected_tensors(
+    const ShapeVAEConfig& config) {
+  config.validate();
+  Impl impl;
+  impl.cfg = config;
+  nn::ShapeRecorder recorder;
+  impl.load(recorder);
+  return std::move(recorder.list);
+}
+
 ShapeVAE ShapeVAE::random(const ShapeVAEConfig& config, std::uint64_t seed) {
   auto weights = random_weights(config, seed);
   auto impl = std::make_shared<Impl>();

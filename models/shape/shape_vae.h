@@ -62,6 +62,8 @@ class ShapeVAE {
   static std::vector<std::pair<std::string, Tensor>> random_weights(const ShapeVAEConfig& config,
                                                                     std::uint64_t seed);
   static ShapeVAE random(const ShapeVAEConfig& config, std::uint64_t seed);
+  // The tensors load() claims (names relative to the VAE), with their shapes; nothing is read.
+  static std::vector<std::pair<std::string, Shape>> expected_tensors(const ShapeVAEConfig& config);
 
   ShapeVAE(ShapeVAE&&) noexcept;
   ShapeVAE& operator=(ShapeVAE&&) noexcept;

@@ -201,6 +201,15 @@ TEST(ModelsCheck, FolderNetworksAreListedAndProblemsNamed) {
     EXPECT_NE(ok.output.find(line), std::string::npos) << line << "\n" << ok.output;
 
   fs::remove(fs::path(dir) / "hunyuan3d-delight-v2-0" / "tokenizer" / "vocab.json");
+  {  // one more single-stream block than the checkpoint holds
+    const fs::path cfg_path = fs::path(dir) / "hunyuan3d-dit-v2-0" / "config.json";
+    std::ifstream in(cfg_path);
+    json shape_cfg = json::parse(in);
+    json& dit =
+        shape_cfg["model"].contains("params") ? shape_cfg["model"]["params"] : shape_cfg["model"];
+    dit["depth_single_blocks"] = dit["depth_single_blocks"].get<int>() + 1;
+    write_text(cfg_path, shape_cfg.dump());
+  }
   const json mv = golden_config()["mv"]["cfg"];
   json wrong = mv;  // one channel count off: every tensor of the first level mis-shaped
   wrong["block_out_channels"][0] = wrong["block_out_channels"][0].get<int>() * 2;
@@ -214,6 +223,8 @@ TEST(ModelsCheck, FolderNetworksAreListedAndProblemsNamed) {
             std::string::npos)
       << bad.output;
   EXPECT_NE(bad.output.find("paint-turbo (hunyuan3d-paint-v2-0-turbo): ok"), std::string::npos);
+  EXPECT_NE(bad.output.find("shape (hunyuan3d-dit-v2-0): PROBLEMS"), std::string::npos);
+  EXPECT_NE(bad.output.find("missing model.single_blocks."), std::string::npos) << bad.output;
 }
 
 // One weights file as JSON lines: the sums are those of the values PyTorch wrote.
