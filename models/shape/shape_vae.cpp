@@ -528,8 +528,25 @@ class VaeGeometryField final : public Field {
  public:
   VaeGeometryField(std::shared_ptr<const ShapeVAE::Impl> impl, Tensor kv, i64 n)
       : impl_(std::move(impl)), kv_(std::move(kv)), n_(n) {}
+  // Points go through the decoder in blocks of kBlock rows, the last one padded, so every GEMM
+  // and attention call has the same shape whatever the caller's chunking: a point's logit then
+  // does not depend on which chunk it came in (kernels may pick other code paths, and so another
+  // summation order, for other row counts).
   void evaluate(const float* xyz, std::int64_t n, float* out) const override {
-    if (n > 0) impl_->geo_forward(xyz, n, kv_.data(), 1, n_, out, nullptr);
+    if (n <= 0) return;
+    const i64 blocks = (n + kBlock - 1) / kBlock;
+    tbb::parallel_for(i64{0}, blocks, [&](i64 bi) {
+      const i64 p0 = bi * kBlock, m = std::min(kBlock, n - p0);
+      if (m == kBlock) {
+        impl_->geo_forward(xyz + 3 * p0, kBlock, kv_.data(), 1, n_, out + p0, nullptr);
+        return;
+      }
+      std::vector<float> pts(static_cast<std::size_t>(3 * kBlock), 0.0f);
+      std::vector<float> res(static_cast<std::size_t>(kBlock));
+      std::copy_n(xyz + 3 * p0, 3 * m, pts.data());
+      impl_->geo_forward(pts.data(), kBlock, kv_.data(), 1, n_, res.data(), nullptr);
+      std::copy_n(res.data(), m, out + p0);
+    });
   }
   void evaluate_groups(const float* xyz, std::span<const std::int64_t> offsets,
                        const KeySelection& selection, float* out) const override {
@@ -539,6 +556,7 @@ class VaeGeometryField final : public Field {
   std::int64_t key_count() const override { return n_; }
 
  private:
+  static constexpr i64 kBlock = 256;
   std::shared_ptr<const ShapeVAE::Impl> impl_;
   Tensor kv_;  // [1, N, 2W], keys normalized
   i64 n_;
