@@ -138,6 +138,18 @@ std::uint16_t float_to_half(float f) {
   return static_cast<std::uint16_t>(sign | r);
 }
 
+std::string_view storage_name(WeightStorage s) {
+  switch (s) {
+    case WeightStorage::kF32:
+      return "f32";
+    case WeightStorage::kF16:
+      return "f16";
+    case WeightStorage::kBF16:
+      return "bf16";
+  }
+  return "?";
+}
+
 float bf16_to_float(std::uint16_t b) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
 }

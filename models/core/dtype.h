@@ -10,8 +10,14 @@ namespace gen3d::models {
 enum class DType { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool };
 
 // How a network keeps its large weight matrices in memory. kF16 halves their footprint and
-// widens panels on use (norm scales and biases stay float32); values round to half.
-enum class WeightStorage { kF32, kF16 };
+// widens panels on use (norm scales and biases stay float32); values round to half. kBF16 is the
+// bf16 precision mode: weights round to bf16 and are packed for oneDNN, and the GEMMs they feed
+// take bf16 activations with float32 accumulation (norms, softmax and the residual stream stay
+// float32).
+enum class WeightStorage { kF32, kF16, kBF16 };
+
+// "f32", "f16", "bf16".
+std::string_view storage_name(WeightStorage s);
 
 // "F32" -> DType::kF32 etc. (safetensors spelling); returns false for unknown names.
 bool parse_dtype(std::string_view name, DType* out);

@@ -18,21 +18,28 @@ void Linear::set(ParamSource& p, Tensor w, Tensor b, i64 in_features, i64 out_fe
   in = in_features;
   out = out_features;
   bias = std::move(b);
+  weight16.clear();
+  weight_bf16.reset();
   if (p.storage() == WeightStorage::kF16 && !w.empty()) {
     weight16.resize(static_cast<std::size_t>(w.numel()));
     for (std::size_t i = 0; i < weight16.size(); ++i) weight16[i] = float_to_half(w.data()[i]);
     p.kept_as(w.numel(), sizeof(std::uint16_t));
     weight = Tensor();
+  } else if (p.storage() == WeightStorage::kBF16 && !w.empty() && in > 0 && out > 0) {
+    weight_bf16 = std::make_shared<const kernels::Bf16Weight>(w.data(), out, in);
+    p.kept_as(w.numel(), sizeof(std::uint16_t));
+    weight = Tensor();
   } else {
     weight = std::move(w);
-    weight16.clear();
   }
 }
 
 void Linear::operator()(float* y, i64 ldy, const float* x, i64 ldx, i64 rows,
                         kernels::Act act) const {
   const float* b = bias.empty() ? nullptr : bias.data();
-  if (!weight16.empty())
+  if (weight_bf16)
+    kernels::linear_bf16(y, ldy, x, ldx, *weight_bf16, b, rows, act);
+  else if (!weight16.empty())
     kernels::linear_f16w(y, ldy, x, ldx, weight16.data(), b, rows, in, out, act);
   else
     kernels::linear(y, ldy, x, ldx, weight.data(), b, rows, in, out, act);

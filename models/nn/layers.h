@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "models/core/tensor.h"
 #include "models/kernels/activations.h"
 #include "models/kernels/conv.h"
+#include "models/kernels/dnnl_matmul.h"
 #include "models/nn/params.h"
 
 namespace gen3d::models::nn {
@@ -19,12 +21,14 @@ namespace gen3d::models::nn {
 using i64 = std::int64_t;
 
 // nn.Linear(in, out): weight [out, in], optional bias [out]; y = act(x W^T + b). The weight is
-// kept as the source's storage says (float32 or IEEE half).
+// kept as the source's storage says (float32, IEEE half, or bf16 packed for oneDNN, when the
+// product takes bf16 activations too).
 struct Linear {
   i64 in = 0, out = 0;
-  Tensor weight;                        // [out, in] (float32 storage)
-  std::vector<std::uint16_t> weight16;  // [out, in] half bits (half storage)
-  Tensor bias;                          // [out] or empty
+  Tensor weight;                                           // [out, in] (float32 storage)
+  std::vector<std::uint16_t> weight16;                     // [out, in] half bits (half storage)
+  std::shared_ptr<const kernels::Bf16Weight> weight_bf16;  // bf16 storage
+  Tensor bias;                                             // [out] or empty
 
   void load(ParamSource& p, const std::string& name, i64 in_features, i64 out_features,
             bool has_bias = true);

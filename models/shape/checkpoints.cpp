@@ -57,7 +57,7 @@ CheckpointSource resolve_checkpoint(const std::string& path, const std::string& 
 std::shared_ptr<const Hunyuan3DDiT> shared_dit(const CheckpointSource& source) {
   const std::string key = nn::canonical_path(source.weights) + "|" +
                           nn::canonical_path(source.config) + "|" + source.section + "|" +
-                          (source.storage == WeightStorage::kF16 ? "f16" : "f32");
+                          std::string(storage_name(source.storage));
   return nn::shared_model<Hunyuan3DDiT>(key, [&] {
     const DiTConfig cfg = DiTConfig::from_file(source.config, source.section);
     return Hunyuan3DDiT::load(cfg, source.weights, DiTOptions{source.storage});

@@ -576,7 +576,7 @@ std::shared_ptr<const DinoImageEncoder> shared_image_encoder(const std::string& 
                                                              const std::string& section,
                                                              WeightStorage storage) {
   const std::string key = nn::canonical_path(weights) + "|" + nn::canonical_path(config) + "|" +
-                          section + "|" + (storage == WeightStorage::kF16 ? "f16" : "f32");
+                          section + "|" + std::string(storage_name(storage));
   return nn::shared_model<DinoImageEncoder>(key, [&] {
     const ImageEncoderConfig cfg = ImageEncoderConfig::from_file(config, section);
     return DinoImageEncoder::load(cfg, weights, Dinov2Options{storage});

@@ -1,0 +1,296 @@
+#include "models/kernels/dnnl_matmul.h"
+
+#include <omp.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <shared_mutex>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+#include "models/core/dtype.h"
+#include "models/core/error.h"
+#include "models/kernels/flops.h"
+
+namespace gen3d::models::kernels {
+
+namespace {
+
+using dnnl::memory;
+using dt = dnnl::memory::data_type;
+using i64 = std::int64_t;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+std::atomic<int> g_in_flight{0};
+std::atomic<int> g_last_threads{0};
+
+// One owner of the cores: a call takes the arena's concurrency less the calls already running
+// (at least one thread), and gives it back when done.
+class ThreadGrant {
+ public:
+  ThreadGrant() {
+    const int before = g_in_flight.fetch_add(1);
+    const int conc = tbb::this_task_arena::max_concurrency();
+    threads_ = std::max(1, conc - before);
+    omp_set_num_threads(threads_);
+    g_last_threads.store(threads_, std::memory_order_relaxed);
+  }
+  ~ThreadGrant() { g_in_flight.fetch_sub(1); }
+  ThreadGrant(const ThreadGrant&) = delete;
+  ThreadGrant& operator=(const ThreadGrant&) = delete;
+
+ private:
+  int threads_ = 1;
+};
+
+inline std::uint16_t to_bf16(float f) {
+  std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<std::uint16_t>(x >> 16);
+}
+
+// Rounds rows x cols floats (row stride ld) into a contiguous bf16 buffer.
+void round_rows(std::uint16_t* dst, const float* src, i64 rows, i64 cols, i64 ld) {
+  auto row = [&](i64 r) {
+    const float* s = src + r * ld;
+    std::uint16_t* d = dst + r * cols;
+    for (i64 c = 0; c < cols; ++c) d[c] = to_bf16(s[c]);
+  };
+  if (rows * cols < (i64{1} << 16)) {
+    for (i64 r = 0; r < rows; ++r) row(r);
+    return;
+  }
+  tbb::parallel_for(i64{0}, rows, [&](i64 r) { row(r); });
+}
+
+std::vector<std::uint16_t>& scratch(int which) {
+  static tbb::enumerable_thread_specific<std::array<std::vector<std::uint16_t>, 2>> s;
+  return s.local()[static_cast<std::size_t>(which)];
+}
+
+dnnl::algorithm act_alg(Act a) {
+  switch (a) {
+    case Act::kGeluTanh:
+      return dnnl::algorithm::eltwise_gelu_tanh;
+    case Act::kGeluErf:
+      return dnnl::algorithm::eltwise_gelu_erf;
+    case Act::kSilu:
+      return dnnl::algorithm::eltwise_swish;
+    case Act::kNone:
+      break;
+  }
+  return dnnl::algorithm::undef;
+}
+
+// Matmul primitives of the linear layers, by shape.
+using LinearKey = std::tuple<i64, i64, i64, i64, bool, int>;  // M, K, N, ldy, bias, act
+struct LinearPrim {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+};
+
+std::shared_mutex g_prim_mu;
+std::map<LinearKey, std::shared_ptr<LinearPrim>> g_prims;
+
+dnnl::matmul::primitive_desc make_linear_pd(i64 M, i64 K, i64 N, i64 ldy, bool bias, Act act) {
+  const memory::desc src({M, K}, dt::bf16, memory::format_tag::ab);
+  const memory::desc wei({K, N}, dt::bf16, memory::format_tag::any);
+  const memory::desc dst({M, N}, dt::f32, memory::dims{ldy, 1});
+  dnnl::primitive_attr attr;
+  if (act != Act::kNone) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.0f, act_alg(act), 1.0f, 0.0f);
+    attr.set_post_ops(po);
+  }
+  if (bias) {
+    const memory::desc b({1, N}, dt::f32, memory::format_tag::ab);
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, b, dst), attr, engine());
+  }
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, engine());
+}
+
+std::shared_ptr<LinearPrim> linear_prim(i64 M, i64 K, i64 N, i64 ldy, bool bias, Act act) {
+  const LinearKey key{M, K, N, ldy, bias, static_cast<int>(act)};
+  {
+    std::shared_lock lock(g_prim_mu);
+    auto it = g_prims.find(key);
+    if (it != g_prims.end()) return it->second;
+  }
+  auto p = std::make_shared<LinearPrim>();
+  p->pd = make_linear_pd(M, K, N, ldy, bias, act);
+  p->prim = dnnl::matmul(p->pd);
+  std::unique_lock lock(g_prim_mu);
+  return g_prims.emplace(key, std::move(p)).first->second;
+}
+
+// The row count the weights are first packed for (the layout rarely depends on it).
+constexpr i64 kPackRows = 256;
+
+}  // namespace
+
+struct Bf16Weight::Impl {
+  std::mutex mu;
+  // Packed copies by layout; the first is made at construction, others only if a shape's
+  // primitive asks for another layout.
+  std::vector<std::pair<memory::desc, memory>> packed;
+
+  const memory& for_desc(const memory::desc& want) {
+    std::lock_guard lock(mu);
+    for (auto& [d, m] : packed)
+      if (d == want) return m;
+    memory m(want, engine());
+    dnnl::reorder(packed.front().second, m).execute(stream(), packed.front().second, m);
+    stream().wait();
+    packed.emplace_back(want, std::move(m));
+    return packed.back().second;
+  }
+};
+
+Bf16Weight::Bf16Weight(const float* w, i64 N, i64 K)
+    : n_(N), k_(K), impl_(std::make_unique<Impl>()) {
+  if (N <= 0 || K <= 0) throw ModelError("Bf16Weight: empty weight");
+  std::vector<std::uint16_t> bits(static_cast<std::size_t>(N * K));
+  round_rows(bits.data(), w, N, K, K);
+  // w[N, K] row-major is the matmul's weights [K, N] with strides {1, K} (format "ba").
+  const memory::desc plain({K, N}, dt::bf16, memory::format_tag::ba);
+  memory src(plain, engine(), bits.data());
+  const auto pd = make_linear_pd(kPackRows, K, N, N, false, Act::kNone);
+  memory dst(pd.weights_desc(), engine());
+  {
+    ThreadGrant grant;
+    dnnl::reorder(src, dst).execute(stream(), src, dst);
+    stream().wait();
+  }
+  impl_->packed.emplace_back(pd.weights_desc(), std::move(dst));
+}
+
+Bf16Weight::~Bf16Weight() = default;
+
+std::size_t Bf16Weight::bytes() const {
+  std::lock_guard lock(impl_->mu);
+  std::size_t b = 0;
+  for (const auto& [d, m] : impl_->packed) b += d.get_size();
+  return b;
+}
+
+std::vector<std::uint16_t> Bf16Weight::plain() const {
+  std::vector<std::uint16_t> bits(static_cast<std::size_t>(n_ * k_));
+  const memory::desc plain({k_, n_}, dt::bf16, memory::format_tag::ba);
+  memory dst(plain, engine(), bits.data());
+  std::lock_guard lock(impl_->mu);
+  memory& src = impl_->packed.front().second;
+  dnnl::reorder(src, dst).execute(stream(), src, dst);
+  stream().wait();
+  return bits;
+}
+
+void linear_bf16(float* y, i64 ldy, const float* x, i64 ldx, const Bf16Weight& w, const float* b,
+                 i64 M, Act act) {
+  const i64 K = w.k(), N = w.n();
+  if (M <= 0) return;
+  count_flops(2.0 * static_cast<double>(M) * K * N);
+  std::vector<std::uint16_t>& xs = scratch(0);
+  xs.resize(static_cast<std::size_t>(M * K));
+  round_rows(xs.data(), x, M, K, ldx);
+  const auto p = linear_prim(M, K, N, ldy, b != nullptr, act);
+  const memory& wm = w.impl().for_desc(p->pd.weights_desc());
+  memory src(p->pd.src_desc(), engine(), xs.data());
+  memory dst(p->pd.dst_desc(), engine(), y);
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst}};
+  if (b) {
+    const memory::desc bd({1, N}, dt::f32, memory::format_tag::ab);
+    args.emplace(DNNL_ARG_BIAS, memory(bd, engine(), const_cast<float*>(b)));
+  }
+  ThreadGrant grant;
+  p->prim.execute(stream(), args);
+  stream().wait();
+}
+
+void matmul_bf16(float* c, i64 ldc, const float* a, i64 lda, const float* b, i64 ldb, bool trans_b,
+                 i64 M, i64 K, i64 N, float alpha) {
+  if (M <= 0 || N <= 0) return;
+  count_flops(2.0 * static_cast<double>(M) * K * N);
+  std::vector<std::uint16_t>& as = scratch(0);
+  std::vector<std::uint16_t>& bs = scratch(1);
+  as.resize(static_cast<std::size_t>(M * K));
+  bs.resize(static_cast<std::size_t>(K * N));
+  round_rows(as.data(), a, M, K, lda);
+  if (trans_b)
+    round_rows(bs.data(), b, N, K, ldb);  // [N, K]
+  else
+    round_rows(bs.data(), b, K, N, ldb);  // [K, N]
+  const memory::desc ad({M, K}, dt::bf16, memory::format_tag::ab);
+  const memory::desc bd({K, N}, dt::bf16,
+                        trans_b ? memory::format_tag::ba : memory::format_tag::ab);
+  const memory::desc cd({M, N}, dt::f32, memory::dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr, engine());
+  const dnnl::matmul prim(pd);
+  memory am(ad, engine(), as.data()), bm(bd, engine(), bs.data()), cm(cd, engine(), c);
+  ThreadGrant grant;
+  prim.execute(stream(), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  stream().wait();
+}
+
+bool cpu_has_native_bf16() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
+  return (isa & bf16) == bf16;
+}
+
+const char* dnnl_description() {
+  static const std::string s = [] {
+    const dnnl_version_t* v = dnnl_version();
+    std::string r = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                    std::to_string(v->patch);
+    r += v->cpu_runtime == DNNL_RUNTIME_OMP   ? " (OpenMP)"
+         : v->cpu_runtime == DNNL_RUNTIME_TBB ? " (TBB)"
+                                              : " (other runtime)";
+    return r;
+  }();
+  return s.c_str();
+}
+
+int dnnl_last_threads() {
+  return g_last_threads.load(std::memory_order_relaxed);
+}
+
+namespace ref {
+
+void linear_bf16(float* y, i64 ldy, const float* x, i64 ldx, const std::uint16_t* w_bits,
+                 const float* b, i64 M, i64 K, i64 N, Act act) {
+  for (i64 i = 0; i < M; ++i) {
+    for (i64 j = 0; j < N; ++j) {
+      double acc = b ? b[j] : 0.0;
+      for (i64 k = 0; k < K; ++k)
+        acc += static_cast<double>(bf16_to_float(float_to_bf16(x[i * ldx + k]))) *
+               static_cast<double>(bf16_to_float(w_bits[j * K + k]));
+      y[i * ldy + j] = apply_act(act, static_cast<float>(acc));
+    }
+  }
+}
+
+}  // namespace ref
+
+}  // namespace gen3d::models::kernels

@@ -1,0 +1,65 @@
+#pragma once
+// bf16 linear layers on oneDNN: y = act(x W^T + b) with bf16 operands and float32 accumulation
+// and output. The weight is rounded to bf16 once, reordered into the layout the matmul primitive
+// prefers and kept only in that form (half the memory of float32); activations are rounded to
+// bf16 on the way in. Primitives are cached by shape. oneDNN runs on its own (OpenMP) threads:
+// each call gets the cores the current TBB arena allows, minus those other calls in flight hold,
+// so the flow graph and oneDNN never together ask for more threads than the arena has.
+// ref:: is the scalar twin: the same bf16 roundings, products summed in double.
+// No oneDNN header is included here.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "models/kernels/activations.h"
+
+namespace gen3d::models::kernels {
+
+class Bf16Weight {
+ public:
+  // Packs w[N, K] (row-major, PyTorch's Linear layout) rounded to bf16.
+  Bf16Weight(const float* w, std::int64_t N, std::int64_t K);
+  ~Bf16Weight();
+  Bf16Weight(const Bf16Weight&) = delete;
+  Bf16Weight& operator=(const Bf16Weight&) = delete;
+
+  std::int64_t n() const { return n_; }
+  std::int64_t k() const { return k_; }
+  // Bytes held (the packed layout may pad).
+  std::size_t bytes() const;
+  // The bf16 bits in plain [N, K] order (unpacked on demand; tests and the reference twin).
+  std::vector<std::uint16_t> plain() const;
+
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  std::int64_t n_, k_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// y[M, N] (row stride ldy) = act(bf16(x)[M, K] (row stride ldx) · W^T + b[N]); b may be null.
+void linear_bf16(float* y, std::int64_t ldy, const float* x, std::int64_t ldx, const Bf16Weight& w,
+                 const float* b, std::int64_t M, Act act = Act::kNone);
+
+// c[M, N] (row stride ldc) = alpha · bf16(a)[M, K] (row stride lda) · bf16(b)[K, N] (row stride
+// ldb, or b^T when trans_b with b [N, K]) — activations on both sides (attention blocks).
+void matmul_bf16(float* c, std::int64_t ldc, const float* a, std::int64_t lda, const float* b,
+                 std::int64_t ldb, bool trans_b, std::int64_t M, std::int64_t K, std::int64_t N,
+                 float alpha = 1.0f);
+
+// Whether this CPU runs bf16 matmuls natively (AVX512-BF16 or AMX), from oneDNN's ISA query.
+bool cpu_has_native_bf16();
+// oneDNN's version and CPU runtime, e.g. "oneDNN 2.6.3 (OpenMP)".
+const char* dnnl_description();
+// Threads the most recent oneDNN call was given (benchmarks report it).
+int dnnl_last_threads();
+
+namespace ref {
+void linear_bf16(float* y, std::int64_t ldy, const float* x, std::int64_t ldx,
+                 const std::uint16_t* w_bits, const float* b, std::int64_t M, std::int64_t K,
+                 std::int64_t N, Act act = Act::kNone);
+}  // namespace ref
+
+}  // namespace gen3d::models::kernels

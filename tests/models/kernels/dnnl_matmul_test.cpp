@@ -1,0 +1,119 @@
+// Pair tests of the oneDNN bf16 GEMMs against their scalar twins (the same bf16 roundings, sums in
+// double), and of bf16 against float32 (the rounding error bf16 operands make).
+#include "models/kernels/dnnl_matmul.h"
+
+#include <gtest/gtest.h>
+#include <tbb/parallel_for.h>
+
+#include "models/core/dtype.h"
+#include "models/kernels/kernel_test_util.h"
+#include "models/kernels/linear.h"
+
+namespace gen3d::models::kernels {
+namespace {
+
+using ktest::Guarded;
+
+struct Case {
+  std::int64_t M, K, N, pad;
+  bool bias;
+  Act act;
+};
+
+std::vector<float> block(const Guarded& g, std::int64_t M, std::int64_t N, std::int64_t ld) {
+  std::vector<float> v;
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j) v.push_back(g.data()[i * ld + j]);
+  return v;
+}
+
+void run_case(const Case& c) {
+  SCOPED_TRACE(::testing::Message() << "M=" << c.M << " K=" << c.K << " N=" << c.N << " pad="
+                                    << c.pad << " bias=" << c.bias << " act=" << int(c.act));
+  const std::int64_t ldx = c.K + c.pad, ldy = c.N + c.pad;
+  const auto x = ktest::random_vec(static_cast<std::size_t>(c.M * ldx), 7 + c.M);
+  const auto w = ktest::random_vec(static_cast<std::size_t>(c.N * c.K), 19 + c.N, 0.2f);
+  const auto b = ktest::random_vec(static_cast<std::size_t>(c.N), 3 + c.K, 0.3f);
+  const float* bp = c.bias ? b.data() : nullptr;
+  const Bf16Weight packed(w.data(), c.N, c.K);
+  // Packing keeps the round-to-nearest-even bf16 of every weight.
+  const std::vector<std::uint16_t> bits = packed.plain();
+  ASSERT_EQ(bits.size(), w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) ASSERT_EQ(bits[i], float_to_bf16(w[i])) << i;
+  EXPECT_GE(packed.bytes(), w.size() * 2);
+
+  Guarded fast(static_cast<std::size_t>(c.M * ldy)), twin(static_cast<std::size_t>(c.M * ldy)),
+      f32(static_cast<std::size_t>(c.M * ldy));
+  linear_bf16(fast.data(), ldy, x.data(), ldx, packed, bp, c.M, c.act);
+  ref::linear_bf16(twin.data(), ldy, x.data(), ldx, bits.data(), bp, c.M, c.K, c.N, c.act);
+  ref::linear(f32.data(), ldy, x.data(), ldx, w.data(), bp, c.M, c.K, c.N, c.act);
+  const auto pred = ktest::block_pred(static_cast<std::size_t>(c.M), static_cast<std::size_t>(c.N),
+                                      static_cast<std::size_t>(ldy));
+  EXPECT_TRUE(fast.intact_outside(pred));
+  const auto a = block(fast, c.M, c.N, ldy), r = block(twin, c.M, c.N, ldy),
+             e = block(f32, c.M, c.N, ldy);
+  // Same operands, float32 against double accumulation: float rounding only.
+  EXPECT_LE(ktest::nmse(a.data(), r.data(), a.size()), 1e-11);
+  // Against float32 operands: each operand carries a relative rounding error of at most 2^-9
+  // (uniform over [-2^-9, 2^-9], variance 2^-18 / 3); a sum of independent products then has a
+  // normalized squared error of about 2 · 2^-18 / 3 = 2.5e-6. Allow 4x.
+  EXPECT_LE(ktest::nmse(a.data(), e.data(), a.size()), 1e-5);
+  EXPECT_GT(ktest::nmse(a.data(), e.data(), a.size()), 0.0) << "bf16 rounding must show";
+}
+
+TEST(DnnlMatmul, Bf16LinearMatchesScalarTwin) {
+  for (const Case& c : std::vector<Case>{{1, 16, 8, 0, false, Act::kNone},
+                                         {7, 33, 17, 3, true, Act::kNone},
+                                         {64, 128, 96, 0, true, Act::kGeluTanh},
+                                         {300, 256, 130, 5, true, Act::kGeluErf},
+                                         {256, 64, 512, 0, false, Act::kSilu},
+                                         {513, 320, 64, 1, true, Act::kNone}})
+    run_case(c);
+}
+
+TEST(DnnlMatmul, ConcurrentCallsAgreeWithSerial) {
+  const std::int64_t M = 96, K = 160, N = 72;
+  const auto w = ktest::random_vec(static_cast<std::size_t>(N * K), 5, 0.2f);
+  const Bf16Weight packed(w.data(), N, K);
+  std::vector<std::vector<float>> xs, serial, parallel;
+  for (int t = 0; t < 8; ++t) {
+    xs.push_back(ktest::random_vec(static_cast<std::size_t>(M * K), 100 + t));
+    serial.emplace_back(static_cast<std::size_t>(M * N));
+    parallel.emplace_back(static_cast<std::size_t>(M * N));
+    linear_bf16(serial.back().data(), N, xs.back().data(), K, packed, nullptr, M);
+  }
+  tbb::parallel_for(0, 8, [&](int t) {
+    linear_bf16(parallel[static_cast<std::size_t>(t)].data(), N,
+                xs[static_cast<std::size_t>(t)].data(), K, packed, nullptr, M);
+  });
+  for (int t = 0; t < 8; ++t)
+    EXPECT_LE(
+        ktest::nmse(parallel[static_cast<std::size_t>(t)].data(),
+                    serial[static_cast<std::size_t>(t)].data(), static_cast<std::size_t>(M * N)),
+        1e-12);
+}
+
+TEST(DnnlMatmul, ActivationProductMatchesTwin) {
+  const std::int64_t M = 45, K = 40, N = 70;
+  const auto a = ktest::random_vec(static_cast<std::size_t>(M * K), 1);
+  const auto bt = ktest::random_vec(static_cast<std::size_t>(N * K), 2);  // [N, K]
+  std::vector<float> b(static_cast<std::size_t>(K * N));                  // [K, N]
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t k = 0; k < K; ++k) b[k * N + n] = bt[n * K + k];
+  std::vector<std::uint16_t> bits(bt.size());
+  for (std::size_t i = 0; i < bt.size(); ++i) bits[i] = float_to_bf16(bt[i]);
+  std::vector<float> c1(static_cast<std::size_t>(M * N)), c2(c1.size()), r(c1.size());
+  matmul_bf16(c1.data(), N, a.data(), K, bt.data(), K, true, M, K, N, 0.5f);
+  matmul_bf16(c2.data(), N, a.data(), K, b.data(), N, false, M, K, N, 0.5f);
+  ref::linear_bf16(r.data(), N, a.data(), K, bits.data(), nullptr, M, K, N);
+  for (auto& v : r) v *= 0.5f;
+  EXPECT_LE(ktest::nmse(c1.data(), r.data(), r.size()), 1e-11);
+  EXPECT_LE(ktest::nmse(c2.data(), r.data(), r.size()), 1e-11);
+}
+
+TEST(DnnlMatmul, DescribesItself) {
+  EXPECT_NE(std::string(dnnl_description()).find("oneDNN"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gen3d::models::kernels
