@@ -120,10 +120,12 @@ std::shared_ptr<const ShapeVAE> shared_shape_vae(const CheckpointSource& source)
     const auto j = nlohmann::json::parse(in, nullptr, false);
     if (j.is_object() && j.contains(kVaePrefix)) section = kVaePrefix;
   }
-  const std::string key =
-      nn::canonical_path(source.weights) + "|" + nn::canonical_path(source.config) + "|" + section;
+  const std::string key = nn::canonical_path(source.weights) + "|" +
+                          nn::canonical_path(source.config) + "|" + section + "|" +
+                          std::string(storage_name(source.storage));
   return nn::shared_model<ShapeVAE>(key, [&] {
-    return ShapeVAE::load(ShapeVAEConfig::from_file(source.config, section), source.weights);
+    return ShapeVAE::load(ShapeVAEConfig::from_file(source.config, section), source.weights,
+                          source.storage);
   });
 }
 

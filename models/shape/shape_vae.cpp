@@ -374,21 +374,23 @@ std::int64_t ShapeVAE::num_parameters() const {
   return impl_->params;
 }
 
-ShapeVAE ShapeVAE::load(const ShapeVAEConfig& config, const std::string& path) {
-  return load(config, SafetensorsFile::open(path));
+ShapeVAE ShapeVAE::load(const ShapeVAEConfig& config, const std::string& path,
+                        WeightStorage storage) {
+  return load(config, SafetensorsFile::open(path), storage);
 }
 
-ShapeVAE ShapeVAE::load(const ShapeVAEConfig& config, std::shared_ptr<const SafetensorsFile> file) {
+ShapeVAE ShapeVAE::load(const ShapeVAEConfig& config, std::shared_ptr<const SafetensorsFile> file,
+                        WeightStorage storage) {
   WeightMap w = WeightMap::for_submodel(std::move(file), kVaePrefix);
-  return load(config, w);
+  return load(config, w, storage);
 }
 
-ShapeVAE ShapeVAE::load(const ShapeVAEConfig& config, WeightMap& weights) {
+ShapeVAE ShapeVAE::load(const ShapeVAEConfig& config, WeightMap& weights, WeightStorage storage) {
   config.validate();
   auto impl = std::make_shared<Impl>();
   impl->cfg = config;
   impl->init_freqs();
-  nn::CheckpointParams params(weights);
+  nn::CheckpointParams params(weights, storage);
   impl->load(params);
   weights.finish("ShapeVAE");
   spdlog::info("ShapeVAE: loaded {} parameters from {}", impl->params, weights.file().path());
@@ -434,14 +436,14 @@ std::vector<std::pair<std::string, Shape>> ShapeVAE::expected_tensors(
   return std::move(recorder.list);
 }
 
-ShapeVAE ShapeVAE::random(const ShapeVAEConfig& config, std::uint64_t seed) {
+ShapeVAE ShapeVAE::random(const ShapeVAEConfig& config, std::uint64_t seed, WeightStorage storage) {
   auto weights = random_weights(config, seed);
   auto impl = std::make_shared<Impl>();
   impl->cfg = config;
   impl->init_freqs();
   std::size_t next = 0;
   nn::RandomParams params(
-      [&](const std::string&, Tensor& t) { t = std::move(weights[next++].second); });
+      [&](const std::string&, Tensor& t) { t = std::move(weights[next++].second); }, storage);
   impl->load(params);
   return ShapeVAE(std::move(impl));
 }

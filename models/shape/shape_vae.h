@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/core/dtype.h"
 #include "models/core/tensor.h"
 #include "models/shape/field.h"
 
@@ -54,14 +55,19 @@ class ShapeVAE {
   // value at that point (a temporary: copy what you keep).
   using TraceFn = std::function<void(const std::string& name, const Tensor& value)>;
 
-  static ShapeVAE load(const ShapeVAEConfig& config, const std::string& path);
-  static ShapeVAE load(const ShapeVAEConfig& config, std::shared_ptr<const SafetensorsFile> file);
+  // `storage` is the in-memory dtype of the Linear weights (kBF16: the bf16 precision mode).
+  static ShapeVAE load(const ShapeVAEConfig& config, const std::string& path,
+                       WeightStorage storage = WeightStorage::kF32);
+  static ShapeVAE load(const ShapeVAEConfig& config, std::shared_ptr<const SafetensorsFile> file,
+                       WeightStorage storage = WeightStorage::kF32);
   // Claims its tensors from `weights` and calls weights.finish("ShapeVAE").
-  static ShapeVAE load(const ShapeVAEConfig& config, WeightMap& weights);
+  static ShapeVAE load(const ShapeVAEConfig& config, WeightMap& weights,
+                       WeightStorage storage = WeightStorage::kF32);
   // Seeded random weights (official names and shapes, golden-like init). random() loads them.
   static std::vector<std::pair<std::string, Tensor>> random_weights(const ShapeVAEConfig& config,
                                                                     std::uint64_t seed);
-  static ShapeVAE random(const ShapeVAEConfig& config, std::uint64_t seed);
+  static ShapeVAE random(const ShapeVAEConfig& config, std::uint64_t seed,
+                         WeightStorage storage = WeightStorage::kF32);
   // The tensors load() claims (names relative to the VAE), with their shapes; nothing is read.
   static std::vector<std::pair<std::string, Shape>> expected_tensors(const ShapeVAEConfig& config);
 

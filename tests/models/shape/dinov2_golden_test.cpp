@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "image/recenter.h"
+#include "models/bf16_golden.h"
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
 #include "models/shape/dinov2.h"
@@ -255,6 +256,48 @@ TEST(Dinov2Golden, EncoderRunsMatchEveryStoredTensor) {
     EXPECT_GE(compared, 20);
     std::printf("[ dinov2  ] %s: %d tensors, worst |diff| / atol = %.3f (%s)\n", run.c_str(),
                 compared, worst_usage, worst_name.c_str());
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "no encoder run with its files in " << golden_dir();
+}
+
+// bf16 mode: every encoder run against the same golden float32 tensors (normalized MSE per tensor;
+// README "Precision" states the tolerance). Exactly-zero tensors (uncond) must stay zero.
+TEST(Dinov2Golden, EncoderRuns_bf16) {
+  REQUIRE_GOLDEN(golden_file("config.json"));
+  REQUIRE_GOLDEN(golden_file("preprocess.safetensors"));
+  const json cfg = load_config();
+  const auto pre = SafetensorsFile::open(golden_file("preprocess.safetensors"));
+  int ran = 0;
+  for (const auto& [run, r] : cfg.at("runs").items()) {
+    SCOPED_TRACE("encoder run " + run);
+    const std::string model = r.at("model");
+    const std::string gfile = golden_file("encoder_" + run + ".safetensors");
+    const std::string wfile = golden_file("dinov2_" + model + ".weights.fp32.safetensors");
+    if (!std::filesystem::exists(gfile) || !std::filesystem::exists(wfile)) continue;
+    const auto gold = SafetensorsFile::open(gfile);
+    const ImageEncoderConfig ec = run_encoder_config(cfg, r);
+    const DinoImageEncoder enc =
+        DinoImageEncoder::load(ec, wfile, Dinov2Options{WeightStorage::kBF16});
+    std::vector<Tensor> parts;
+    for (const auto& in : r.at("inputs")) parts.push_back(run_input(*pre, in.get<std::string>()));
+    const Tensor images = concat_batch(parts);
+    std::map<std::string, Tensor> trace;
+    const Dinov2Model::TraceFn fn = [&](const std::string& n, const Tensor& v) {
+      trace[n] = v.clone();
+    };
+    trace["cond.main"] = enc.encode(images, &fn);
+    trace["uncond.main"] = enc.unconditional(images.dim(0));
+    bf16test::NmseCheck check("DINOv2 bf16 run " + run, bf16test::kNetworkNmse);
+    for (const TensorInfo& t : gold->tensors()) {
+      auto it = trace.find(t.name);
+      if (it == trace.end()) continue;  // the fp32 test requires every tensor
+      const Tensor want = gold->to_f32(t);
+      ASSERT_EQ(it->second.numel(), want.numel()) << t.name;
+      check.add(t.name, it->second.data(), want.data(), want.numel());
+    }
+    EXPECT_GE(check.count(), 20);
+    check.report();
     ++ran;
   }
   if (ran == 0) GTEST_SKIP() << "no encoder run with its files in " << golden_dir();

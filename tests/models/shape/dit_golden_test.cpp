@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 
+#include "models/bf16_golden.h"
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
 #include "models/shape/dit.h"
@@ -18,6 +19,7 @@ namespace gen3d::models {
 namespace {
 
 constexpr double kStrict = 3e-5;  // README tolerance, DiT forward (atol = rtol)
+constexpr double kBf16Nmse = bf16test::kNetworkNmse;
 
 std::string golden_dir() {
   return test::env_or("GEN3D_GOLDEN_DIR", test::source_dir() + "/tests/data/golden");
@@ -214,6 +216,32 @@ TEST(DiTGolden, ForwardHalfStorageAndPipelineCheckpoint) {
   REQUIRE_GOLDEN(pipe);
   const auto m = Hunyuan3DDiT::load(cfg, pipe);  // "model." prefix, vae.* left alone
   compare_forward(m, "pipeline_model.fp16 (model.*)", false);
+}
+
+// bf16 mode against the same golden float32 outputs (tolerance: see bf16_golden.h users' notes in
+// README "Precision"): every act.* tensor and the output.
+TEST(DiTGolden, Forward_bf16) {
+  const auto w = golden_file("dit_weights.fp32.safetensors");
+  REQUIRE_GOLDEN(w);
+  REQUIRE_GOLDEN(golden_file("dit_forward.safetensors"));
+  REQUIRE_GOLDEN(golden_file("config.json"));
+  const auto model = Hunyuan3DDiT::load(golden_config(), w, {WeightStorage::kBF16});
+  GoldenForward g(golden_file("dit_forward.safetensors"));
+  bf16test::NmseCheck check("DiT bf16", kBf16Nmse);
+  Hunyuan3DDiT::TraceFn fn = [&](const std::string& name, const Tensor& v) {
+    if (name.rfind("act.", 0) != 0) return;
+    const TensorInfo* info = g.file->find(name);
+    if (!info) return;
+    const Tensor ref = g.file->to_f32(*info);
+    ASSERT_EQ(ref.numel(), v.numel()) << name;
+    check.add(name, v.data(), ref.data(), ref.numel());
+  };
+  const Tensor out = model.forward(g.x, g.t, g.ctx, nullptr, &fn);
+  const Tensor ref_out = g.file->to_f32("out");
+  ASSERT_EQ(out.shape(), ref_out.shape());
+  check.add("out", out.data(), ref_out.data(), ref_out.numel());
+  EXPECT_GT(check.count(), 1);
+  check.report();
 }
 
 }  // namespace

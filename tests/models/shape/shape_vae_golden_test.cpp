@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mesh/marching_cubes.h"
+#include "models/bf16_golden.h"
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
 #include "models/shape/shape_vae.h"
@@ -104,6 +105,30 @@ TEST_P(VaeDecodeGolden, DecodeAndQueryMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Weights, VaeDecodeGolden, ::testing::Values("fp32", "fp16"));
+
+// bf16 mode: decode and query against the same golden float32 outputs (normalized MSE per tensor;
+// README "Precision" states the tolerance), every act.* / out.* tensor.
+TEST(VaeDecodeGolden, DecodeAndQuery_bf16) {
+  const std::string data = golden_file("vae_decode.safetensors"), w = weights_path("fp32");
+  REQUIRE_GOLDEN(data);
+  REQUIRE_GOLDEN(w);
+  REQUIRE_GOLDEN(golden_file("config.json"));
+  const ShapeVAE vae = ShapeVAE::load(golden_vae_config(), w, WeightStorage::kBF16);
+  const auto gold = SafetensorsFile::open(data);
+  bf16test::NmseCheck check("ShapeVAE bf16", bf16test::kNetworkNmse);
+  ShapeVAE::TraceFn trace = [&](const std::string& name, const Tensor& v) {
+    if (name.rfind("act.", 0) != 0 && name.rfind("out.", 0) != 0) return;
+    const TensorInfo* info = gold->find(name);
+    if (!info) return;
+    const Tensor g = gold->to_f32(*info);
+    ASSERT_EQ(v.numel(), g.numel()) << name;
+    check.add(name, v.data(), g.data(), g.numel());
+  };
+  const Tensor decoded = vae.decode(gold->to_f32("in.latents"), &trace);
+  (void)vae.query(decoded, gold->to_f32("in.queries"), &trace);
+  EXPECT_GT(check.count(), 2);
+  check.report();
+}
 
 TEST(VaeGolden, StrictLoaderClaimsEveryTensor) {
   const std::string w = weights_path("fp32");

@@ -1,0 +1,48 @@
+#include "models/core/precision.h"
+
+#include <spdlog/spdlog.h>
+
+#include <mutex>
+#include <string>
+
+#include "models/core/error.h"
+#include "models/kernels/dnnl_matmul.h"
+
+namespace gen3d::models {
+
+Precision parse_precision(std::string_view s) {
+  if (s == "auto") return Precision::kAuto;
+  if (s == "fp32") return Precision::kFp32;
+  if (s == "bf16") return Precision::kBf16;
+  throw ModelError("precision '" + std::string(s) + "' is not one of auto, fp32, bf16");
+}
+
+std::string_view precision_name(Precision p) {
+  switch (p) {
+    case Precision::kAuto:
+      return "auto";
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+  }
+  return "?";
+}
+
+Precision resolve_precision(Precision p) {
+  if (p != Precision::kAuto) return p;
+  static const Precision chosen = [] {
+    const bool native = kernels::cpu_has_native_bf16();
+    const Precision c = native ? Precision::kBf16 : Precision::kFp32;
+    spdlog::info("models: precision auto -> {} ({} bf16 instructions; {})", precision_name(c),
+                 native ? "CPU has" : "CPU lacks", kernels::dnnl_description());
+    return c;
+  }();
+  return chosen;
+}
+
+WeightStorage storage_for(Precision p, WeightStorage fp32_storage) {
+  return resolve_precision(p) == Precision::kBf16 ? WeightStorage::kBF16 : fp32_storage;
+}
+
+}  // namespace gen3d::models

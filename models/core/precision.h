@@ -1,0 +1,24 @@
+#pragma once
+// The precision a network runs in. fp32: float32 weights and GEMMs (the golden-exact path).
+// bf16: weights kept in bf16, GEMMs with bf16 operands and float32 accumulation (norms, softmax,
+// the residual stream and sampler state stay float32). auto: bf16 where the CPU has AVX512-BF16
+// or AMX, fp32 elsewhere, decided at run time (the binary stays portable).
+
+#include <string_view>
+
+#include "models/core/dtype.h"
+
+namespace gen3d::models {
+
+enum class Precision { kAuto, kFp32, kBf16 };
+
+// "auto", "fp32", "bf16"; throws ModelError naming the value otherwise.
+Precision parse_precision(std::string_view s);
+std::string_view precision_name(Precision p);
+// kAuto resolved for this CPU (logged once per process).
+Precision resolve_precision(Precision p);
+// The Linear weight storage of a precision (kAuto resolved); `fp32_storage` is what fp32 keeps
+// (kF32, or kF16 to halve float32 weights with half rounding).
+WeightStorage storage_for(Precision p, WeightStorage fp32_storage = WeightStorage::kF32);
+
+}  // namespace gen3d::models

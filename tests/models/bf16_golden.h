@@ -1,0 +1,61 @@
+#pragma once
+// The bf16 checks of the golden tests: a network run in bf16 is compared with the same golden
+// float32 outputs as the fp32 path, by normalized MSE per tensor, sum (a - g)^2 / sum g^2, against
+// a stated tolerance; the worst tensor is reported as a fraction of it.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace gen3d::models::bf16test {
+
+// Tolerance of a whole network's tensors in bf16 mode (README "Precision": PyTorch's own bf16
+// autocast measured on the same kind of stack, with margin).
+inline constexpr double kNetworkNmse = 1e-3;
+
+inline double nmse(const float* a, const float* g, std::int64_t n) {
+  double num = 0.0, den = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (std::isnan(a[i]) != std::isnan(g[i])) return INFINITY;
+    if (std::isnan(g[i])) continue;
+    const double d = static_cast<double>(a[i]) - g[i];
+    num += d * d;
+    den += static_cast<double>(g[i]) * g[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+class NmseCheck {
+ public:
+  NmseCheck(std::string label, double tolerance) : label_(std::move(label)), tol_(tolerance) {}
+  // Checks one tensor; returns its nmse.
+  double add(const std::string& name, const float* a, const float* g, std::int64_t n) {
+    const double e = nmse(a, g, n);
+    EXPECT_LE(e, tol_) << label_ << ": " << name << " nmse " << e << " over the bf16 tolerance";
+    ++count_;
+    if (e / tol_ > worst_) {
+      worst_ = e / tol_;
+      worst_name_ = name;
+    }
+    return e;
+  }
+  int count() const { return count_; }
+  double worst_fraction() const { return worst_; }
+  // Prints "[ info ] <label>: N tensors, worst nmse = f of tolerance T (name)".
+  void report() const {
+    std::printf("[ info ] %s: %d tensors in bf16, worst nmse %.3g = %.4f of tolerance %.1e (%s)\n",
+                label_.c_str(), count_, worst_ * tol_, worst_, tol_, worst_name_.c_str());
+  }
+
+ private:
+  std::string label_;
+  double tol_;
+  int count_ = 0;
+  double worst_ = 0.0;
+  std::string worst_name_;
+};
+
+}  // namespace gen3d::models::bf16test
