@@ -1,25 +1,57 @@
 #include "pipeline/executor.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include <spdlog/spdlog.h>
 #include <tbb/flow_graph.h>
 #include <tbb/global_control.h>
+#include <tbb/task_group.h>
 
 #include "pipeline/error.h"
+#include "pipeline/stage_cache.h"
 
 namespace gen3d::pipeline {
 
 namespace flow = tbb::flow;
 
-RunResult execute(const Graph& graph, Profiler& profiler, const ExecutorOptions& options,
-                  SharedState* shared) {
-  std::optional<tbb::global_control> thread_cap;
-  if (options.max_threads > 0)
-    thread_cap.emplace(tbb::global_control::max_allowed_parallelism, options.max_threads);
+namespace {
 
-  SharedState own_shared;
-  SharedState& state = shared ? *shared : own_shared;
+enum class Action { Run, Load, Elide };
+
+// What each node does this run: nodes whose outputs something needs run, or load when the cache
+// holds them (then what they need upstream is not needed for them); the rest are elided. Without
+// elide_unused every node is needed.
+std::vector<Action> plan(const Graph& graph, const ExecutorOptions& options,
+                         const std::vector<CacheKey>& keys, std::vector<bool>& in_cache) {
+  const size_t n = graph.nodes.size();
+  std::vector<bool> needed(n, !options.elide_unused);
+  std::vector<Action> action(n, Action::Elide);
+  in_cache.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const GraphNode& node = graph.nodes[i];
+    // Side effects (no outputs: savers, reports) and results nobody consumes in a config that
+    // names no consumer are what a run is for.
+    if (node.contract->outputs.empty()) needed[i] = true;
+    if (options.cache && node.contract->cache != CachePolicy::Never &&
+        options.cache->has_codecs(node))
+      in_cache[i] = options.cache->contains(keys[i]);
+  }
+  for (auto it = graph.order.rbegin(); it != graph.order.rend(); ++it) {
+    const size_t i = *it;
+    if (!needed[i]) continue;
+    if (in_cache[i]) {
+      action[i] = Action::Load;
+      continue;
+    }
+    action[i] = Action::Run;
+    for (size_t p : graph.nodes[i].after) needed[p] = true;
+  }
+  return action;
+}
+
+RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOptions& options,
+                       SharedState& state, bool& replan) {
   const size_t n = graph.nodes.size();
 
   RunResult result;
@@ -30,12 +62,61 @@ RunResult execute(const Graph& graph, Profiler& profiler, const ExecutorOptions&
     result.nodes[i].id = graph.nodes[i].id;
     result.nodes[i].stage = graph.nodes[i].contract->name;
   }
+  StageCache* cache = options.cache;
+  result.cache_enabled = cache != nullptr;
+  std::vector<CacheKey> keys(n);
+  if (cache) {
+    auto span = profiler.span("cache keys", "cache");
+    const int64_t k0 = profiler.now_ns();
+    keys = cache->node_keys(graph);
+    result.cache_key_ms = static_cast<double>(profiler.now_ns() - k0) / 1e6;
+  }
+  std::vector<bool> in_cache;
+  const std::vector<Action> action = plan(graph, options, keys, in_cache);
+  // Recomputing node i from what is stored: its time plus that of the producers it would need
+  // that are not stored themselves (an estimate: shared producers count once per path).
+  std::vector<double> recompute_ms(n, 0.0);
+  std::vector<char> stored(n, 0);  // char, not bool: nodes on different threads set their own
+  tbb::task_group stores;
+  std::mutex store_mutex;
 
   std::atomic<bool> cancel{false};
   std::mutex error_mutex;
   std::mutex progress_mutex;
   size_t finished = 0;
   const int64_t run_start = profiler.now_ns();
+
+  // After node i ran: store its outputs when its policy says so, on a task of their own (the
+  // values are immutable and shared, so consumers go on meanwhile).
+  const auto consider_storing = [&](size_t i) {
+    const GraphNode& node = graph.nodes[i];
+    NodeRun& rec = result.nodes[i];
+    double cost = rec.wall_ms;
+    for (size_t p : node.after)
+      if (!stored[p]) cost += recompute_ms[p];
+    recompute_ms[i] = cost;
+    const CachePolicy policy = node.contract->cache;
+    if (policy == CachePolicy::Never || !cache->has_codecs(node)) return;
+    if (policy == CachePolicy::Auto) {
+      const StageCacheOptions& co = cache->options();
+      const double bytes = static_cast<double>(cache->estimate_bytes(result.outputs[i]));
+      const double load_ms = bytes / (co.load_mb_per_s * 1e6) * 1e3;
+      if (cost < co.min_store_ms || cost < co.store_factor * load_ms) return;
+    }
+    stored[i] = 1;
+    auto outputs = result.outputs[i];
+    stores.run([&, i, outputs = std::move(outputs)] {
+      const GraphNode& nd = graph.nodes[i];
+      auto span = profiler.span("store " + nd.id, "cache", nd.id);
+      const int64_t s0 = profiler.now_ns();
+      const uint64_t bytes = cache->store(keys[i], nd, outputs, result.nodes[i].wall_ms);
+      const double ms = static_cast<double>(profiler.now_ns() - s0) / 1e6;
+      std::lock_guard lock(store_mutex);
+      result.nodes[i].stored = bytes > 0;
+      result.nodes[i].cache_bytes = bytes;
+      result.nodes[i].store_ms = ms;
+    });
+  };
 
   // Runs node i on the calling thread; returns whether its consumers may fire.
   const auto run_node = [&](size_t i) -> bool {
@@ -45,6 +126,47 @@ RunResult execute(const Graph& graph, Profiler& profiler, const ExecutorOptions&
     if (cancel.load()) {
       rec.status = NodeStatus::Skipped;
       return false;
+    }
+    if (action[i] == Action::Elide) {
+      rec.cached = in_cache[i];
+      rec.status = rec.cached ? NodeStatus::Cached : NodeStatus::Unused;
+      if (rec.cached) {
+        profiler.span(node.id, "cached", node.id).end();
+        rec.saved_ms = cache->recorded_ms(keys[i]);
+      }
+      return true;
+    }
+    if (action[i] == Action::Load) {
+      const int64_t l0 = profiler.now_ns();
+      auto span = profiler.span(node.id, "cached", node.id);
+      bool damaged = false;
+      auto loaded = cache->load(keys[i], node, &damaged);
+      span.end();
+      const int64_t l1 = profiler.now_ns();
+      if (loaded) {
+        result.outputs[i] = std::move(loaded->outputs);
+        rec.thread = Profiler::thread_index();
+        rec.start_ms = static_cast<double>(l0 - run_start) / 1e6;
+        rec.wall_ms = static_cast<double>(l1 - l0) / 1e6;
+        rec.cached = rec.loaded = true;
+        rec.cache_bytes = loaded->bytes;
+        rec.saved_ms = std::max(0.0, loaded->compute_ms - rec.wall_ms);
+        rec.status = NodeStatus::Cached;
+        stored[i] = 1;
+        if (options.on_node_done) {
+          std::lock_guard lock(progress_mutex);
+          options.on_node_done(rec, ++finished, n);
+        }
+        return true;
+      }
+      // Gone or damaged: run it when what it needs is at hand, else plan the run again.
+      for (size_t p : node.after)
+        if (result.outputs[p].empty() && !graph.nodes[p].contract->outputs.empty()) {
+          replan = true;
+          cancel = true;
+          rec.status = NodeStatus::Skipped;
+          return false;
+        }
     }
     StageContext::Wiring w;
     w.node_id = node.id;
@@ -87,6 +209,7 @@ RunResult execute(const Graph& graph, Profiler& profiler, const ExecutorOptions&
     if (failure.empty()) {
       rec.status = NodeStatus::Done;
       spdlog::debug("node {} done in {:.1f} ms", node.id, rec.wall_ms);
+      if (cache) consider_storing(i);
       return true;
     }
     rec.status = NodeStatus::Failed;
@@ -131,12 +254,44 @@ RunResult execute(const Graph& graph, Profiler& profiler, const ExecutorOptions&
       if (graph.nodes[i].after.empty()) gates[i]->try_put(flow::continue_msg());
     g.wait_for_all();
   }
+  stores.wait();
+  if (cache) {
+    bool any_stored = false;
+    for (const NodeRun& rec : result.nodes) any_stored = any_stored || rec.stored;
+    if (any_stored) {
+      auto span = profiler.span("cache eviction", "cache");
+      cache->evict();
+    }
+  }
 
   result.wall_ms = static_cast<double>(profiler.now_ns() - run_start) / 1e6;
   for (NodeRun& rec : result.nodes)
     if (rec.status == NodeStatus::Pending) rec.status = NodeStatus::Skipped;
   result.interrupted = options.interrupt && options.interrupt->load();
   return result;
+}
+
+}  // namespace
+
+RunResult execute(const Graph& graph, Profiler& profiler, const ExecutorOptions& options,
+                  SharedState* shared) {
+  std::optional<tbb::global_control> thread_cap;
+  if (options.max_threads > 0)
+    thread_cap.emplace(tbb::global_control::max_allowed_parallelism, options.max_threads);
+  SharedState own_shared;
+  SharedState& state = shared ? *shared : own_shared;
+  // A cache entry that vanished or was damaged after planning, under a node whose producers were
+  // elided: plan again (the entry is gone now, so its producers run). Each attempt removes one
+  // entry at least; past one attempt per node the run goes on without the cache.
+  const size_t last = graph.nodes.size() + 1;
+  for (size_t attempt = 0;; ++attempt) {
+    ExecutorOptions o = options;
+    if (attempt == last) o.cache = nullptr;
+    bool replan = false;
+    RunResult result = execute_once(graph, profiler, o, state, replan);
+    if (!replan || attempt == last) return result;
+    spdlog::debug("stage cache: an entry went missing during the run; planning again");
+  }
 }
 
 }  // namespace gen3d::pipeline

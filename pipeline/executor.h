@@ -15,6 +15,8 @@
 
 namespace gen3d::pipeline {
 
+class StageCache;
+
 struct ExecutorOptions {
   int max_threads = 0;        // 0: every core; otherwise caps TBB's worker count (the CLI's -j)
   int model_concurrency = 1;  // how many model-class stages may run at once
@@ -22,9 +24,19 @@ struct ExecutorOptions {
   const std::atomic<bool>* interrupt = nullptr;
   // Called after each node finishes (any thread, one call at a time): for progress displays.
   std::function<void(const struct NodeRun& node, size_t finished, size_t total)> on_node_done;
+  // Stage cache (stage_cache.h): nodes whose key has an entry are loaded instead of run, and
+  // nodes that ran are stored by their contract's policy. Null: every node runs.
+  StageCache* cache = nullptr;
+  // Run only what some consumer or a side effect needs: a node whose outputs nothing reads
+  // (no consumer) is not run, and with a cache the producers of a loaded node are not run either.
+  // Off: every node's outputs are in RunResult::outputs (e.g. for a report).
+  bool elide_unused = false;
 };
 
-enum class NodeStatus { Pending, Done, Failed, Skipped };
+// Pending: not reached; Done: ran; Failed; Skipped: cancelled before it started; Cached: its
+// outputs came from the stage cache (or were not needed and are in the cache); Unused: nothing
+// needed its outputs (elide_unused) and the cache does not hold them.
+enum class NodeStatus { Pending, Done, Failed, Skipped, Cached, Unused };
 
 struct NodeRun {
   std::string id;
@@ -32,7 +44,16 @@ struct NodeRun {
   NodeStatus status = NodeStatus::Pending;
   int thread = -1;
   double start_ms = 0;  // since the run began
-  double wall_ms = 0;
+  double wall_ms = 0;   // running the stage, or loading its outputs from the cache
+  // Stage cache: `cached` when the outputs came from the cache (`loaded`) or were not needed and
+  // the cache holds them; `saved_ms` is the stored run's time minus the load; `stored` when this
+  // run wrote the node's entry (`cache_bytes`, `store_ms` spent serializing and writing).
+  bool cached = false;
+  bool loaded = false;
+  bool stored = false;
+  double saved_ms = 0;
+  double store_ms = 0;
+  uint64_t cache_bytes = 0;
 };
 
 struct RunResult {
@@ -41,6 +62,8 @@ struct RunResult {
   std::vector<NodeRun> nodes;        // in config order
   std::optional<std::string> error;  // first failure: node, stage and cause
   bool interrupted = false;
+  bool cache_enabled = false;
+  double cache_key_ms = 0;  // hashing parameters and files into node keys
   // Outputs of every node that finished, by node then port: what a caller or a test reads back.
   std::vector<std::map<std::string, Value, std::less<>>> outputs;
 

@@ -21,6 +21,10 @@ const char* status_name(NodeStatus s) {
       return "failed";
     case NodeStatus::Skipped:
       return "skipped";
+    case NodeStatus::Cached:
+      return "cached";
+    case NodeStatus::Unused:
+      return "unused";
   }
   return "?";
 }
@@ -69,16 +73,34 @@ std::string format_summary(const Graph& graph, const RunResult& run, const Profi
   }
   std::string out = fmt::format("{:<{}}  {:<{}}  {:>10}  {:>6}  {}\n", "node", id_w, "stage",
                                 stage_w, "wall ms", "share", "critical path");
+  double saved = 0, store_ms = 0;
+  size_t cached = 0, loaded = 0, stored = 0;
   for (size_t i : graph.order) {
     const NodeRun& r = run.nodes[i];
     const bool critical = std::find(path.begin(), path.end(), i) != path.end();
     const double share = run.wall_ms > 0 ? 100.0 * r.wall_ms / run.wall_ms : 0.0;
-    const std::string wall = r.status == NodeStatus::Done || r.status == NodeStatus::Failed
-                                 ? fmt::format("{:.1f}", r.wall_ms)
-                                 : std::string(status_name(r.status));
+    std::string wall = r.status == NodeStatus::Done || r.status == NodeStatus::Failed || r.loaded
+                           ? fmt::format("{:.1f}", r.wall_ms)
+                           : std::string(status_name(r.status));
+    std::string note = critical ? "*" : "";
+    if (r.cached) {
+      note += fmt::format("{}cached, {:.0f} ms saved", critical ? " " : "", r.saved_ms);
+      saved += r.saved_ms;
+      ++cached;
+      loaded += r.loaded;
+    } else if (r.stored) {
+      note += fmt::format("{}stored", critical ? " " : "");
+    }
+    stored += r.stored;
+    store_ms += r.store_ms;
     out += fmt::format("{:<{}}  {:<{}}  {:>10}  {:>5.1f}%  {}\n", r.id, id_w, r.stage, stage_w,
-                       wall, share, critical ? "*" : "");
+                       wall, share, note);
   }
+  if (run.cache_enabled)
+    out += fmt::format(
+        "stage cache: {} nodes cached ({} loaded), about {:.0f} ms saved; {} stored ({:.1f} ms), "
+        "keys {:.1f} ms\n",
+        cached, loaded, saved, stored, store_ms, run.cache_key_ms);
   const double concurrency = run.wall_ms > 0 ? node_sum_ms(run) / run.wall_ms : 0.0;
   out += fmt::format("total {:.1f} ms wall, concurrency {:.2f}, peak RSS {:.0f} MiB\n", run.wall_ms,
                      concurrency, peak_rss_mb());
@@ -95,12 +117,21 @@ std::string metrics_json(const Graph& graph, const RunResult& run, const Profile
   using nlohmann::json;
   json nodes = json::array();
   for (const NodeRun& r : run.nodes) {
-    nodes.push_back({{"id", r.id},
-                     {"stage", r.stage},
-                     {"status", status_name(r.status)},
-                     {"start_ms", r.start_ms},
-                     {"wall_ms", r.wall_ms},
-                     {"thread", r.thread}});
+    json node = {{"id", r.id},
+                 {"stage", r.stage},
+                 {"status", status_name(r.status)},
+                 {"start_ms", r.start_ms},
+                 {"wall_ms", r.wall_ms},
+                 {"thread", r.thread},
+                 {"cached", r.cached}};
+    if (run.cache_enabled) {
+      node["loaded"] = r.loaded;
+      node["saved_ms"] = r.saved_ms;
+      node["stored"] = r.stored;
+      node["store_ms"] = r.store_ms;
+      node["cache_bytes"] = r.cache_bytes;
+    }
+    nodes.push_back(std::move(node));
   }
   json path = json::array();
   for (size_t i : critical_path(graph, run)) path.push_back(graph.nodes[i].id);
@@ -115,6 +146,20 @@ std::string metrics_json(const Graph& graph, const RunResult& run, const Profile
               {"nodes", std::move(nodes)},
               {"counters", std::move(counters)}};
   if (run.error) doc["error"] = *run.error;
+  if (run.cache_enabled) {
+    double saved = 0, store_ms = 0;
+    size_t cached = 0;
+    for (const NodeRun& r : run.nodes) {
+      saved += r.saved_ms;
+      store_ms += r.store_ms;
+      cached += r.cached;
+    }
+    doc["cache"] = {{"enabled", true},
+                    {"cached_nodes", cached},
+                    {"saved_ms", saved},
+                    {"store_ms", store_ms},
+                    {"key_ms", run.cache_key_ms}};
+  }
   return doc.dump(2);
 }
 

@@ -164,6 +164,11 @@ const StageContract* Registry::contract(std::string_view name) const {
   return it == entries_.end() ? nullptr : &it->second.contract;
 }
 
+const PortCodec* Registry::codec(const PortType& type) const {
+  const auto it = codecs_.find(type.id);
+  return it == codecs_.end() ? nullptr : &it->second;
+}
+
 void Registry::retire(std::string name, std::string replacement) {
   retired_[std::move(name)] = std::move(replacement);
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "pipeline/profiler.h"
+#include "pipeline/serial.h"
 
 namespace gen3d::pipeline {
 
@@ -106,10 +107,29 @@ struct Range {
   double min, max;
 };
 
+// Whether the stage cache may keep a node's outputs on disk (pipeline/stage_cache.h).
+//   Never:  side effects, timing-dependent or not worth it (savers, loaders, reports): runs when
+//           needed, never stored. Its key still covers its inputs, parameters and files.
+//   Auto:   stored when the run measured recomputing it (with what it needs upstream) to cost
+//           clearly more than loading it back.
+//   Always: stored whenever it runs (model stages: seconds to hours).
+enum class CachePolicy { Never, Auto, Always };
+
+// A parameter naming files the stage reads: their content goes into the node's cache key.
+// A directory counts with every file under it; `siblings`: a file counts with every file under
+// its directory (OBJ + MTL + textures, weights + config.json).
+struct FileParam {
+  std::string name;
+  bool siblings = false;
+};
+
 struct StageContract {
   std::string name;
   std::string doc;
   ResourceClass resource = ResourceClass::Cpu;
+  CachePolicy cache = CachePolicy::Auto;
+  int version = 1;  // bumped when the stage's results change meaning: old cache entries go unused
+  std::vector<FileParam> file_params;
   std::vector<PortSpec> inputs;
   std::vector<PortSpec> outputs;
   std::vector<ParamSpec> params;
@@ -155,6 +175,20 @@ struct StageContract {
   }
   StageContract& model_class() {
     resource = ResourceClass::Model;
+    cache = CachePolicy::Always;
+    return *this;
+  }
+  StageContract& cache_policy(CachePolicy policy) {
+    cache = policy;
+    return *this;
+  }
+  StageContract& semantics_version(int v) {
+    version = v;
+    return *this;
+  }
+  // `param` (a string or list of strings) names files the stage reads.
+  StageContract& reads_files(std::string param, bool siblings = false) {
+    file_params.push_back(FileParam{std::move(param), siblings});
     return *this;
   }
 
@@ -276,6 +310,17 @@ class StageContext {
 
 // ---- Stage and registry ------------------------------------------------------------------------
 
+// The versioned binary form of one port type, for the stage cache. `save` appends the value's
+// bytes; `load` rebuilds an equal value from exactly those bytes (throwing CacheFormatError on
+// anything else); `bytes` estimates the serialized size without serializing.
+struct PortCodec {
+  PortType type;
+  uint32_t version = 1;
+  std::function<void(const void*, ByteWriter&)> save;
+  std::function<std::shared_ptr<const void>(ByteReader&)> load;
+  std::function<uint64_t(const void*)> bytes;
+};
+
 class Stage {
  public:
   virtual ~Stage() = default;
@@ -299,6 +344,21 @@ class Registry {
 
   const Stage* find(std::string_view name) const;
   const StageContract* contract(std::string_view name) const;
+
+  // Serialization of port type T for the stage cache (one codec per type).
+  template <class T, class Save, class Load, class Bytes>
+  void add_codec(uint32_t version, Save save, Load load, Bytes bytes) {
+    PortCodec c;
+    c.type = port_type<T>();
+    c.version = version;
+    c.save = [save](const void* v, ByteWriter& w) { save(*static_cast<const T*>(v), w); };
+    c.load = [load](ByteReader& r) -> std::shared_ptr<const void> {
+      return std::make_shared<const T>(load(r));
+    };
+    c.bytes = [bytes](const void* v) -> uint64_t { return bytes(*static_cast<const T*>(v)); };
+    codecs_[c.type.id] = std::move(c);
+  }
+  const PortCodec* codec(const PortType& type) const;
   std::vector<std::string> names() const;  // sorted
 
   // A stage name that configs written for earlier versions may still use, and what replaced it:
@@ -314,6 +374,7 @@ class Registry {
   };
   std::map<std::string, Entry, std::less<>> entries_;
   std::map<std::string, std::string, std::less<>> retired_;
+  std::map<std::type_index, PortCodec> codecs_;
 };
 
 // Closest candidate by edit distance, or empty when none is close enough to suggest.

@@ -30,6 +30,7 @@ class CacheStudy final : public pipeline::Stage {
                          "same DiT, condition and noise seed; report full DiT evaluations, wall "
                          "time, speed-up and the relative L2 error of the final latents.")
         .model_class()
+        .cache_policy(pipeline::CachePolicy::Never)  // it measures time
         .output<TextReport>("table", "the comparison, one row per method (NoCache first)")
         .param<std::string>("model", "", "DiT weights: .safetensors file or model directory")
         .param<std::string>("config", "", "model config JSON (default: next to the weights)")

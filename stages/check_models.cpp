@@ -27,6 +27,7 @@ class CheckModels final : public pipeline::Stage {
                          "the float64 sum and absolute sum of its stored values. Nothing is run.")
         .output<TextReport>("report", "the report (text, or JSON lines for a file with json)")
         .required<std::string>("path", "a model folder, or one weights file")
+        .cache_policy(pipeline::CachePolicy::Never)
         .param<bool>("json", false, "a weights file: one JSON object per tensor");
   }
   void run(StageContext& ctx) const override {

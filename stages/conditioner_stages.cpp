@@ -34,6 +34,8 @@ class EncodeImage final : public pipeline::Stage {
                "(DinoImageEncoder). An image without alpha first gets one from the classical "
                "remove_background (border-colour threshold / GrabCut, not the learned rembg).")
         .model_class()
+        .reads_files("model", true)
+        .reads_files("config")
         .input<image::Image>("image", "reference image (RGBA, or RGB / grey on a plain background)")
         .output<Tensor>("cond", "condition tokens [1, T, C] (T = (image_size/14)^2 + CLS)")
         .output<Tensor>("uncond", "unconditional tokens: zeros of the same shape (CFG)")
@@ -63,8 +65,8 @@ class EncodeImage final : public pipeline::Stage {
 
   void run(StageContext& ctx) const override {
     // Weights + config (a directory resolves like the DiT's: model.fp16.safetensors, config.json).
-    const models::CheckpointSource src = models::resolve_checkpoint(ctx.param<std::string>("model"),
-                                                             ctx.param<std::string>("config"));
+    const models::CheckpointSource src = models::resolve_checkpoint(
+        ctx.param<std::string>("model"), ctx.param<std::string>("config"));
     const auto storage = ctx.param<std::string>("weights") == "f16" ? models::WeightStorage::kF16
                                                                     : models::WeightStorage::kF32;
     std::shared_ptr<const models::DinoImageEncoder> encoder;

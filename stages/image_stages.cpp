@@ -30,7 +30,9 @@ class LoadImage final : public pipeline::Stage {
   StageContract contract() const override {
     return StageContract("load_image", "Read a PNG/JPEG/WebP image with OpenCV; alpha is kept.")
         .output<image::Image>("image", "float RGB(A) in [0, 1]")
-        .required<std::string>("path", "image file");
+        .required<std::string>("path", "image file")
+        .cache_policy(pipeline::CachePolicy::Never)
+        .reads_files("path");
   }
   void check(const pipeline::ParamMap& params, std::vector<std::string>& problems) const override {
     const auto& path = std::get<std::string>(params.at("path"));
@@ -57,6 +59,7 @@ class RecenterImage final : public pipeline::Stage {
     return StageContract("recenter_image",
                          "Crop to the alpha bounding box, add a border, centre in a square "
                          "(the reference's recenter); RGB passes through.")
+        .cache_policy(pipeline::CachePolicy::Never)
         .input<image::Image>("image")
         .output<image::Image>("image")
         .param<double>("border_ratio", 0.2, Range{0.0, 2.0}, "border, as a fraction of the crop");
@@ -75,6 +78,7 @@ class RemoveBackground final : public pipeline::Stage {
                          "Give an RGB image an alpha mask by a classical method (border-colour "
                          "threshold, optionally refined by GrabCut); not the learned rembg. RGBA "
                          "passes through.")
+        .cache_policy(pipeline::CachePolicy::Never)
         .input<image::Image>("image")
         .output<image::Image>("image", "RGBA")
         .choice("method", "threshold", {"threshold", "grabcut"}, "segmentation method")
@@ -101,6 +105,7 @@ class Delight final : public pipeline::Stage {
                "classical: shading estimate + highlight inpainting + the same colour re-matching "
                "(OpenCV; an approximation, not the learned delighter).")
         .model_class()
+        .reads_files("model")
         .input<image::Image>("image")
         .output<image::Image>("image")
         .choice("method", "classical", {"classical", "none", "model"},

@@ -31,7 +31,9 @@ class LoadMesh final : public pipeline::Stage {
     return StageContract("load_mesh",
                          "Read a mesh file (OBJ, GLB/glTF, PLY, STL, FBX, OFF) with assimp.")
         .output<mesh::Mesh>("mesh", "all meshes of the file merged, node transforms applied")
-        .required<std::string>("path", "mesh file to read");
+        .required<std::string>("path", "mesh file to read")
+        .cache_policy(pipeline::CachePolicy::Never)
+        .reads_files("path", true);
   }
   void check(const pipeline::ParamMap& params, std::vector<std::string>& problems) const override {
     const auto& path = std::get<std::string>(params.at("path"));
@@ -49,6 +51,7 @@ class MeshInfo final : public pipeline::Stage {
  public:
   StageContract contract() const override {
     return StageContract("mesh_info", "Report vertex/face counts, UV/texture presence and bounds.")
+        .cache_policy(pipeline::CachePolicy::Never)
         .input<mesh::Mesh>("mesh")
         .output<mesh::Mesh>("mesh", "the input, unchanged");
   }

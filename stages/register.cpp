@@ -26,6 +26,7 @@ void register_all_stages(pipeline::Registry& registry) {
   register_check_models(registry);
   register_shape_vae_stages(registry);
   register_conditioner_stages(registry);
+  register_port_codecs(registry);
 }
 
 }  // namespace gen3d::stages

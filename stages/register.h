@@ -24,6 +24,9 @@ void register_check_models(pipeline::Registry& registry);
 void register_shape_vae_stages(pipeline::Registry& registry);
 void register_conditioner_stages(pipeline::Registry& registry);
 
+// The stage cache's serialization of every port type (port_codecs.cpp).
+void register_port_codecs(pipeline::Registry& registry);
+
 // Everything the gen3d executable offers.
 void register_all_stages(pipeline::Registry& registry);
 

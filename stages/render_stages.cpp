@@ -23,6 +23,7 @@ class CameraViews final : public pipeline::Stage {
   StageContract contract() const override {
     return StageContract("camera_views",
                          "The camera poses (and merge weights) of a multi-view set.")
+        .cache_policy(pipeline::CachePolicy::Never)
         .output<render::ViewSet>("views")
         .choice("preset", "hunyuan6", {"hunyuan6", "custom"},
                 "hunyuan6: the official 6 views; custom: the lists below")

@@ -46,7 +46,9 @@ class LoadTensor final : public pipeline::Stage {
                          "Read one tensor (widened to float32) from a .safetensors file.")
         .output<Tensor>("tensor")
         .required<std::string>("path", ".safetensors file")
-        .required<std::string>("name", "tensor name inside the file");
+        .required<std::string>("name", "tensor name inside the file")
+        .cache_policy(pipeline::CachePolicy::Never)
+        .reads_files("path");
   }
   void check(const ParamMap& params, std::vector<std::string>& problems) const override {
     const auto path = get<std::string>(params, "path");
@@ -129,6 +131,8 @@ class Denoise final : public pipeline::Stage {
                          "Flow-matching sampling (Euler, CFG [cond; uncond]) of shape latents with "
                          "the Hunyuan3D DiT and an optional step cache (specs/dit-cache.md).")
         .model_class()
+        .reads_files("model", true)
+        .reads_files("config")
         .input<Tensor>("cond", "condition tokens [B, Lc, context_in_dim]")
         .optional_input<Tensor>("uncond", "unconditional tokens (default: zeros, as official)")
         .optional_input<Tensor>("noise", "initial latents [B, L, C] (default: seeded noise)")

@@ -30,6 +30,8 @@ using pipeline::StageContract;
 // Model params shared by the two VAE stages.
 StageContract& vae_params(StageContract& c) {
   return c.model_class()
+      .reads_files("model", true)
+      .reads_files("config")
       .required<std::string>(
           "model",
           "VAE weights: a .safetensors file or an official model folder "

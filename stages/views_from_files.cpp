@@ -31,7 +31,9 @@ class ViewsFromFiles final : public pipeline::Stage {
         .param<int>("resolution", 2048, Range{16, 16384}, "view image size")
         .param<std::vector<std::string>>("files", std::vector<std::string>{},
                                          "one image per view, in view order")
-        .param<std::string>("dir", "", "a directory of images, one per view, sorted by name");
+        .param<std::string>("dir", "", "a directory of images, one per view, sorted by name")
+        .reads_files("files")
+        .reads_files("dir");
   }
   void check(const pipeline::ParamMap& p, std::vector<std::string>& problems) const override {
     const auto& files = std::get<std::vector<std::string>>(p.at("files"));

@@ -36,6 +36,7 @@ class ViewsFromModel final : public pipeline::Stage {
                          "Hunyuan3D-Paint's multiview diffusion (UNet2.5D + SD VAE) paints every "
                          "view from the normal and position maps and the reference image.")
         .model_class()
+        .reads_files("model")
         .input<render::ViewSet>("views")
         .input<image::Image>("image", "the (delit) reference image")
         .input<ImageList>("normals", "the normal maps it is conditioned on, one per view")

@@ -36,7 +36,8 @@ class ViewsFromReference final : public pipeline::Stage {
         .param<bool>("mirror_back", false, "also use it, mirrored, for the opposite view")
         .param<std::vector<std::string>>("extra_images", std::vector<std::string>{},
                                          "more reference images (recentred) ...")
-        .param<std::vector<int>>("extra_views", std::vector<int>{}, "... and the view of each");
+        .param<std::vector<int>>("extra_views", std::vector<int>{}, "... and the view of each")
+        .reads_files("extra_images");
   }
   void check(const pipeline::ParamMap& p, std::vector<std::string>& problems) const override {
     const auto& extra = std::get<std::vector<std::string>>(p.at("extra_images"));

@@ -23,6 +23,7 @@
 #include "pipeline/executor.h"
 #include "pipeline/graph.h"
 #include "pipeline/run_report.h"
+#include "pipeline/stage_cache.h"
 
 namespace gen3d::cli {
 
@@ -113,6 +114,7 @@ int cmd_batch(const BatchOptions& o) {
   std::optional<tbb::global_control> thread_cap;
   if (o.threads > 0) thread_cap.emplace(tbb::global_control::max_allowed_parallelism, o.threads);
   SharedState shared;  // one raster cache (byte-bounded) and one model registry for every job
+  const auto cache = open_stage_cache(o.cache);
   std::vector<JobResult> results(jobs.size());
   std::atomic<size_t> next{0}, finished{0};
   std::mutex report_mutex;
@@ -136,6 +138,9 @@ int cmd_batch(const BatchOptions& o) {
         Profiler profiler;
         ExecutorOptions exec;
         exec.interrupt = &interrupt_flag();
+        exec.cache = cache.get();
+        // The built-in texgen job writes no report: what only a report shows is not run.
+        exec.elide_unused = o.pipeline.empty();
         const RunResult run = execute(graph, profiler, exec, &shared);
         r.nodes = run.nodes;
         if (run.ok()) {

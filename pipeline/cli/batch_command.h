@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/cli/cache_command.h"
 #include "pipeline/manifest.h"
 
 namespace gen3d::cli {
@@ -20,6 +21,7 @@ struct BatchOptions {
   std::string metrics_path;
   int threads = 0;  // -j: TBB worker cap for the whole process
   bool quiet = false;
+  CacheOptions cache;  // one stage cache for every job: jobs sharing a mesh share its nodes
 };
 
 int cmd_batch(const BatchOptions& options);

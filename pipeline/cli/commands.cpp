@@ -17,6 +17,7 @@
 #include "pipeline/executor.h"
 #include "pipeline/graph.h"
 #include "pipeline/run_report.h"
+#include "pipeline/stage_cache.h"
 #include "stages/register.h"
 
 namespace gen3d::cli {
@@ -57,6 +58,9 @@ int run_graph(const Graph& graph, const RunOptions& o, const AfterRun& after) {
   exec.max_threads = o.threads;
   exec.model_concurrency = o.model_concurrency;
   exec.interrupt = &interrupt_flag();
+  const auto cache = open_stage_cache(o.cache);
+  exec.cache = cache.get();
+  exec.elide_unused = o.elide_unused;
   const bool progress = !o.quiet && isatty(STDERR_FILENO);
   if (progress) {
     exec.on_node_done = [&profiler](const NodeRun& node, size_t done, size_t total) {
@@ -104,13 +108,16 @@ int cmd_texture(const TextureOptions& o) {
   }
   const Graph graph = build_graph(cfg, registry());
   AfterRun after;
+  RunOptions run = o.run;
+  // Without a report nothing reads the nodes only it shows (maps, previews): they are not run.
+  run.elide_unused = o.report_path.empty();
   if (!o.report_path.empty()) {
     after = [&](const Graph& g, const RunResult& run, const Profiler& profiler) {
       io::write_file_atomically(o.report_path, texgen_report_html(g, run, profiler));
       spdlog::info("report written to {}", o.report_path);
     };
   }
-  return run_graph(graph, o.run, after);
+  return run_graph(graph, run, after);
 }
 
 int cmd_validate(const std::string& config, const std::vector<std::string>& sets, bool dump) {

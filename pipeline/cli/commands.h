@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/cli/cache_command.h"
+
 namespace gen3d::pipeline {
 struct Graph;
 struct RunResult;
@@ -23,6 +25,8 @@ struct RunOptions {
   int threads = 0;
   int model_concurrency = 1;
   bool quiet = false;
+  CacheOptions cache;         // --cache DIR, --no-cache, --cache-budget
+  bool elide_unused = false;  // run only what a consumer, a side effect or the cache needs
 };
 
 struct TextureOptions {

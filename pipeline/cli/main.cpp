@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
       ->add_option("--model-concurrency", run.model_concurrency,
                    "model-class stages allowed to run at once")
       ->check(CLI::Range(1, 64));
+  gen3d::cli::add_cache_options(run_cmd, run.cache);
 
   gen3d::cli::TextureOptions tex;
   auto* texture_cmd = app.add_subcommand(
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
   texture_cmd->add_option("-j,--threads", tex.run.threads, "worker threads (default: all cores)")
       ->check(CLI::Range(1, 1024));
   texture_cmd->add_flag("--dump", tex.dump, "print the pipeline config it would run, and stop");
+  gen3d::cli::add_cache_options(texture_cmd, tex.run.cache);
 
   gen3d::cli::ShapeOptions shape;
   auto* shape_cmd = app.add_subcommand(
@@ -124,6 +126,7 @@ int main(int argc, char** argv) {
   shape_cmd->add_option("-j,--threads", shape.run.threads, "worker threads (default: all cores)")
       ->check(CLI::Range(1, 1024));
   shape_cmd->add_flag("--dump", shape.dump, "print the pipeline config it would run, and stop");
+  gen3d::cli::add_cache_options(shape_cmd, shape.run.cache, false);  // --cache is the step cache
 
   gen3d::cli::BatchOptions batch;
   std::string shard;
@@ -146,6 +149,9 @@ int main(int argc, char** argv) {
   batch_cmd->add_option("--metrics", batch.metrics_path, "write a JSON summary of the batch");
   batch_cmd->add_option("-j,--threads", batch.threads, "worker threads for the whole process")
       ->check(CLI::Range(1, 1024));
+  gen3d::cli::add_cache_options(batch_cmd, batch.cache);
+  gen3d::cli::CacheCommand cache_cmd;
+  gen3d::cli::add_cache_command(app, cache_cmd);
 
   gen3d::cli::CacheStudyOptions study;
   auto* study_cmd = app.add_subcommand(
@@ -233,6 +239,8 @@ int main(int argc, char** argv) {
     if (*shape_cmd) return gen3d::cli::cmd_shape(shape);
     if (*study_cmd) return gen3d::cli::cmd_cache_study(study);
     if (*check_cmd) return gen3d::cli::cmd_check_models(models_check);
+    if (*cache_cmd.info || *cache_cmd.clear || *cache_cmd.verify)
+      return gen3d::cli::cmd_cache(cache_cmd);
     if (*batch_cmd) {
       if (!shard.empty()) {
         const auto slash = shard.find('/');

@@ -1,0 +1,346 @@
+// The stage cache's binary form of every port type in types.h. Each codec writes the value's
+// fields in a fixed order (floats as their bits, so a loaded value is bit-identical) and reads
+// them back with every length checked; a codec's version is bumped whenever its layout changes.
+
+#include <type_traits>
+
+#include "stages/register.h"
+#include "stages/types.h"
+
+namespace gen3d::stages {
+
+namespace {
+
+using pipeline::ByteReader;
+using pipeline::ByteWriter;
+using pipeline::CacheFormatError;
+
+template <class T>
+uint64_t vec_bytes(const std::vector<T>& v) {
+  return 8 + v.size() * sizeof(T);
+}
+
+// ---- Image
+// ---------------------------------------------------------------------------------------
+
+void save_image(const image::Image& im, ByteWriter& w) {
+  w.u32(static_cast<uint32_t>(im.width));
+  w.u32(static_cast<uint32_t>(im.height));
+  w.u32(static_cast<uint32_t>(im.channels));
+  w.vec(im.pixels);
+}
+
+image::Image load_image(ByteReader& r) {
+  image::Image im;
+  im.width = static_cast<int>(r.u32());
+  im.height = static_cast<int>(r.u32());
+  im.channels = static_cast<int>(r.u32());
+  im.pixels = r.vec<float>();
+  if (im.pixels.size() != static_cast<size_t>(im.width) * im.height * im.channels)
+    throw CacheFormatError("image size does not match its pixels");
+  return im;
+}
+
+uint64_t image_bytes(const image::Image& im) {
+  return 12 + vec_bytes(im.pixels);
+}
+
+void save_optional_image(const std::shared_ptr<const image::Image>& im, ByteWriter& w) {
+  w.boolean(im != nullptr);
+  if (im) save_image(*im, w);
+}
+
+std::shared_ptr<const image::Image> load_optional_image(ByteReader& r) {
+  if (!r.boolean()) return nullptr;
+  return std::make_shared<const image::Image>(load_image(r));
+}
+
+// ---- Mesh
+// ----------------------------------------------------------------------------------------
+
+// Materials are written when the mesh type has them (a multi-material Mesh); the templates keep
+// this file independent of which fields a Mesh has.
+template <class M>
+void save_materials(const M& m, ByteWriter& w) {
+  if constexpr (requires {
+                  m.materials;
+                  m.face_materials;
+                }) {
+    w.u64(m.materials.size());
+    for (const auto& mat : m.materials) {
+      w.str(mat.name);
+      save_optional_image(mat.texture, w);
+      w.pod(mat.base_color);
+    }
+    w.vec(m.face_materials);
+  } else {
+    w.u64(0);
+    w.u64(0);
+  }
+}
+
+template <class M>
+void load_materials(M& m, ByteReader& r) {
+  if constexpr (requires {
+                  m.materials;
+                  m.face_materials;
+                }) {
+    const uint64_t n = r.u64();
+    if (n > r.remaining()) throw CacheFormatError("truncated materials");
+    m.materials.resize(static_cast<size_t>(n));
+    for (auto& mat : m.materials) {
+      mat.name = r.str();
+      mat.texture = load_optional_image(r);
+      mat.base_color = r.pod<std::decay_t<decltype(mat.base_color)>>();
+    }
+    m.face_materials = r.vec<uint32_t>();
+  } else {
+    if (r.u64() != 0 || r.u64() != 0)
+      throw CacheFormatError("materials this build's meshes cannot hold");
+  }
+}
+
+void save_mesh(const mesh::Mesh& m, ByteWriter& w) {
+  w.vec(m.positions);
+  w.vec(m.faces);
+  w.vec(m.normals);
+  w.vec(m.uvs);
+  w.vec(m.uv_faces);
+  w.vec(m.colors);
+  save_optional_image(m.texture, w);
+  save_materials(m, w);
+}
+
+mesh::Mesh load_mesh(ByteReader& r) {
+  mesh::Mesh m;
+  m.positions = r.vec<mesh::Vec3>();
+  m.faces = r.vec<mesh::Tri>();
+  m.normals = r.vec<mesh::Vec3>();
+  m.uvs = r.vec<mesh::Vec2>();
+  m.uv_faces = r.vec<mesh::Tri>();
+  m.colors = r.vec<mesh::Vec4>();
+  m.texture = load_optional_image(r);
+  load_materials(m, r);
+  return m;
+}
+
+uint64_t mesh_bytes(const mesh::Mesh& m) {
+  return vec_bytes(m.positions) + vec_bytes(m.faces) + vec_bytes(m.normals) + vec_bytes(m.uvs) +
+         vec_bytes(m.uv_faces) + vec_bytes(m.colors) + (m.texture ? image_bytes(*m.texture) : 0) +
+         32;
+}
+
+// ---- Small values
+// ----------------------------------------------------------------------------------
+
+void save_transform(const mesh::NormalizeTransform& t, ByteWriter& w) {
+  w.boolean(t.texgen_axes);
+  w.boolean(t.flip_v);
+  w.pod(t.center);
+  w.pod(t.scale);
+  w.pod(t.multiplier);
+  w.f64(t.multiplier_f64);
+}
+
+mesh::NormalizeTransform load_transform(ByteReader& r) {
+  mesh::NormalizeTransform t;
+  t.texgen_axes = r.boolean();
+  t.flip_v = r.boolean();
+  t.center = r.pod<mesh::Vec3>();
+  t.scale = r.pod<float>();
+  t.multiplier = r.pod<float>();
+  t.multiplier_f64 = r.f64();
+  return t;
+}
+
+void save_views(const render::ViewSet& vs, ByteWriter& w) {
+  w.u64(vs.views.size());
+  for (const render::View& v : vs.views) {
+    const render::Camera& c = v.camera;
+    for (double x :
+         {c.elev, c.azim, c.distance, c.ortho_scale, c.near_plane, c.far_plane, v.weight})
+      w.f64(x);
+  }
+}
+
+render::ViewSet load_views(ByteReader& r) {
+  render::ViewSet vs;
+  const uint64_t n = r.u64();
+  if (n > r.remaining() / 56) throw CacheFormatError("truncated view set");
+  vs.views.resize(static_cast<size_t>(n));
+  for (render::View& v : vs.views) {
+    render::Camera& c = v.camera;
+    for (double* x :
+         {&c.elev, &c.azim, &c.distance, &c.ortho_scale, &c.near_plane, &c.far_plane, &v.weight})
+      *x = r.f64();
+  }
+  return vs;
+}
+
+void save_images(const ImageList& list, ByteWriter& w) {
+  w.u64(list.size());
+  for (const image::Image& im : list) save_image(im, w);
+}
+
+ImageList load_images(ByteReader& r) {
+  const uint64_t n = r.u64();
+  if (n > r.remaining() / 20) throw CacheFormatError("truncated image list");
+  ImageList list(static_cast<size_t>(n));
+  for (image::Image& im : list) im = load_image(r);
+  return list;
+}
+
+uint64_t images_bytes(const ImageList& list) {
+  uint64_t b = 8;
+  for (const image::Image& im : list) b += image_bytes(im);
+  return b;
+}
+
+void save_bakes(const BakeList& list, ByteWriter& w) {
+  w.u64(list.size());
+  for (const render::BackProjection& b : list) {
+    save_image(b.texture, w);
+    save_image(b.cos, w);
+    save_image(b.boundary, w);
+  }
+}
+
+BakeList load_bakes(ByteReader& r) {
+  const uint64_t n = r.u64();
+  if (n > r.remaining() / 60) throw CacheFormatError("truncated bake list");
+  BakeList list(static_cast<size_t>(n));
+  for (render::BackProjection& b : list) {
+    b.texture = load_image(r);
+    b.cos = load_image(r);
+    b.boundary = load_image(r);
+  }
+  return list;
+}
+
+uint64_t bakes_bytes(const BakeList& list) {
+  uint64_t b = 8;
+  for (const render::BackProjection& p : list)
+    b += image_bytes(p.texture) + image_bytes(p.cos) + image_bytes(p.boundary);
+  return b;
+}
+
+void save_merged(const render::MergeResult& m, ByteWriter& w) {
+  save_image(m.texture, w);
+  save_image(m.weight, w);
+  w.vec(m.trust_mask);
+  w.u64(m.views.size());
+  for (const render::MergeViewStat& s : m.views) {
+    w.u64(s.texels_with_weight);
+    w.u64(s.already_painted);
+    w.pod(s.ratio);
+    w.boolean(s.skipped);
+  }
+}
+
+render::MergeResult load_merged(ByteReader& r) {
+  render::MergeResult m;
+  m.texture = load_image(r);
+  m.weight = load_image(r);
+  m.trust_mask = r.vec<uint8_t>();
+  const uint64_t n = r.u64();
+  if (n > r.remaining() / 21) throw CacheFormatError("truncated merge statistics");
+  m.views.resize(static_cast<size_t>(n));
+  for (render::MergeViewStat& s : m.views) {
+    s.texels_with_weight = r.u64();
+    s.already_painted = r.u64();
+    s.ratio = r.pod<float>();
+    s.skipped = r.boolean();
+  }
+  return m;
+}
+
+void save_inpaint_report(const render::InpaintReport& rep, ByteWriter& w) {
+  for (size_t v : {rep.chart_texels, rep.view_texels, rep.vertex_texels, rep.image_texels,
+                   rep.gutter_texels, rep.vertices_unreached})
+    w.u64(v);
+}
+
+render::InpaintReport load_inpaint_report(ByteReader& r) {
+  render::InpaintReport rep;
+  for (size_t* v : {&rep.chart_texels, &rep.view_texels, &rep.vertex_texels, &rep.image_texels,
+                    &rep.gutter_texels, &rep.vertices_unreached})
+    *v = static_cast<size_t>(r.u64());
+  return rep;
+}
+
+void save_tensor(const models::Tensor& t, ByteWriter& w) {
+  w.boolean(!t.empty());
+  if (t.empty()) return;
+  w.u32(static_cast<uint32_t>(t.rank()));
+  for (int64_t d : t.shape().dims()) w.i64(d);
+  const auto span = t.span();
+  w.u64(span.size());
+  w.raw(span.data(), span.size_bytes());
+}
+
+models::Tensor load_tensor(ByteReader& r) {
+  if (!r.boolean()) return models::Tensor();
+  const uint32_t rank = r.u32();
+  if (rank > static_cast<uint32_t>(models::Shape::kMaxRank)) throw CacheFormatError("bad rank");
+  std::vector<int64_t> dims(rank);
+  for (int64_t& d : dims) {
+    d = r.i64();
+    if (d < 0) throw CacheFormatError("negative dimension");
+  }
+  const models::Shape shape = models::Shape::from(dims);
+  const uint64_t n = r.u64();
+  if (n != static_cast<uint64_t>(shape.numel()) || n > r.remaining() / 4)
+    throw CacheFormatError("tensor size does not match its shape");
+  models::Tensor t(shape);
+  r.raw(t.data(), static_cast<size_t>(n) * sizeof(float));
+  return t;
+}
+
+void save_grid(const models::VolumeGrid& g, ByteWriter& w) {
+  w.i64(g.resolution);
+  w.pod(g.bbox_min);
+  w.pod(g.bbox_max);
+  w.vec(g.values);
+}
+
+models::VolumeGrid load_grid(ByteReader& r) {
+  models::VolumeGrid g;
+  g.resolution = static_cast<int>(r.i64());
+  g.bbox_min = r.pod<std::array<double, 3>>();
+  g.bbox_max = r.pod<std::array<double, 3>>();
+  g.values = r.vec<float>();
+  return g;
+}
+
+}  // namespace
+
+void register_port_codecs(pipeline::Registry& registry) {
+  registry.add_codec<mesh::Mesh>(1, save_mesh, load_mesh, mesh_bytes);
+  registry.add_codec<image::Image>(1, save_image, load_image, image_bytes);
+  registry.add_codec<mesh::NormalizeTransform>(1, save_transform, load_transform,
+                                               [](const mesh::NormalizeTransform&) { return 48; });
+  registry.add_codec<render::ViewSet>(1, save_views, load_views, [](const render::ViewSet& v) {
+    return 8 + 56 * static_cast<uint64_t>(v.views.size());
+  });
+  registry.add_codec<ImageList>(1, save_images, load_images, images_bytes);
+  registry.add_codec<BakeList>(1, save_bakes, load_bakes, bakes_bytes);
+  registry.add_codec<render::MergeResult>(
+      1, save_merged, load_merged, [](const render::MergeResult& m) {
+        return image_bytes(m.texture) + image_bytes(m.weight) + vec_bytes(m.trust_mask) + 8 +
+               21 * m.views.size();
+      });
+  registry.add_codec<render::InpaintReport>(1, save_inpaint_report, load_inpaint_report,
+                                            [](const render::InpaintReport&) { return 48; });
+  registry.add_codec<TextReport>(
+      1, [](const TextReport& t, ByteWriter& w) { w.str(t.text); },
+      [](ByteReader& r) { return TextReport{r.str()}; },
+      [](const TextReport& t) { return 8 + t.text.size(); });
+  registry.add_codec<models::Tensor>(1, save_tensor, load_tensor, [](const models::Tensor& t) {
+    return 48 + 4 * static_cast<uint64_t>(t.numel());
+  });
+  registry.add_codec<models::VolumeGrid>(1, save_grid, load_grid, [](const models::VolumeGrid& g) {
+    return 64 + vec_bytes(g.values);
+  });
+}
+
+}  // namespace gen3d::stages
