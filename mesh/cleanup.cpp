@@ -190,6 +190,10 @@ Mesh cleanup(const Mesh& mesh, const CleanupOptions& options, CleanupReport* rep
   if (uvs && mesh.uv_faces.size() != mesh.faces.size()) {
     throw MeshError("cleanup: uv_faces and faces differ in length");
   }
+  const bool materials = mesh.has_materials();
+  if (materials && mesh.face_materials.size() != mesh.faces.size()) {
+    throw MeshError("cleanup: face_materials and faces differ in length");
+  }
   for (const Tri& f : mesh.faces)
     for (uint32_t v : f)
       if (v >= nv) throw MeshError("cleanup: a face index is out of range");
@@ -287,10 +291,12 @@ Mesh cleanup(const Mesh& mesh, const CleanupOptions& options, CleanupReport* rep
     if (!keep[f]) continue;
     out.faces[w] = out.faces[f];
     if (uvs) out.uv_faces[w] = out.uv_faces[f];
+    if (materials) out.face_materials[w] = out.face_materials[f];
     ++w;
   }
   out.faces.resize(w);
   if (uvs) out.uv_faces.resize(w);
+  if (materials) out.face_materials.resize(w);
   if (options.orient_outward) rep.flipped_faces = orient_outward(out);
 
   if (options.remove_unreferenced) {

@@ -325,7 +325,7 @@ class SceneConverter {
       ++mesh_tris;
     }
     if (mesh_tris == 0) return;
-    faces_per_material_[m->mMaterialIndex] += mesh_tris;
+    face_material_.resize(out_.faces.size(), m->mMaterialIndex);
     uvs_.add(attrs.uvs);
     normals_.add(attrs.normals);
     colors_.add(attrs.colors);
@@ -347,8 +347,8 @@ class SceneConverter {
     return std::move(out_);
   }
 
-  // Triangles per material index, for choosing the texture.
-  const std::map<unsigned, size_t>& faces_per_material() const { return faces_per_material_; }
+  // The assimp material index of every face.
+  const std::vector<unsigned>& face_material() const { return face_material_; }
 
  private:
   struct MeshAttributes {
@@ -453,30 +453,53 @@ class SceneConverter {
   std::vector<uint32_t> color_count_;
   Presence uvs_, normals_, colors_;
   size_t dropped_ = 0;
-  std::map<unsigned, size_t> faces_per_material_;
+  std::vector<unsigned> face_material_;
 };
 
-// Step 4: one texture per Mesh, that of the material covering most faces.
-void attach_main_texture(const aiScene& scene, const std::map<unsigned, size_t>& faces_per_material,
-                         Mesh& mesh, const std::string& path) {
-  if (!mesh.has_uvs() || faces_per_material.empty()) return;
-  const auto best = std::max_element(faces_per_material.begin(), faces_per_material.end(),
-                                     [](auto& a, auto& b) { return a.second < b.second; });
-  if (best->first >= scene.mNumMaterials) return;
-  mesh.texture = load_material_texture(scene, *scene.mMaterials[best->first], path);
-  size_t textured_materials = 0;
-  for (const auto& [mat, count] : faces_per_material) {
-    aiString ref;
-    const aiMaterial* am = mat < scene.mNumMaterials ? scene.mMaterials[mat] : nullptr;
-    if (am && (am->GetTexture(aiTextureType_BASE_COLOR, 0, &ref) == aiReturn_SUCCESS ||
-               am->GetTexture(aiTextureType_DIFFUSE, 0, &ref) == aiReturn_SUCCESS)) {
-      ++textured_materials;
+// The material's base-colour factor: glTF's baseColorFactor, else the diffuse colour (MTL Kd).
+Vec4 material_color(const aiMaterial& mat) {
+  aiColor4D c(1, 1, 1, 1);
+  if (mat.Get(AI_MATKEY_BASE_COLOR, c) != aiReturn_SUCCESS &&
+      mat.Get(AI_MATKEY_COLOR_DIFFUSE, c) != aiReturn_SUCCESS) {
+    return {1, 1, 1, 1};
+  }
+  const auto unit = [](float v) { return std::isfinite(v) ? std::clamp(v, 0.0f, 1.0f) : 1.0f; };
+  return {unit(c.r), unit(c.g), unit(c.b), unit(c.a)};
+}
+
+// Step 4: the materials. One material gives the mesh its texture (as every consumer expects of a
+// single-material mesh); several keep each face's own material, textures and colours alike, so a
+// render of the mesh shows every part as the file does.
+void attach_materials(const aiScene& scene, const std::vector<unsigned>& face_material, Mesh& mesh,
+                      const std::string& path) {
+  std::map<unsigned, uint32_t> slot;  // assimp material index -> index into mesh.materials
+  for (unsigned m : face_material) slot.emplace(m, 0);
+  if (slot.empty()) return;
+  const auto textures = [&](unsigned m) {
+    return mesh.has_uvs() && m < scene.mNumMaterials
+               ? load_material_texture(scene, *scene.mMaterials[m], path)
+               : nullptr;
+  };
+  if (slot.size() == 1) {
+    mesh.texture = textures(slot.begin()->first);
+    return;
+  }
+  for (auto& [m, index] : slot) {
+    index = uint32_t(mesh.materials.size());
+    Material mat;
+    if (m < scene.mNumMaterials) {
+      const aiMaterial& am = *scene.mMaterials[m];
+      mat.name = am.GetName().C_Str();
+      mat.base_color = material_color(am);
     }
+    mat.texture = textures(m);
+    mesh.materials.push_back(std::move(mat));
   }
-  if (textured_materials > 1 && mesh.texture) {
-    spdlog::warn("{}: {} textured materials; keeping only the texture of the largest one", path,
-                 textured_materials);
-  }
+  mesh.face_materials.resize(face_material.size());
+  for (size_t f = 0; f < face_material.size(); ++f) mesh.face_materials[f] = slot[face_material[f]];
+  size_t textured = 0;
+  for (const Material& mat : mesh.materials) textured += mat.texture != nullptr;
+  spdlog::debug("{}: {} materials ({} textured)", path, mesh.materials.size(), textured);
 }
 
 }  // namespace
@@ -490,7 +513,7 @@ Mesh load_mesh(const std::string& path) {
   SceneConverter converter(path);
   for (const Instance& inst : instances) converter.add_instance(scene, inst);
   Mesh mesh = converter.finish();
-  attach_main_texture(scene, converter.faces_per_material(), mesh, path);
+  attach_materials(scene, converter.face_material(), mesh, path);
   return mesh;
 }
 

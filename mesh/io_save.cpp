@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
@@ -53,6 +54,17 @@ void check_writable(const Mesh& mesh, const std::string& path) {
   }
   if (!mesh.colors.empty() && mesh.colors.size() != nv) {
     throw MeshError("cannot write '" + path + "': colors and positions differ in length");
+  }
+  if (mesh.has_materials()) {
+    if (mesh.face_materials.size() != mesh.faces.size()) {
+      throw MeshError("cannot write '" + path + "': face_materials and faces differ in length");
+    }
+    for (uint32_t m : mesh.face_materials) {
+      if (m >= mesh.materials.size()) {
+        throw MeshError("cannot write '" + path + "': a face uses material " + std::to_string(m) +
+                        " of " + std::to_string(mesh.materials.size()));
+      }
+    }
   }
 }
 
@@ -111,9 +123,23 @@ std::string build_glb(const Mesh& input, const std::string& path) {
   };
   constexpr int kFloat = 5126, kUint = 5125, kArray = 34962, kElements = 34963;
 
-  const size_t idx_acc =
-      add_accessor(add_view(mesh.faces.data(), mesh.faces.size() * sizeof(Tri), kElements), kUint,
-                   mesh.faces.size() * 3, "SCALAR");
+  // One primitive per material (or one for the whole mesh), sharing the vertex attributes; the
+  // index accessors come first.
+  std::vector<Material> materials = mesh.materials;
+  if (!mesh.has_materials()) materials = {Material{"material0", mesh.texture, {1, 1, 1, 1}}};
+  std::vector<std::optional<size_t>> index_accessor(materials.size());
+  for (size_t m = 0; m < materials.size(); ++m) {
+    std::vector<Tri> faces;
+    if (!mesh.has_materials()) {
+      faces = mesh.faces;
+    } else {
+      for (size_t f = 0; f < mesh.faces.size(); ++f)
+        if (mesh.face_materials[f] == m) faces.push_back(mesh.faces[f]);
+    }
+    if (faces.empty()) continue;
+    index_accessor[m] = add_accessor(add_view(faces.data(), faces.size() * sizeof(Tri), kElements),
+                                     kUint, faces.size() * 3, "SCALAR");
+  }
   json attributes;
   {
     Vec3 lo = mesh.positions[0], hi = mesh.positions[0];
@@ -149,24 +175,43 @@ std::string build_glb(const Mesh& input, const std::string& path) {
         add_accessor(add_view(c.data(), nv * sizeof(Vec4), kArray), kFloat, nv, "VEC4");
   }
 
-  json pbr = {{"metallicFactor", 0.0}, {"roughnessFactor", 1.0}};
   json doc = {{"asset", {{"version", "2.0"}, {"generator", "gen3d"}}},
               {"scene", 0},
               {"scenes", json::array({{{"nodes", {0}}}})},
               {"nodes", json::array({{{"mesh", 0}}})}};
-  if (mesh.texture && mesh.has_uvs()) {
-    const std::string png = image::encode_image(*mesh.texture, ".png", path + " (texture)");
-    const size_t view = add_view(png.data(), png.size(), 0);
-    doc["images"] = json::array({{{"bufferView", view}, {"mimeType", "image/png"}}});
-    doc["samplers"] = json::array({{{"magFilter", 9729}, {"minFilter", 9729}}});
-    doc["textures"] = json::array({{{"source", 0}, {"sampler", 0}}});
-    pbr["baseColorTexture"] = {{"index", 0}, {"texCoord", 0}};
+  // One glTF material per mesh material, each with its own texture.
+  json images = json::array(), textures = json::array(), gl_materials = json::array();
+  for (size_t m = 0; m < materials.size(); ++m) {
+    json pbr = {{"metallicFactor", 0.0}, {"roughnessFactor", 1.0}};
+    const Vec4& c = materials[m].base_color;
+    if (c != Vec4{1, 1, 1, 1}) pbr["baseColorFactor"] = {c[0], c[1], c[2], c[3]};
+    if (materials[m].texture && mesh.has_uvs()) {
+      const std::string png = image::encode_image(*materials[m].texture, ".png",
+                                                  path + " (texture " + std::to_string(m) + ")");
+      images.push_back(
+          {{"bufferView", add_view(png.data(), png.size(), 0)}, {"mimeType", "image/png"}});
+      textures.push_back({{"source", images.size() - 1}, {"sampler", 0}});
+      pbr["baseColorTexture"] = {{"index", textures.size() - 1}, {"texCoord", 0}};
+    }
+    const std::string name =
+        materials[m].name.empty() ? "material" + std::to_string(m) : materials[m].name;
+    gl_materials.push_back({{"name", name}, {"pbrMetallicRoughness", pbr}});
   }
-  doc["materials"] = json::array({{{"name", "material0"}, {"pbrMetallicRoughness", pbr}}});
-  doc["meshes"] = json::array({{{"primitives", json::array({{{"attributes", attributes},
-                                                             {"indices", idx_acc},
-                                                             {"material", 0},
-                                                             {"mode", 4}}})}}});
+  if (!images.empty()) {
+    doc["images"] = images;
+    doc["samplers"] = json::array({{{"magFilter", 9729}, {"minFilter", 9729}}});
+    doc["textures"] = textures;
+  }
+  doc["materials"] = gl_materials;
+  json primitives = json::array();
+  for (size_t m = 0; m < materials.size(); ++m) {
+    if (!index_accessor[m]) continue;
+    primitives.push_back({{"attributes", attributes},
+                          {"indices", *index_accessor[m]},
+                          {"material", m},
+                          {"mode", 4}});
+  }
+  doc["meshes"] = json::array({{{"primitives", primitives}}});
   pad4(bin, '\0');
   doc["accessors"] = accessors;
   doc["bufferViews"] = views;
@@ -293,6 +338,10 @@ void save_mesh(const Mesh& mesh, const std::string& path) {
   check_writable(mesh, path);
   if (mesh.texture && !mesh.has_uvs()) {
     spdlog::warn("{}: the mesh has a texture but no UVs; writing it without the texture", path);
+  }
+  if (mesh.has_materials() && ext != ".glb") {
+    spdlog::warn("{}: {} materials; only .glb keeps several, writing the geometry without them",
+                 path, mesh.materials.size());
   }
   std::error_code ec;
   const fs::path dir = fs::path(path).parent_path();

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "image/image.h"
@@ -14,6 +15,14 @@ using Vec2 = std::array<float, 2>;
 using Vec3 = std::array<float, 3>;
 using Vec4 = std::array<float, 4>;
 using Tri = std::array<uint32_t, 3>;
+
+// One surface material: the base colour comes from its texture (sampled at the face's UVs) when it
+// has one, else from the vertex colours when the mesh has them, else from `base_color`.
+struct Material {
+  std::string name;
+  std::shared_ptr<const image::Image> texture;  // may be null
+  Vec4 base_color{1, 1, 1, 1};                  // glTF baseColorFactor / MTL Kd
+};
 
 // UVs have their own index buffer (like OBJ's vt): uv_faces[f][k] indexes `uvs` for corner k of
 // face f. This keeps positions welded (normals, connectivity) while UV seams stay exact; the baker
@@ -26,11 +35,16 @@ struct Mesh {
                                 // normalize_mesh (the renderer's convention, see render/)
   std::vector<Tri> uv_faces;    // empty or F x 3, corner -> index into uvs
   std::vector<Vec4> colors;     // empty or V x 4, RGBA in [0, 1]
-  std::shared_ptr<const image::Image> texture;  // optional base-colour texture
+  std::shared_ptr<const image::Image> texture;  // optional base-colour texture of every face
+  // Several materials (as loaded from a file that has them): face f uses
+  // materials[face_materials[f]] and `texture` is null. Both empty for a single-material mesh.
+  std::vector<Material> materials;
+  std::vector<uint32_t> face_materials;  // empty or F
 
   size_t vertex_count() const { return positions.size(); }
   size_t face_count() const { return faces.size(); }
   bool has_uvs() const { return !uv_faces.empty(); }
+  bool has_materials() const { return !face_materials.empty(); }
 
   // Content hash of positions, faces and UVs: equal meshes give equal fingerprints. Used as a cache
   // key by the renderer, so it must change whenever the geometry does.

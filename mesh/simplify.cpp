@@ -27,8 +27,9 @@ Mesh simplify(const Mesh& mesh, const SimplifyOptions& options, SimplifyReport* 
           : size_t(std::llround(double(options.target_ratio) * double(mesh.faces.size())));
 
   // meshopt detects seams from vertices that share a position but not their other attributes, so
-  // the seam-split copy keeps every UV island's boundary.
-  const bool seams = options.preserve_uv_seams && mesh.has_uvs();
+  // the seam-split copy keeps every UV island's boundary and every material's border.
+  const bool materials = mesh.has_materials();
+  const bool seams = (options.preserve_uv_seams && mesh.has_uvs()) || materials;
   std::vector<uint32_t> source;  // split vertex -> position index
   const Mesh work = seams ? split_uv_seams(mesh, &source) : mesh;
 
@@ -46,10 +47,11 @@ Mesh simplify(const Mesh& mesh, const SimplifyOptions& options, SimplifyReport* 
 
   Mesh out;
   out.texture = mesh.texture;
+  out.materials = mesh.materials;
   out.positions = mesh.positions;
   out.colors = mesh.colors;
   out.faces.resize(n / 3);
-  if (seams) {
+  if (seams && mesh.has_uvs()) {
     out.uvs = work.uvs;  // one per split vertex
     out.uv_faces.resize(n / 3);
   } else if (mesh.has_uvs()) {
@@ -67,8 +69,15 @@ Mesh simplify(const Mesh& mesh, const SimplifyOptions& options, SimplifyReport* 
     for (int k = 0; k < 3; ++k) {
       const uint32_t v = out_idx[3 * f + k];
       out.faces[f][k] = seams ? source[v] : v;
-      if (seams) out.uv_faces[f][k] = v;
+      if (seams && mesh.has_uvs()) out.uv_faces[f][k] = v;
     }
+  }
+  if (materials) {  // every split vertex belongs to one material: read it off any face using it
+    std::vector<uint32_t> material_of(work.positions.size(), 0);
+    for (size_t f = 0; f < work.faces.size(); ++f)
+      for (uint32_t v : work.faces[f]) material_of[v] = work.face_materials[f];
+    out.face_materials.resize(n / 3);
+    for (size_t f = 0; f < n / 3; ++f) out.face_materials[f] = material_of[out_idx[3 * f]];
   }
   CleanupOptions tidy;  // only drop what no face uses; geometry decisions were meshopt's
   tidy.remove_degenerate = false;

@@ -77,7 +77,8 @@ struct UnwrapMetrics {
 };
 
 struct UnwrapResult {
-  Mesh mesh;  // input with new uvs / uv_faces (positions and faces untouched)
+  Mesh mesh;  // input with new uvs / uv_faces (positions and faces untouched); the textures that
+              // mapped through the old UVs are dropped, face materials kept
   std::vector<uint32_t> face_chart;  // chart id of every face
   UnwrapMetrics metrics;
 };

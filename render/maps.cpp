@@ -197,16 +197,63 @@ void sample_bicubic(const image::Image& image, float x, float y, float* out) {
   }
 }
 
-image::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float background) {
-  check_mesh_for_raster("albedo_map", mesh, raster);
-  const bool textured = mesh.texture && !mesh.texture->empty() && mesh.has_uvs();
-  if (!textured && mesh.colors.size() != mesh.positions.size()) {
-    throw RenderError("albedo_map: the mesh has neither a texture with UVs nor vertex colours");
-  }
-  if (textured && mesh.texture->channels < 3) {
-    throw RenderError("albedo_map: texture has " + std::to_string(mesh.texture->channels) +
+namespace {
+
+// Where each face's base colour comes from: a texture, the vertex colours or a constant colour.
+struct FaceColorSource {
+  const image::Image* texture = nullptr;
+  bool vertex_colors = false;
+  mesh::Vec4 color{1, 1, 1, 1};
+};
+
+void check_albedo_texture(const image::Image& tex) {
+  if (tex.channels < 3) {
+    throw RenderError("albedo_map: texture has " + std::to_string(tex.channels) +
                       " channels, expected 3 or 4");
   }
+}
+
+// One source per material (or one for the whole mesh), so the per-pixel loop only indexes.
+std::vector<FaceColorSource> color_sources(const mesh::Mesh& mesh) {
+  const bool colors = mesh.colors.size() == mesh.positions.size();
+  const auto usable = [&](const auto& tex) { return tex && !tex->empty() && mesh.has_uvs(); };
+  if (!mesh.has_materials()) {
+    if (usable(mesh.texture)) {
+      check_albedo_texture(*mesh.texture);
+      return {FaceColorSource{mesh.texture.get(), false, {}}};
+    }
+    if (!colors) {
+      throw RenderError("albedo_map: the mesh has neither a texture with UVs nor vertex colours");
+    }
+    return {FaceColorSource{nullptr, true, {}}};
+  }
+  if (mesh.face_materials.size() != mesh.faces.size()) {
+    throw RenderError("albedo_map: face_materials has " +
+                      std::to_string(mesh.face_materials.size()) + " entries for " +
+                      std::to_string(mesh.faces.size()) + " faces");
+  }
+  std::vector<FaceColorSource> sources;
+  for (const mesh::Material& m : mesh.materials) {
+    FaceColorSource s{nullptr, false, m.base_color};
+    if (usable(m.texture)) {
+      check_albedo_texture(*m.texture);
+      s.texture = m.texture.get();
+    } else {
+      s.vertex_colors = colors;
+    }
+    sources.push_back(s);
+  }
+  for (uint32_t m : mesh.face_materials) {
+    if (m >= sources.size()) throw RenderError("albedo_map: a face's material is out of range");
+  }
+  return sources;
+}
+
+}  // namespace
+
+image::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float background) {
+  check_mesh_for_raster("albedo_map", mesh, raster);
+  const std::vector<FaceColorSource> sources = color_sources(mesh);
   image::Image img(raster.width, raster.height, 3);
   for_each_pixel(raster, [&](size_t p) {
     float* dst = img.pixels.data() + p * 3;
@@ -215,11 +262,13 @@ image::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float back
       dst[0] = dst[1] = dst[2] = background;
       return;
     }
+    const size_t face = size_t(id - 1);
+    const FaceColorSource& src = sources[mesh.has_materials() ? mesh.face_materials[face] : 0];
     const float* b = &raster.bary[p * 3];
-    if (textured) {
-      const image::Image& tex = *mesh.texture;
+    if (src.texture) {
+      const image::Image& tex = *src.texture;
       const auto uv =
-          interpolate_pixel<2>(b, std::span<const mesh::Vec2>(mesh.uvs), mesh.uv_faces[id - 1]);
+          interpolate_pixel<2>(b, std::span<const mesh::Vec2>(mesh.uvs), mesh.uv_faces[face]);
       float s[4];
       // UVs outside [0, 1] repeat, as glTF's default sampler and most OBJ viewers do.
       const auto wrap = [](float t) { return t >= 0.0f && t <= 1.0f ? t : t - std::floor(t); };
@@ -227,12 +276,16 @@ image::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float back
       dst[0] = s[0];
       dst[1] = s[1];
       dst[2] = s[2];
-    } else {
+    } else if (src.vertex_colors) {
       const auto c =
-          interpolate_pixel<4>(b, std::span<const mesh::Vec4>(mesh.colors), mesh.faces[id - 1]);
+          interpolate_pixel<4>(b, std::span<const mesh::Vec4>(mesh.colors), mesh.faces[face]);
       dst[0] = c[0];
       dst[1] = c[1];
       dst[2] = c[2];
+    } else {
+      dst[0] = src.color[0];
+      dst[1] = src.color[1];
+      dst[2] = src.color[2];
     }
   });
   return img;

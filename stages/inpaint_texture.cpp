@@ -49,7 +49,9 @@ class InpaintTexture final : public pipeline::Stage {
     auto texture = std::make_shared<image::Image>(
         render::inpaint_texture(*m, rgb, merged->trust_mask, uv.get(), options, report.get()));
     auto textured = std::make_shared<mesh::Mesh>(*m);
-    textured->texture = texture;
+    textured->texture = texture;  // the new texture covers every face: one material now
+    textured->materials.clear();
+    textured->face_materials.clear();
     textured->colors.clear();
     ctx.out("mesh", std::move(textured));
     ctx.out("texture", std::move(texture));

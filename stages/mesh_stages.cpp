@@ -70,11 +70,13 @@ class MeshInfo final : public pipeline::Stage {
         "{}: {} vertices, {} faces, uvs: {}, texture: {}, bounds [{:.4g} {:.4g} {:.4g}] .. "
         "[{:.4g} {:.4g} {:.4g}]",
         ctx.node_id(), m->vertex_count(), m->face_count(), m->has_uvs() ? "yes" : "no",
-        m->texture ? std::to_string(m->texture->width) + "x" + std::to_string(m->texture->height)
-                   : "none",
+        m->has_materials() ? std::to_string(m->materials.size()) + " materials"
+        : m->texture ? std::to_string(m->texture->width) + "x" + std::to_string(m->texture->height)
+                     : "none",
         lo[0], lo[1], lo[2], hi[0], hi[1], hi[2]);
     ctx.gauge("mesh.vertices", static_cast<double>(m->vertex_count()));
     ctx.gauge("mesh.faces", static_cast<double>(m->face_count()));
+    ctx.gauge("mesh.materials", static_cast<double>(std::max<size_t>(m->materials.size(), 1)));
     ctx.gauge("mesh.extent", std::max({hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]}));
     ctx.out("mesh", m);
   }

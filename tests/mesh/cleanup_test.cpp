@@ -51,6 +51,19 @@ TEST(Cleanup, RemovesDegenerateAndDuplicateFaces) {
   EXPECT_EQ(out.positions.size(), 8u);
 }
 
+TEST(Cleanup, FaceMaterialsFollowTheirFaces) {
+  Mesh m = testing::textured_cube();
+  m.materials = {Material{"even", nullptr, {1, 1, 1, 1}}, Material{"odd", nullptr, {0, 0, 0, 1}}};
+  for (size_t f = 0; f < m.faces.size(); ++f) m.face_materials.push_back(uint32_t(f % 2));
+  m.faces.insert(m.faces.begin(), {0, 0, 1});  // a degenerate face first shifts every other face
+  m.uv_faces.insert(m.uv_faces.begin(), {0, 0, 1});
+  m.face_materials.insert(m.face_materials.begin(), 1);
+  const Mesh out = cleanup(m, {});
+  ASSERT_EQ(out.faces.size(), 12u);
+  ASSERT_EQ(out.face_materials.size(), 12u);
+  for (size_t f = 0; f < out.faces.size(); ++f) EXPECT_EQ(out.face_materials[f], f % 2) << f;
+}
+
 TEST(Cleanup, AreaThresholdCatchesSlivers) {
   Mesh m;
   m.positions = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {0.5f, 1e-4f, 0}};

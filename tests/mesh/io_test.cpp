@@ -83,7 +83,9 @@ TEST_P(LoadAssimpFiles, LoadsConsistentWeldedMesh) {
   expect_welded(m);
   EXPECT_GE(m.faces.size(), c.min_faces) << c.path;
   EXPECT_EQ(m.has_uvs(), c.uvs) << c.path;
-  EXPECT_EQ(m.texture != nullptr, c.texture) << c.path;
+  bool textured = m.texture != nullptr;
+  for (const Material& mat : m.materials) textured |= mat.texture != nullptr;
+  EXPECT_EQ(textured, c.texture) << c.path;
 }
 
 INSTANTIATE_TEST_SUITE_P(Mesh, LoadAssimpFiles,
@@ -129,18 +131,39 @@ TEST(LoadMesh, ObjVertexColoursAreKept) {
   EXPECT_GT(distinct.size(), 1u);
 }
 
-TEST(LoadMesh, WindowsTexturePathIsResolved) {
-  // spider.mtl references ".\\SpiderTex.jpg"-style paths.
+TEST(LoadMesh, EveryMaterialKeepsItsTexture) {
+  // spider.mtl gives five materials, four with textures under Windows-style ".\\x.jpg" paths.
   const Mesh m = load_mesh(asset("OBJ/spider.obj"));
-  ASSERT_TRUE(m.texture);
-  bool matches_some_jpg = false;
-  for (const char* f : {"wal67ar_small.jpg", "wal69ar_small.jpg", "SpiderTex.jpg", "drkwood2.jpg",
-                        "engineflare1.jpg"}) {
-    const image::Image img = image::load_image(asset(std::string("OBJ/") + f));
-    matches_some_jpg |= img.width == m.texture->width && img.height == m.texture->height &&
-                        img.pixels == m.texture->pixels;
+  EXPECT_FALSE(m.texture);
+  ASSERT_EQ(m.face_materials.size(), m.faces.size());
+  std::set<std::string> textures_found;
+  for (const Material& mat : m.materials) {
+    if (!mat.texture) continue;
+    for (const char* f : {"wal67ar_small.jpg", "wal69ar_small.jpg", "SpiderTex.jpg", "drkwood2.jpg",
+                          "engineflare1.jpg"}) {
+      const image::Image img = image::load_image(asset(std::string("OBJ/") + f));
+      if (img.width == mat.texture->width && img.height == mat.texture->height &&
+          img.pixels == mat.texture->pixels) {
+        textures_found.insert(f);
+      }
+    }
   }
-  EXPECT_TRUE(matches_some_jpg);
+  std::set<uint32_t> used(m.face_materials.begin(), m.face_materials.end());
+  EXPECT_EQ(used.size(), m.materials.size());  // only materials some face uses
+  EXPECT_GE(textures_found.size(), 4u);
+  EXPECT_EQ(textures_found.size(), m.materials.size());
+}
+
+TEST(LoadMesh, UntexturedMaterialsKeepTheirColours) {
+  const std::string dir = test::temp_dir("mesh_io_kd_materials");
+  std::ofstream(dir + "/two.mtl") << "newmtl red\nKd 1 0 0\nnewmtl blue\nKd 0 0 1\n";
+  std::ofstream(dir + "/two.obj") << "mtllib two.mtl\nv 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\n"
+                                     "usemtl red\nf 1 2 3\nusemtl blue\nf 1 3 4\n";
+  const Mesh m = load_mesh(dir + "/two.obj");
+  ASSERT_EQ(m.materials.size(), 2u);
+  ASSERT_EQ(m.face_materials.size(), 2u);
+  EXPECT_EQ(m.materials[m.face_materials[0]].base_color, (Vec4{1, 0, 0, 1}));
+  EXPECT_EQ(m.materials[m.face_materials[1]].base_color, (Vec4{0, 0, 1, 1}));
 }
 
 TEST(LoadMesh, EmbeddedGlbTextureIsDecoded) {
@@ -235,6 +258,27 @@ TEST(SaveMesh, GlbRoundTripKeepsGeometryUvsAndTexture) {
   EXPECT_EQ(back.normals.size(), back.positions.size());
 }
 
+TEST(SaveMesh, GlbRoundTripKeepsEveryMaterial) {
+  const Mesh spider = load_mesh(asset("OBJ/spider.obj"));
+  const std::string path = test::temp_dir("mesh_io_glb_materials") + "/spider.glb";
+  save_mesh(spider, path);
+  const Mesh back = load_mesh(path);
+  expect_consistent(back, path);
+  ASSERT_EQ(back.materials.size(), spider.materials.size());
+  ASSERT_EQ(back.faces.size(), spider.faces.size());
+  // Faces per material and each material's texture survive (faces may come back reordered).
+  for (size_t k = 0; k < spider.materials.size(); ++k) {
+    const auto count = [](const Mesh& m, uint32_t mat) {
+      return std::count(m.face_materials.begin(), m.face_materials.end(), mat);
+    };
+    EXPECT_EQ(count(back, uint32_t(k)), count(spider, uint32_t(k))) << k;
+    ASSERT_EQ(bool(back.materials[k].texture), bool(spider.materials[k].texture)) << k;
+    if (spider.materials[k].texture) {
+      EXPECT_EQ(back.materials[k].texture->width, spider.materials[k].texture->width) << k;
+    }
+  }
+}
+
 TEST(SaveMesh, ObjRoundTripWritesMtlAndPng) {
   const Mesh cube = testing::textured_cube();
   const std::string dir = test::temp_dir("mesh_io_obj");
@@ -303,6 +347,19 @@ TEST(SplitUvSeams, OneUvPerVertex) {
   ASSERT_EQ(src.size(), s.positions.size());
   for (size_t v = 0; v < src.size(); ++v) EXPECT_EQ(s.positions[v], cube.positions[src[v]]);
   EXPECT_EQ(corner_set(s), corner_set(cube));
+}
+
+TEST(SplitUvSeams, MaterialBordersSplitVertices) {
+  Mesh quad;  // two triangles sharing an edge, one material each, no UVs
+  quad.positions = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {0, 1, 0}};
+  quad.faces = {{0, 1, 2}, {0, 2, 3}};
+  quad.materials = {Material{"a", nullptr, {1, 0, 0, 1}}, Material{"b", nullptr, {0, 0, 1, 1}}};
+  quad.face_materials = {0, 1};
+  std::vector<uint32_t> src;
+  const Mesh s = split_uv_seams(quad, &src);
+  EXPECT_EQ(s.positions.size(), 6u);  // the shared edge's two vertices, once per material
+  EXPECT_EQ(s.face_materials, quad.face_materials);
+  EXPECT_TRUE(s.uvs.empty());
 }
 
 // ---- Khronos glTF validator (node + npm package gltf-validator) ----

@@ -127,6 +127,35 @@ TEST(Simplify, KeepsTextureAndColours) {
   EXPECT_TRUE(out.normals.empty());  // stale after simplification: recompute
 }
 
+TEST(Simplify, KeepsEveryFacesMaterial) {
+  Mesh m = two_chart_sphere();
+  m.materials = {Material{"top", nullptr, {1, 0, 0, 1}}, Material{"bottom", nullptr, {0, 0, 1, 1}}};
+  m.face_materials.resize(m.faces.size());
+  for (size_t f = 0; f < m.faces.size(); ++f) {  // material by the face centre's height
+    float y = 0;
+    for (uint32_t v : m.faces[f]) y += m.positions[v][1];
+    m.face_materials[f] = y >= 0 ? 0 : 1;
+  }
+  SimplifyOptions o;
+  o.target_ratio = 0.3f;
+  const Mesh out = simplify(m, o);
+  ASSERT_EQ(out.face_materials.size(), out.faces.size());
+  EXPECT_EQ(out.materials.size(), 2u);
+  size_t both[2] = {0, 0};
+  for (size_t f = 0; f < out.faces.size(); ++f) {
+    float y = 0;
+    for (uint32_t v : out.faces[f]) y += out.positions[v][1];
+    ++both[out.face_materials[f]];
+    // The border between materials is kept, so every face stays on its own side.
+    if (std::abs(y) > 1e-4f)
+      EXPECT_EQ(out.face_materials[f], y > 0 ? 0u : 1u) << f;
+    else
+      EXPECT_LT(out.face_materials[f], 2u);
+  }
+  EXPECT_GT(both[0], 0u);
+  EXPECT_GT(both[1], 0u);
+}
+
 TEST(Simplify, RejectsBadArguments) {
   SimplifyOptions o;
   o.target_ratio = 0.0f;

@@ -115,6 +115,37 @@ TEST(Maps, AlbedoSamplesTextureBilinearly) {
   EXPECT_THROW(albedo_map(m, r), RenderError);
 }
 
+TEST(Maps, AlbedoTakesEachFacesOwnMaterial) {
+  mesh::Mesh m = front_quad();
+  auto green = std::make_shared<image::Image>(2, 2, 3, 0.0f);
+  for (size_t i = 1; i < green->pixels.size(); i += 3) green->pixels[i] = 1.0f;
+  m.materials = {mesh::Material{"flat", nullptr, {0.25f, 0.5f, 0.75f, 1}},
+                 mesh::Material{"textured", green, {1, 1, 1, 1}}};
+  m.face_materials = {0, 1};
+  const Raster r = rasterize_uv(m, 9, 9);
+  const image::Image a = albedo_map(m, r, 0.0f);
+  size_t seen[2] = {0, 0};
+  for (size_t p = 0; p < r.face_id.size(); ++p) {
+    if (r.face_id[p] == 0) continue;
+    const int face = r.face_id[p] - 1;
+    const mesh::Vec3 want = face == 0 ? mesh::Vec3{0.25f, 0.5f, 0.75f} : mesh::Vec3{0, 1, 0};
+    for (int c = 0; c < 3; ++c) EXPECT_NEAR(a.pixels[p * 3 + c], want[c], 1e-6f) << p;
+    ++seen[face];
+  }
+  EXPECT_GT(seen[0], 0u);
+  EXPECT_GT(seen[1], 0u);
+  // An untextured material takes the vertex colours when the mesh has them.
+  m.colors.assign(4, {1, 0, 0, 1});
+  const image::Image c = albedo_map(m, r, 0.0f);
+  for (size_t p = 0; p < r.face_id.size(); ++p) {
+    if (r.face_id[p] != 1) continue;
+    EXPECT_NEAR(c.pixels[p * 3], 1.0f, 1e-6f);
+    EXPECT_NEAR(c.pixels[p * 3 + 2], 0.0f, 1e-6f);
+  }
+  m.face_materials = {0, 2};
+  EXPECT_THROW(albedo_map(m, r), RenderError);
+}
+
 TEST(Maps, TexelMapsInterpolatePositionsAndNormals) {
   const mesh::Mesh m = front_quad();
   const Raster r = rasterize_uv(m, 17, 17);
