@@ -15,6 +15,7 @@
 
 #include "models/core/blas_threads.h"
 #include "models/core/error.h"
+#include "models/kernels/dnnl_matmul.h"
 #include "models/kernels/elementwise.h"
 #include "models/kernels/flops.h"
 #include "models/kernels/linear.h"
@@ -114,10 +115,23 @@ ConvWeight pack_conv_weight(const float* oihw, const float* bias, std::int64_t c
   return p;
 }
 
+void to_bf16(ConvWeight& wt) {
+  if (wt.w.empty()) return;
+  wt.bf16 = std::make_shared<const Bf16ConvWeight>(
+      wt.w.data(), wt.bias.empty() ? nullptr : wt.bias.data(), wt.cout, wt.cin, wt.kh, wt.kw);
+  wt.w = {};
+  wt.bias = {};
+}
+
 void conv2d(float* y, const float* x, std::int64_t batch, std::int64_t h, std::int64_t w,
             const ConvWeight& wt, const ConvGeometry& g) {
   const std::int64_t oh = g.out_h(h, wt.kh), ow = g.out_w(w, wt.kw);
   if (batch <= 0 || oh <= 0 || ow <= 0 || wt.cout <= 0) return;
+  if (wt.bf16) {
+    conv2d_bf16(y, x, batch, h, w, *wt.bf16, g.stride, g.pad_top, g.pad_bottom, g.pad_left,
+                g.pad_right);
+    return;
+  }
   const std::int64_t pixels = batch * oh * ow, cout = wt.cout;
   const float* bias = wt.bias.empty() ? nullptr : wt.bias.data();
   const bool pointwise = wt.kh == 1 && wt.kw == 1 && g.stride == 1 && g.pad_top == 0 &&

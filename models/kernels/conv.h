@@ -7,16 +7,24 @@
 // packed once as (Cout, kh, kw, Cin). ref:: are plain loops (double accumulation) for tests.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace gen3d::models::kernels {
 
-// A convolution's weights, packed once at load time.
+class Bf16ConvWeight;  // dnnl_matmul.h
+
+// A convolution's weights, packed once at load time. With `bf16` set (the bf16 precision mode)
+// `w` and `bias` are empty and conv2d runs oneDNN's bf16 convolution (float32 accumulation).
 struct ConvWeight {
   std::int64_t cout = 0, cin = 0, kh = 0, kw = 0;
   std::vector<float> w;     // (cout, kh, kw, cin), row-major
   std::vector<float> bias;  // cout, or empty
+  std::shared_ptr<const Bf16ConvWeight> bf16;
 };
+
+// Moves `wt`'s float32 weights into a bf16 oneDNN-packed copy (frees the float32 ones).
+void to_bf16(ConvWeight& wt);
 
 // Packs PyTorch's (O, I, kh, kw) weight (and optional bias[O]).
 ConvWeight pack_conv_weight(const float* oihw, const float* bias, std::int64_t cout,

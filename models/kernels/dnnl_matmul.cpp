@@ -226,6 +226,126 @@ void linear_bf16(float* y, i64 ldy, const float* x, i64 ldx, const Bf16Weight& w
   stream().wait();
 }
 
+// ---- convolutions ----------------------------------------------------------------------------
+
+namespace {
+
+struct ConvKey {
+  i64 n, h, w, cin, cout, kh, kw, stride, pt, pb, pl, pr;
+  bool bias;
+  auto tie() const { return std::tie(n, h, w, cin, cout, kh, kw, stride, pt, pb, pl, pr, bias); }
+  bool operator<(const ConvKey& o) const { return tie() < o.tie(); }
+};
+struct ConvPrim {
+  dnnl::convolution_forward::primitive_desc pd;
+  dnnl::convolution_forward prim;
+};
+std::shared_mutex g_conv_mu;
+std::map<ConvKey, std::shared_ptr<ConvPrim>> g_convs;
+
+dnnl::convolution_forward::primitive_desc make_conv_pd(const ConvKey& k) {
+  const i64 oh = (k.h + k.pt + k.pb - k.kh) / k.stride + 1;
+  const i64 ow = (k.w + k.pl + k.pr - k.kw) / k.stride + 1;
+  const memory::desc src({k.n, k.cin, k.h, k.w}, dt::bf16, memory::format_tag::nhwc);
+  const memory::desc wei({k.cout, k.cin, k.kh, k.kw}, dt::bf16, memory::format_tag::any);
+  const memory::desc dst({k.n, k.cout, oh, ow}, dt::f32, memory::format_tag::nhwc);
+  const memory::dims strides{k.stride, k.stride}, pl{k.pt, k.pl}, pr{k.pb, k.pr};
+  if (k.bias) {
+    const memory::desc b({k.cout}, dt::f32, memory::format_tag::a);
+    return dnnl::convolution_forward::primitive_desc(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                        dnnl::algorithm::convolution_direct, src, wei, b, dst,
+                                        strides, pl, pr),
+        engine());
+  }
+  return dnnl::convolution_forward::primitive_desc(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                      dnnl::algorithm::convolution_direct, src, wei, dst, strides,
+                                      pl, pr),
+      engine());
+}
+
+std::shared_ptr<ConvPrim> conv_prim(const ConvKey& key) {
+  {
+    std::shared_lock lock(g_conv_mu);
+    auto it = g_convs.find(key);
+    if (it != g_convs.end()) return it->second;
+  }
+  auto p = std::make_shared<ConvPrim>();
+  p->pd = make_conv_pd(key);
+  p->prim = dnnl::convolution_forward(p->pd);
+  std::unique_lock lock(g_conv_mu);
+  return g_convs.emplace(key, std::move(p)).first->second;
+}
+
+}  // namespace
+
+struct Bf16ConvWeight::Impl : Bf16Weight::Impl {};
+
+Bf16ConvWeight::Bf16ConvWeight(const float* ohwi, const float* b, i64 co, i64 ci, i64 h, i64 w)
+    : cout(co), cin(ci), kh(h), kw(w), impl_(std::make_unique<Impl>()) {
+  if (co <= 0 || ci <= 0 || h <= 0 || w <= 0) throw ModelError("Bf16ConvWeight: empty weight");
+  if (b) bias.assign(b, b + co);
+  std::vector<std::uint16_t> bits(static_cast<std::size_t>(co * h * w * ci));
+  round_rows(bits.data(), ohwi, 1, static_cast<i64>(bits.size()), 0);
+  const memory::desc plain({co, ci, h, w}, dt::bf16, memory::format_tag::ohwi);
+  memory src(plain, engine(), bits.data());
+  // The layout a 64 x 64 map prefers (others are reordered once on first use).
+  const ConvKey key{1, 64, 64, ci, co, h, w, 1, (h - 1) / 2, h / 2, (w - 1) / 2, w / 2, false};
+  const auto pd = make_conv_pd(key);
+  memory dst(pd.weights_desc(), engine());
+  {
+    ThreadGrant grant;
+    dnnl::reorder(src, dst).execute(stream(), src, dst);
+    stream().wait();
+  }
+  impl_->packed.emplace_back(pd.weights_desc(), std::move(dst));
+}
+
+Bf16ConvWeight::~Bf16ConvWeight() = default;
+
+std::size_t Bf16ConvWeight::bytes() const {
+  std::lock_guard lock(impl_->mu);
+  std::size_t b = bias.size() * sizeof(float);
+  for (const auto& [d, m] : impl_->packed) b += d.get_size();
+  return b;
+}
+
+std::vector<std::uint16_t> Bf16ConvWeight::plain() const {
+  std::vector<std::uint16_t> bits(static_cast<std::size_t>(cout * kh * kw * cin));
+  const memory::desc plain({cout, cin, kh, kw}, dt::bf16, memory::format_tag::ohwi);
+  memory dst(plain, engine(), bits.data());
+  std::lock_guard lock(impl_->mu);
+  memory& src = impl_->packed.front().second;
+  dnnl::reorder(src, dst).execute(stream(), src, dst);
+  stream().wait();
+  return bits;
+}
+
+void conv2d_bf16(float* y, const float* x, i64 batch, i64 h, i64 w, const Bf16ConvWeight& wt,
+                 i64 stride, i64 pt, i64 pb, i64 pl, i64 pr) {
+  const i64 oh = (h + pt + pb - wt.kh) / stride + 1, ow = (w + pl + pr - wt.kw) / stride + 1;
+  if (batch <= 0 || oh <= 0 || ow <= 0) return;
+  count_flops(2.0 * static_cast<double>(batch * oh * ow) * wt.kh * wt.kw * wt.cin * wt.cout);
+  std::vector<std::uint16_t>& xs = scratch(0);
+  xs.resize(static_cast<std::size_t>(batch * h * w * wt.cin));
+  round_rows(xs.data(), x, batch * h * w, wt.cin, wt.cin);
+  const ConvKey key{batch,  h,  w,  wt.cin, wt.cout, wt.kh,           wt.kw,
+                    stride, pt, pb, pl,     pr,      !wt.bias.empty()};
+  const auto p = conv_prim(key);
+  const memory& wm = wt.impl().for_desc(p->pd.weights_desc());
+  memory src(p->pd.src_desc(), engine(), xs.data());
+  memory dst(p->pd.dst_desc(), engine(), y);
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst}};
+  if (!wt.bias.empty())
+    args.emplace(DNNL_ARG_BIAS,
+                 memory(p->pd.bias_desc(), engine(), const_cast<float*>(wt.bias.data())));
+  ThreadGrant grant;
+  p->prim.execute(stream(), args);
+  stream().wait();
+}
+
 void matmul_bf16(float* c, i64 ldc, const float* a, i64 lda, const float* b, i64 ldb, bool trans_b,
                  i64 M, i64 K, i64 N, float alpha) {
   if (M <= 0 || N <= 0) return;

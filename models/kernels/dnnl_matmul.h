@@ -39,6 +39,33 @@ class Bf16Weight {
   std::unique_ptr<Impl> impl_;
 };
 
+// A convolution's weight (PyTorch (O, I, kh, kw) values, given packed as (O, kh, kw, I)) rounded
+// to bf16 and kept in oneDNN's preferred layout; bias float32.
+class Bf16ConvWeight {
+ public:
+  Bf16ConvWeight(const float* ohwi, const float* bias, std::int64_t cout, std::int64_t cin,
+                 std::int64_t kh, std::int64_t kw);
+  ~Bf16ConvWeight();
+  Bf16ConvWeight(const Bf16ConvWeight&) = delete;
+  Bf16ConvWeight& operator=(const Bf16ConvWeight&) = delete;
+  std::int64_t cout, cin, kh, kw;
+  std::vector<float> bias;  // cout, or empty
+  // The bf16 bits in (O, kh, kw, I) order (tests and the reference twin).
+  std::vector<std::uint16_t> plain() const;
+  std::size_t bytes() const;
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// y (batch, oh, ow, cout) f32 = conv(bf16(x) (batch, h, w, cin), W) + bias, NHWC, with zero
+// padding (top, bottom, left, right) and the stride; oh and ow as in ConvGeometry.
+void conv2d_bf16(float* y, const float* x, std::int64_t batch, std::int64_t h, std::int64_t w,
+                 const Bf16ConvWeight& wt, std::int64_t stride, std::int64_t pad_top,
+                 std::int64_t pad_bottom, std::int64_t pad_left, std::int64_t pad_right);
+
 // y[M, N] (row stride ldy) = act(bf16(x)[M, K] (row stride ldx) · W^T + b[N]); b may be null.
 void linear_bf16(float* y, std::int64_t ldy, const float* x, std::int64_t ldx, const Bf16Weight& w,
                  const float* b, std::int64_t M, Act act = Act::kNone);

@@ -97,6 +97,10 @@ void Conv2d::load(ParamSource& p, const std::string& name, i64 cout, i64 cin, i6
     return;
   }
   weight = kernels::pack_conv_weight(w.data(), b.data(), cout, cin, k, k);
+  if (p.storage() == WeightStorage::kBF16) {
+    kernels::to_bf16(weight);
+    p.kept_as(w.numel(), sizeof(std::uint16_t));
+  }
 }
 
 void Conv2d::operator()(float* y, const float* x, i64 batch, i64 h, i64 w) const {

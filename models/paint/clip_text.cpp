@@ -106,8 +106,8 @@ const ClipTextConfig& ClipTextEncoder::config() const {
 }
 
 std::unique_ptr<ClipTextEncoder> ClipTextEncoder::load(const ClipTextConfig& cfg,
-                                                       WeightMap& weights) {
-  nn::CheckpointParams m(weights);
+                                                       WeightMap& weights, WeightStorage storage) {
+  nn::CheckpointParams m(weights, storage);
   std::unique_ptr<ClipTextEncoder> e(new ClipTextEncoder());
   Weights& w = *e->w_;
   w.cfg = cfg;
@@ -135,11 +135,12 @@ std::unique_ptr<ClipTextEncoder> ClipTextEncoder::load(const ClipTextConfig& cfg
   return e;
 }
 
-std::unique_ptr<ClipTextEncoder> ClipTextEncoder::load_folder(const std::string& dir) {
+std::unique_ptr<ClipTextEncoder> ClipTextEncoder::load_folder(const std::string& dir,
+                                                              WeightStorage storage) {
   const fs::path root(dir);
   const ClipTextConfig cfg = ClipTextConfig::read((root / "config.json").string());
   WeightMap m(SafetensorsFile::open(nn::find_weights(dir, "model")), "");
-  auto e = load(cfg, m);
+  auto e = load(cfg, m, storage);
   m.finish("CLIP text encoder");
   return e;
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "models/core/dtype.h"
 #include "models/core/tensor.h"
 
 namespace gen3d::models {
@@ -41,9 +42,12 @@ class ClipTextEncoder {
  public:
   // Names as the state_dict: "text_model.embeddings.token_embedding.weight", ... Strict: the caller
   // calls weights.finish(). A stored "text_model.embeddings.position_ids" buffer is accepted.
-  static std::unique_ptr<ClipTextEncoder> load(const ClipTextConfig& config, WeightMap& weights);
+  // `storage`: in-memory dtype of the Linear weights (kBF16: bf16 precision).
+  static std::unique_ptr<ClipTextEncoder> load(const ClipTextConfig& config, WeightMap& weights,
+                                               WeightStorage storage = WeightStorage::kF32);
   // text_encoder/ folder: config.json + model.safetensors (or model.fp16.safetensors).
-  static std::unique_ptr<ClipTextEncoder> load_folder(const std::string& dir);
+  static std::unique_ptr<ClipTextEncoder> load_folder(const std::string& dir,
+                                                      WeightStorage storage = WeightStorage::kF32);
   ~ClipTextEncoder();
 
   const ClipTextConfig& config() const;

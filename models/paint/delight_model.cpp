@@ -23,13 +23,14 @@ using i64 = std::int64_t;
 
 }  // namespace
 
-std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir) {
+std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir,
+                                                       WeightStorage storage) {
   if (!fs::is_directory(dir)) throw ModelError("delight model folder not found: " + dir);
   const fs::path root(dir);
   auto m = std::make_shared<DelightModel>();
   m->dir = dir;
   m->scheduler = SchedulerConfig::read((root / "scheduler" / "scheduler_config.json").string());
-  m->vae = SdVae::load_folder((root / "vae").string());
+  m->vae = SdVae::load_folder((root / "vae").string(), storage);
   {
     const UNetConfig cfg = UNetConfig::read((root / "unet" / "config.json").string());
     if (cfg.in_channels != 8)
@@ -37,11 +38,13 @@ std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir) {
                        std::to_string(cfg.in_channels) +
                        ", the InstructPix2Pix UNet has 8 (noisy latent + image latent)");
     m->unet = std::make_shared<const UNet2DCondition>(
-        UNet2DCondition::load(cfg, SafetensorsFile::open(nn::find_weights(
-                                       (root / "unet").string(), "diffusion_pytorch_model"))));
+        UNet2DCondition::load(cfg,
+                              SafetensorsFile::open(nn::find_weights((root / "unet").string(),
+                                                                     "diffusion_pytorch_model")),
+                              storage));
   }
   {
-    const auto text = ClipTextEncoder::load_folder((root / "text_encoder").string());
+    const auto text = ClipTextEncoder::load_folder((root / "text_encoder").string(), storage);
     const auto tokens = EmptyPromptTokens::read((root / "tokenizer").string());
     m->empty_prompt = text->encode(tokens.ids(text->config().max_position_embeddings));
   }
@@ -52,9 +55,11 @@ std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir) {
   return m;
 }
 
-std::shared_ptr<const DelightModel> shared_delight_model(const std::string& dir) {
-  return nn::shared_model<DelightModel>(nn::canonical_path(dir),
-                                        [&] { return *load_delight_model(dir); });
+std::shared_ptr<const DelightModel> shared_delight_model(const std::string& dir,
+                                                         WeightStorage storage) {
+  return nn::shared_model<DelightModel>(
+      nn::canonical_path(dir) + "|" + std::string(storage_name(storage)),
+      [&] { return *load_delight_model(dir, storage); });
 }
 
 Tensor delight_network(const DelightModel& model, const Tensor& image,

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "models/core/dtype.h"
 #include "models/core/tensor.h"
 #include "models/paint/diffusion_scheduler.h"
 
@@ -33,8 +34,11 @@ struct DelightModel {
   Tensor empty_prompt;  // (1, T, D)
 };
 
-std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir);
-std::shared_ptr<const DelightModel> shared_delight_model(const std::string& dir);
+// `storage`: in-memory dtype of the UNet's, VAE's and text encoder's weights (kBF16: bf16).
+std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir,
+                                                       WeightStorage storage = WeightStorage::kF32);
+std::shared_ptr<const DelightModel> shared_delight_model(
+    const std::string& dir, WeightStorage storage = WeightStorage::kF32);
 
 struct DelightModelOptions {
   int steps = 50;

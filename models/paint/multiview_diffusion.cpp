@@ -72,20 +72,22 @@ void check_images(const Tensor& t, const char* what, std::int64_t n, std::int64_
 
 }  // namespace
 
-std::shared_ptr<const PaintModel> load_paint_model(const std::string& dir) {
+std::shared_ptr<const PaintModel> load_paint_model(const std::string& dir, WeightStorage storage) {
   if (!fs::is_directory(dir)) throw ModelError("paint model folder not found: " + dir);
   auto m = std::make_shared<PaintModel>();
   m->dir = dir;
   const fs::path root(dir);
   m->scheduler = SchedulerConfig::read((root / "scheduler" / "scheduler_config.json").string());
-  m->vae = SdVae::load_folder((root / "vae").string());
-  m->unet = MultiviewUNet::load_folder((root / "unet").string());
+  m->vae = SdVae::load_folder((root / "vae").string(), storage);
+  m->unet = MultiviewUNet::load_folder((root / "unet").string(), storage);
   return m;
 }
 
-std::shared_ptr<const PaintModel> shared_paint_model(const std::string& dir) {
-  return nn::shared_model<PaintModel>(nn::canonical_path(dir),
-                                      [&] { return *load_paint_model(dir); });
+std::shared_ptr<const PaintModel> shared_paint_model(const std::string& dir,
+                                                     WeightStorage storage) {
+  return nn::shared_model<PaintModel>(
+      nn::canonical_path(dir) + "|" + std::string(storage_name(storage)),
+      [&] { return *load_paint_model(dir, storage); });
 }
 
 Tensor paint_views(const PaintModel& model, const PaintInputs& in, const PaintOptions& opt,

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "models/core/dtype.h"
 #include "models/core/tensor.h"
 #include "models/paint/diffusion_scheduler.h"
 
@@ -35,8 +36,11 @@ struct PaintModel {
 
 // Loads `dir` (strict: every missing / mis-shaped / unexpected tensor is named). Shared per
 // process: the same folder loads once.
-std::shared_ptr<const PaintModel> shared_paint_model(const std::string& dir);
-std::shared_ptr<const PaintModel> load_paint_model(const std::string& dir);
+// `storage`: in-memory dtype of the UNet's and VAE's weights (kBF16: the bf16 precision mode).
+std::shared_ptr<const PaintModel> shared_paint_model(const std::string& dir,
+                                                     WeightStorage storage = WeightStorage::kF32);
+std::shared_ptr<const PaintModel> load_paint_model(const std::string& dir,
+                                                   WeightStorage storage = WeightStorage::kF32);
 
 struct PaintOptions {
   bool turbo = false;      // LCM, 10 steps, no CFG

@@ -66,14 +66,15 @@ std::int64_t MultiviewUNet::num_parameters() const {
 }
 
 std::unique_ptr<MultiviewUNet> MultiviewUNet::load(const UNetConfig& base,
-                                                   std::shared_ptr<const SafetensorsFile> file) {
+                                                   std::shared_ptr<const SafetensorsFile> file,
+                                                   WeightStorage storage) {
   WeightMap wm(file, "unet.");
   WeightMap wd(file, "unet_dual.");
   // The learned prompts' token count is the checkpoint's (77 officially).
   i64 tokens = 77;
   if (const TensorInfo* t = wm.info("learned_text_clip_gen"); t && t->shape.size() == 3)
     tokens = t->shape[1];
-  nn::CheckpointParams sm(wm), sd(wd);
+  nn::CheckpointParams sm(wm, storage), sd(wd, storage);
   std::unique_ptr<MultiviewUNet> net = Builder::build(base, sm, sd, tokens);
 
   std::vector<std::string> problems;
@@ -96,21 +97,24 @@ std::unique_ptr<MultiviewUNet> MultiviewUNet::load(const UNetConfig& base,
 }
 
 std::unique_ptr<MultiviewUNet> MultiviewUNet::random(const UNetConfig& base, std::uint64_t seed,
-                                                     std::int64_t text_tokens) {
-  nn::RandomParams main(nn::uniform_init(seed)), dual(nn::uniform_init(seed ^ 0x5DEECE66Dull));
+                                                     std::int64_t text_tokens,
+                                                     WeightStorage storage) {
+  nn::RandomParams main(nn::uniform_init(seed), storage),
+      dual(nn::uniform_init(seed ^ 0x5DEECE66Dull), storage);
   return Builder::build(base, main, dual, text_tokens);
 }
 
-std::unique_ptr<MultiviewUNet> MultiviewUNet::load(const UNetConfig& base,
-                                                   const std::string& path) {
-  return load(base, SafetensorsFile::open(path));
+std::unique_ptr<MultiviewUNet> MultiviewUNet::load(const UNetConfig& base, const std::string& path,
+                                                   WeightStorage storage) {
+  return load(base, SafetensorsFile::open(path), storage);
 }
 
-std::unique_ptr<MultiviewUNet> MultiviewUNet::load_folder(const std::string& dir) {
+std::unique_ptr<MultiviewUNet> MultiviewUNet::load_folder(const std::string& dir,
+                                                          WeightStorage storage) {
   namespace fs = std::filesystem;
   const fs::path root(dir);
   const UNetConfig base = UNetConfig::read((root / "config.json").string());
-  return load(base, nn::find_weights(dir, "diffusion_pytorch_model"));
+  return load(base, nn::find_weights(dir, "diffusion_pytorch_model"), storage);
 }
 
 std::vector<std::pair<std::string, Shape>> MultiviewUNet::expected_tensors(const UNetConfig& base,

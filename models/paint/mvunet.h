@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/core/dtype.h"
 #include "models/core/tensor.h"
 #include "models/paint/unet.h"
 
@@ -40,16 +41,21 @@ class MultiviewUNet {
   // "...attn_refview.*") and "unet_dual." (reference UNet, same wrapping). `base` is the diffusers
   // unet/config.json (in_channels of the reference UNet; the main UNet reads 3 · in_channels).
   // Strict: every missing, mis-shaped or unexpected tensor is listed in one ModelError.
+  // `storage`: in-memory dtype of the Linear and convolution weights (kBF16: bf16 precision).
   static std::unique_ptr<MultiviewUNet> load(const UNetConfig& base,
-                                             std::shared_ptr<const SafetensorsFile> file);
-  static std::unique_ptr<MultiviewUNet> load(const UNetConfig& base, const std::string& path);
+                                             std::shared_ptr<const SafetensorsFile> file,
+                                             WeightStorage storage = WeightStorage::kF32);
+  static std::unique_ptr<MultiviewUNet> load(const UNetConfig& base, const std::string& path,
+                                             WeightStorage storage = WeightStorage::kF32);
   // A diffusers-style folder: dir/config.json and the state_dict in
   // diffusion_pytorch_model.safetensors, .fp16.safetensors or .bin (the official
   // hunyuan3d-paint-v2-0/unet folder ships a torch.save .bin, read natively).
-  static std::unique_ptr<MultiviewUNet> load_folder(const std::string& dir);
+  static std::unique_ptr<MultiviewUNet> load_folder(const std::string& dir,
+                                                    WeightStorage storage = WeightStorage::kF32);
   // Random weights of the right shapes (benchmarks): uniform in ±0.02 (norm scales 1, biases 0).
   static std::unique_ptr<MultiviewUNet> random(const UNetConfig& base, std::uint64_t seed,
-                                               std::int64_t text_tokens = 77);
+                                               std::int64_t text_tokens = 77,
+                                               WeightStorage storage = WeightStorage::kF32);
   // The tensors load() expects ("unet." / "unet_dual." prefixed), with shapes.
   static std::vector<std::pair<std::string, Shape>> expected_tensors(const UNetConfig& base,
                                                                      std::int64_t text_tokens = 77);

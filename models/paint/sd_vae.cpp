@@ -314,9 +314,10 @@ namespace {
 std::unique_ptr<SdVae::Impl> build(const SdVaeConfig& cfg, ParamSource& p);
 }  // namespace
 
-std::unique_ptr<SdVae> SdVae::load(const SdVaeConfig& cfg, WeightMap& weights) {
+std::unique_ptr<SdVae> SdVae::load(const SdVaeConfig& cfg, WeightMap& weights,
+                                   WeightStorage storage) {
   cfg.validate();
-  nn::CheckpointParams p(weights);
+  nn::CheckpointParams p(weights, storage);
   auto m = build(cfg, p);
   return std::unique_ptr<SdVae>(new SdVae(cfg, std::move(m)));
 }
@@ -388,13 +389,13 @@ std::unique_ptr<SdVae::Impl> build(const SdVaeConfig& cfg, ParamSource& p) {
 }
 }  // namespace
 
-std::unique_ptr<SdVae> SdVae::load_folder(const std::string& dir) {
+std::unique_ptr<SdVae> SdVae::load_folder(const std::string& dir, WeightStorage storage) {
   namespace fs = std::filesystem;
   const fs::path root(dir);
   const SdVaeConfig cfg = SdVaeConfig::read((root / "config.json").string());
   const fs::path weights = nn::find_weights(dir, "diffusion_pytorch_model");
   WeightMap wm(SafetensorsFile::open(weights.string()), "");
-  auto vae = load(cfg, wm);
+  auto vae = load(cfg, wm, storage);
   wm.finish("SD VAE (" + weights.string() + ")");
   spdlog::info("AutoencoderKL: loaded {} parameters from {}", vae->num_parameters(),
                weights.string());

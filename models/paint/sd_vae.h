@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/core/dtype.h"
 #include "models/core/tensor.h"
 
 namespace gen3d::models {
@@ -66,10 +67,13 @@ class SdVae {
   // "encoder.conv_in.weight"); problems are recorded in the map, so the caller's
   // weights.finish("SD VAE") reports every missing / mis-shaped / unexpected tensor at once.
   // The deprecated attention names (query / key / value / proj_attn) are accepted too.
-  static std::unique_ptr<SdVae> load(const SdVaeConfig& cfg, WeightMap& weights);
+  // `storage`: in-memory dtype of the convolution and Linear weights (kBF16: bf16 precision).
+  static std::unique_ptr<SdVae> load(const SdVaeConfig& cfg, WeightMap& weights,
+                                     WeightStorage storage = WeightStorage::kF32);
   // A diffusers folder: dir/config.json and dir/diffusion_pytorch_model.safetensors (or
   // diffusion_pytorch_model.fp16.safetensors). Strict: finishes the weight map.
-  static std::unique_ptr<SdVae> load_folder(const std::string& dir);
+  static std::unique_ptr<SdVae> load_folder(const std::string& dir,
+                                            WeightStorage storage = WeightStorage::kF32);
   // The tensors load() claims for `cfg` (current diffusers names), with shapes.
   static std::vector<std::pair<std::string, Shape>> expected_tensors(const SdVaeConfig& cfg);
 

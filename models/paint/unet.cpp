@@ -442,14 +442,17 @@ UNet2DCondition UNet2DCondition::load(const UNetConfig& config, ParamSource& par
 
 UNet2DCondition UNet2DCondition::load(const UNetConfig& config, WeightMap& weights,
                                       const UNetLoadOptions& opt) {
-  nn::CheckpointParams src(weights);
+  nn::CheckpointParams src(weights, opt.storage);
   return load(config, src, opt);
 }
 
 UNet2DCondition UNet2DCondition::load(const UNetConfig& config,
-                                      std::shared_ptr<const SafetensorsFile> file) {
+                                      std::shared_ptr<const SafetensorsFile> file,
+                                      WeightStorage storage) {
   WeightMap weights(std::move(file), "");
-  UNet2DCondition unet = load(config, weights);
+  UNetLoadOptions opt;
+  opt.storage = storage;
+  UNet2DCondition unet = load(config, weights, opt);
   weights.finish("UNet2DConditionModel");
   spdlog::info("UNet2DConditionModel: loaded {} parameters from {}", unet.num_parameters(),
                weights.file().path());

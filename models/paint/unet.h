@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/core/dtype.h"
 #include "models/core/tensor.h"
 #include "models/nn/layers.h"
 
@@ -114,6 +115,8 @@ struct TransformerSite {
 using TransformerHook = std::function<void(int site, const Tensor& h, Tensor& x)>;
 
 struct UNetLoadOptions {
+  // In-memory dtype of the Linear and convolution weights (kBF16: the bf16 precision mode).
+  WeightStorage storage = WeightStorage::kF32;
   // Inserted after "transformer_blocks.k." in the names of the block's own tensors: the
   // UNet2.5D wraps every block and its state_dict reads "...transformer_blocks.k.transformer.
   // attn1...".
@@ -137,8 +140,8 @@ class UNet2DCondition {
   static UNet2DCondition load(const UNetConfig& config, WeightMap& weights,
                               const UNetLoadOptions& opt = {});
   // A standalone diffusers UNet checkpoint: every tensor must be claimed (strict).
-  static UNet2DCondition load(const UNetConfig& config,
-                              std::shared_ptr<const SafetensorsFile> file);
+  static UNet2DCondition load(const UNetConfig& config, std::shared_ptr<const SafetensorsFile> file,
+                              WeightStorage storage = WeightStorage::kF32);
   // The tensors load() claims, in order, with their shapes.
   static std::vector<std::pair<std::string, Shape>> expected_tensors(
       const UNetConfig& config, const UNetLoadOptions& opt = {});

@@ -6,6 +6,7 @@
 #include <tbb/parallel_for.h>
 
 #include "models/core/dtype.h"
+#include "models/kernels/conv.h"
 #include "models/kernels/kernel_test_util.h"
 #include "models/kernels/linear.h"
 
@@ -109,6 +110,53 @@ TEST(DnnlMatmul, ActivationProductMatchesTwin) {
   for (auto& v : r) v *= 0.5f;
   EXPECT_LE(ktest::nmse(c1.data(), r.data(), r.size()), 1e-11);
   EXPECT_LE(ktest::nmse(c2.data(), r.data(), r.size()), 1e-11);
+}
+
+struct ConvCase {
+  std::int64_t n, h, w, cin, cout, k;
+  ConvGeometry g;
+  bool bias;
+};
+
+TEST(DnnlConv, Bf16ConvMatchesScalarTwin) {
+  for (const ConvCase& c : std::vector<ConvCase>{
+           {1, 9, 7, 5, 6, 3, ConvGeometry::same(1), true},
+           {2, 16, 16, 32, 48, 3, ConvGeometry::same(1), true},
+           {1, 12, 10, 16, 8, 3, ConvGeometry{2, 0, 1, 0, 1}, true},  // SD VAE downsampler
+           {2, 8, 8, 24, 40, 1, ConvGeometry::same(0), false},
+           {1, 20, 20, 8, 8, 3, ConvGeometry::same(1, 2), true}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "n=" << c.n << " h=" << c.h << " w=" << c.w << " cin=" << c.cin
+                 << " cout=" << c.cout << " k=" << c.k << " stride=" << c.g.stride);
+    const auto x = ktest::random_vec(static_cast<std::size_t>(c.n * c.h * c.w * c.cin), 31);
+    const auto w =
+        ktest::random_vec(static_cast<std::size_t>(c.cout * c.cin * c.k * c.k), 37, 0.2f);
+    const auto b = ktest::random_vec(static_cast<std::size_t>(c.cout), 41, 0.3f);
+    ConvWeight f32 =
+        pack_conv_weight(w.data(), c.bias ? b.data() : nullptr, c.cout, c.cin, c.k, c.k);
+    ConvWeight fast = f32;
+    to_bf16(fast);
+    ASSERT_TRUE(fast.bf16);
+    EXPECT_TRUE(fast.w.empty());
+    // The twin: the same bf16 roundings of weights and input, double accumulation.
+    const std::vector<std::uint16_t> bits = fast.bf16->plain();
+    ASSERT_EQ(bits.size(), f32.w.size());
+    ConvWeight twin = f32;
+    for (std::size_t i = 0; i < bits.size(); ++i) {
+      ASSERT_EQ(bits[i], float_to_bf16(f32.w[i])) << i;
+      twin.w[i] = bf16_to_float(bits[i]);
+    }
+    std::vector<float> xr(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) xr[i] = bf16_to_float(float_to_bf16(x[i]));
+    const std::int64_t oh = c.g.out_h(c.h, c.k), ow = c.g.out_w(c.w, c.k);
+    const auto n_out = static_cast<std::size_t>(c.n * oh * ow * c.cout);
+    std::vector<float> y(n_out), yt(n_out), ye(n_out);
+    conv2d(y.data(), x.data(), c.n, c.h, c.w, fast, c.g);
+    ref::conv2d(yt.data(), xr.data(), c.n, c.h, c.w, twin, c.g);
+    ref::conv2d(ye.data(), x.data(), c.n, c.h, c.w, f32, c.g);
+    EXPECT_LE(ktest::nmse(y.data(), yt.data(), n_out), 1e-11);
+    EXPECT_LE(ktest::nmse(y.data(), ye.data(), n_out), 1e-5);  // bf16 operand rounding (above)
+  }
 }
 
 TEST(DnnlMatmul, DescribesItself) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "models/bf16_golden.h"
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
 #include "models/kernels/conv.h"
@@ -33,8 +34,12 @@ class PaintGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PaintGolden, SamplerRunMatchesReference) {
   const std::string dir = golden_dir();
-  const std::string weights = dir + "/mvunet.weights." + GetParam() + ".safetensors";
-  const std::string vae_weights = dir + "/vae.weights." + GetParam() + ".safetensors";
+  // "bf16": the fp32 files run in the bf16 precision mode, checked by normalized MSE per tensor.
+  const bool bf16 = GetParam() == "bf16";
+  const std::string file_dtype = bf16 ? "fp32" : GetParam();
+  const WeightStorage storage = bf16 ? WeightStorage::kBF16 : WeightStorage::kF32;
+  const std::string weights = dir + "/mvunet.weights." + file_dtype + ".safetensors";
+  const std::string vae_weights = dir + "/vae.weights." + file_dtype + ".safetensors";
   if (!std::filesystem::exists(dir + "/sampler.safetensors") || !std::filesystem::exists(weights) ||
       !std::filesystem::exists(vae_weights))
     GTEST_SKIP() << "golden files absent in " << dir;
@@ -44,10 +49,11 @@ TEST_P(PaintGolden, SamplerRunMatchesReference) {
 
   PaintModel model;
   model.unet = MultiviewUNet::load(UNetConfig::parse(mv["cfg"].dump(), "config.json mv"),
-                                   SafetensorsFile::open(weights));
+                                   SafetensorsFile::open(weights), storage);
   {
     WeightMap wm(SafetensorsFile::open(vae_weights), "");
-    model.vae = SdVae::load(SdVaeConfig::parse(cfg["vae"]["cfg"].dump(), "config.json vae"), wm);
+    model.vae =
+        SdVae::load(SdVaeConfig::parse(cfg["vae"]["cfg"].dump(), "config.json vae"), wm, storage);
     wm.finish("SD VAE");
   }
   model.scheduler = SchedulerConfig::parse(cfg["scheduler_config"].dump(), "config.json");
@@ -75,6 +81,15 @@ TEST_P(PaintGolden, SamplerRunMatchesReference) {
     }
   }
 
+  bf16test::NmseCheck nmse("paint run bf16", bf16test::kUNetNmse);
+  // atol in fp32 mode; the bf16 tolerance (normalized MSE) in bf16 mode.
+  const auto close_to = [&](const std::string& name, const Tensor& a, const Tensor& g,
+                            double atol) {
+    if (!bf16) return ::testing::AssertionResult(close(a, g, atol));
+    if (a.numel() != g.numel()) return ::testing::AssertionFailure() << "size differs";
+    nmse.add(name, a.data(), g.data(), g.numel());
+    return ::testing::AssertionSuccess();
+  };
   PaintOptions opt;
   opt.steps = steps;
   opt.guidance = mv["guidance"].get<float>();
@@ -83,30 +98,34 @@ TEST_P(PaintGolden, SamplerRunMatchesReference) {
     const std::string p = "rec.step" + std::to_string(s.index);
     SCOPED_TRACE(p);
     EXPECT_EQ(s.timestep, rec->to_f32(p + ".timestep").data()[0]);
-    EXPECT_TRUE(close(*s.model_input, read_nhwc(*rec, p + ".model_input"),
-                      tol[p + ".model_input"].get<double>()));
-    EXPECT_TRUE(close(*s.noise_pred_raw, read_nhwc(*rec, p + ".noise_pred_raw"),
-                      tol[p + ".noise_pred_raw"].get<double>()));
-    EXPECT_TRUE(close(*s.noise_pred, read_nhwc(*rec, p + ".noise_pred_cfg"),
-                      tol[p + ".noise_pred_cfg"].get<double>()));
-    EXPECT_TRUE(
-        close(*s.latents, read_nhwc(*rec, p + ".latents"), tol[p + ".latents"].get<double>()));
+    EXPECT_TRUE(close_to(p + ".model_input", *s.model_input, read_nhwc(*rec, p + ".model_input"),
+                         tol[p + ".model_input"].get<double>()));
+    EXPECT_TRUE(close_to(p + ".noise_pred_raw", *s.noise_pred_raw,
+                         read_nhwc(*rec, p + ".noise_pred_raw"),
+                         tol[p + ".noise_pred_raw"].get<double>()));
+    EXPECT_TRUE(close_to(p + ".noise_pred_cfg", *s.noise_pred,
+                         read_nhwc(*rec, p + ".noise_pred_cfg"),
+                         tol[p + ".noise_pred_cfg"].get<double>()));
+    EXPECT_TRUE(close_to(p + ".latents", *s.latents, read_nhwc(*rec, p + ".latents"),
+                         tol[p + ".latents"].get<double>()));
     ++seen;
   };
   PaintLatents latents;
   Tensor decoded;
   const Tensor image = paint_views(model, in, opt, &noise, observer, &latents, &decoded);
   EXPECT_EQ(seen, steps);
-  EXPECT_TRUE(close(latents.ref, read_nhwc(*rec, "rec.ref_latents"), tol["rec.ref_latents"]));
-  EXPECT_TRUE(
-      close(latents.normals, read_nhwc(*rec, "rec.normal_latents"), tol["rec.normal_latents"]));
-  EXPECT_TRUE(close(latents.positions, read_nhwc(*rec, "rec.position_latents"),
-                    tol["rec.position_latents"]));
-  EXPECT_TRUE(close(decoded, read_nhwc(*rec, "rec.decoded"), tol["rec.decoded"]));
-  EXPECT_TRUE(close(image, read_nhwc(*rec, "rec.image"), tol["rec.image"]));
+  EXPECT_TRUE(close_to("rec.ref_latents", latents.ref, read_nhwc(*rec, "rec.ref_latents"),
+                       tol["rec.ref_latents"]));
+  EXPECT_TRUE(close_to("rec.normal_latents", latents.normals, read_nhwc(*rec, "rec.normal_latents"),
+                       tol["rec.normal_latents"]));
+  EXPECT_TRUE(close_to("rec.position_latents", latents.positions,
+                       read_nhwc(*rec, "rec.position_latents"), tol["rec.position_latents"]));
+  EXPECT_TRUE(close_to("rec.decoded", decoded, read_nhwc(*rec, "rec.decoded"), tol["rec.decoded"]));
+  EXPECT_TRUE(close_to("rec.image", image, read_nhwc(*rec, "rec.image"), tol["rec.image"]));
+  if (bf16) nmse.report();
 }
 
-INSTANTIATE_TEST_SUITE_P(Weights, PaintGolden, ::testing::Values("fp32", "fp16"));
+INSTANTIATE_TEST_SUITE_P(Weights, PaintGolden, ::testing::Values("fp32", "fp16", "bf16"));
 
 }  // namespace
 }  // namespace gen3d::models

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "models/bf16_golden.h"
 #include "models/core/safetensors.h"
 #include "models/kernels/conv.h"
 #include "models/paint/mvunet.h"
@@ -48,7 +49,9 @@ std::vector<std::int64_t> i64_values(const SafetensorsFile& f, const std::string
   return v;
 }
 
-TEST(MultiviewUNetGolden, CfgCallMatchesEveryStoredTensor) {
+// fp32 mode: both weight files within the absolute tolerances; bf16 mode: the fp32 file in the
+// bf16 precision mode, every tensor within the bf16 normalized-MSE tolerance.
+void check_mvunet(bool bf16) {
   const std::string fwd_path = golden_file("mvunet.forward.safetensors");
   if (!std::filesystem::exists(golden_file("config.json")) || !std::filesystem::exists(fwd_path))
     GTEST_SKIP() << "golden data absent: " << golden_dir();
@@ -86,11 +89,24 @@ TEST(MultiviewUNetGolden, CfgCallMatchesEveryStoredTensor) {
           << "view " << n;
   }
 
-  for (const char* dtype : {"fp32", "fp16"}) {
+  const std::vector<const char*> dtypes =
+      bf16 ? std::vector<const char*>{"bf16"} : std::vector<const char*>{"fp32", "fp16"};
+  for (const char* dtype : dtypes) {
     SCOPED_TRACE(std::string("mvunet weights ") + dtype);
-    const std::string wpath = golden_file(std::string("mvunet.weights.") + dtype + ".safetensors");
+    const std::string wpath =
+        golden_file(std::string("mvunet.weights.") + (bf16 ? "fp32" : dtype) + ".safetensors");
     ASSERT_TRUE(std::filesystem::exists(wpath)) << wpath;
-    const auto net = MultiviewUNet::load(base, SafetensorsFile::open(wpath));
+    const auto net = MultiviewUNet::load(base, SafetensorsFile::open(wpath),
+                                         bf16 ? WeightStorage::kBF16 : WeightStorage::kF32);
+    bf16test::NmseCheck nmse("mvunet bf16", bf16test::kUNetNmse);
+    const auto close_to = [&](const std::string& name, const Tensor& a, const Tensor& g,
+                              double atol, double* err) -> ::testing::AssertionResult {
+      if (!bf16) return close(a, g, atol, err);
+      if (a.numel() != g.numel()) return ::testing::AssertionFailure() << "size differs";
+      *err = 0;
+      nmse.add(name, a.data(), g.data(), g.numel());
+      return ::testing::AssertionSuccess();
+    };
     if (mv.contains("params")) {
       EXPECT_EQ(net->num_parameters(), mv.at("params").get<std::int64_t>());
     }
@@ -114,7 +130,8 @@ TEST(MultiviewUNetGolden, CfgCallMatchesEveryStoredTensor) {
       ASSERT_TRUE(ref.layers.count(layer)) << "no reference features for " << layer;
       double err = 0;
       const double atol = tol.at(info.name).get<double>();
-      EXPECT_TRUE(close(ref.layers.at(layer), fwd->to_f32(info.name), atol, &err)) << info.name;
+      EXPECT_TRUE(close_to(info.name, ref.layers.at(layer), fwd->to_f32(info.name), atol, &err))
+          << info.name;
       worst_ratio = std::max(worst_ratio, err / atol);
       std::printf("  mvunet %s %s: max |diff| %.3g (tol %.3g)\n", dtype, info.name.c_str(), err,
                   atol);
@@ -136,7 +153,7 @@ TEST(MultiviewUNetGolden, CfgCallMatchesEveryStoredTensor) {
       const double atol = tol.at(info.name).get<double>();
       const Tensor want = fwd->to_f32(info.name);
       EXPECT_EQ(probes.at(name).shape(), want.shape()) << info.name;
-      EXPECT_TRUE(close(probes.at(name), want, atol, &err)) << info.name;
+      EXPECT_TRUE(close_to(info.name, probes.at(name), want, atol, &err)) << info.name;
       worst_ratio = std::max(worst_ratio, err / atol);
       std::printf("  mvunet %s %s: max |diff| %.3g (tol %.3g)\n", dtype, info.name.c_str(), err,
                   atol);
@@ -146,7 +163,8 @@ TEST(MultiviewUNetGolden, CfgCallMatchesEveryStoredTensor) {
     const double atol = tol.at("out.sample").get<double>();
     const Tensor want = fwd->to_f32("out.sample");
     EXPECT_EQ(to_nchw(out).shape(), want.shape());
-    EXPECT_TRUE(close(to_nchw(out), want, atol, &err)) << "out.sample";
+    EXPECT_TRUE(close_to("out.sample", to_nchw(out), want, atol, &err)) << "out.sample";
+    if (bf16) nmse.report();
     std::printf(
         "mvunet %s: B=%lld N=%lld N_ref=%lld, %d tensors (worst max|diff|/tol %.3f), out.sample "
         "max |diff| %.3g (tol %.3g)\n",
@@ -154,6 +172,14 @@ TEST(MultiviewUNetGolden, CfgCallMatchesEveryStoredTensor) {
         checked, worst_ratio, err, atol);
     EXPECT_GT(ref_stored, 0);
   }
+}
+
+TEST(MultiviewUNetGolden, CfgCallMatchesEveryStoredTensor) {
+  check_mvunet(false);
+}
+
+TEST(MultiviewUNetGolden, CfgCall_bf16) {
+  check_mvunet(true);
 }
 
 }  // namespace

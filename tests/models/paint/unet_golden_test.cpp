@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "models/bf16_golden.h"
 #include "models/core/safetensors.h"
 #include "models/kernels/conv.h"
 #include "models/paint/unet.h"
@@ -85,6 +86,49 @@ TEST(UNetGolden, PlainUNetsMatchEveryStoredTensor) {
       EXPECT_GT(checked, 0);
       ++runs;
     }
+  }
+  EXPECT_GT(runs, 0) << "no unet_* forward files in " << golden_dir();
+}
+
+// bf16 mode: every stored intermediate and the output against the same golden float32 values
+// (normalized MSE per tensor, tolerance in README "Precision").
+TEST(UNetGolden, PlainUNets_bf16) {
+  if (!std::filesystem::exists(golden_file("config.json")))
+    GTEST_SKIP() << "golden data absent: " << golden_dir();
+  const json cfg = load_config();
+  int runs = 0;
+  for (const auto& [part, entry] : cfg.items()) {
+    if (part.rfind("unet_", 0) != 0) continue;
+    const std::string fwd_path = golden_file(part + ".forward.safetensors");
+    const std::string wpath = golden_file(part + ".weights.fp32.safetensors");
+    if (!std::filesystem::exists(fwd_path) || !std::filesystem::exists(wpath)) continue;
+    const auto fwd = SafetensorsFile::open(fwd_path);
+    const UNetConfig config = UNetConfig::parse(entry.at("cfg").dump(), part);
+    const Tensor sample = to_nhwc(fwd->to_f32("in.sample"));
+    const Tensor t = fwd->to_f32("in.timestep");
+    const std::vector<float> timesteps(t.data(), t.data() + t.numel());
+    const Tensor text = fwd->to_f32("in.encoder_hidden_states");
+    const UNet2DCondition unet =
+        UNet2DCondition::load(config, SafetensorsFile::open(wpath), WeightStorage::kBF16);
+    std::map<std::string, Tensor> probes;
+    const Tensor out =
+        unet.forward(sample, timesteps, text, [&](const std::string& name, const Tensor& v) {
+          probes[name] = v.rank() == 4 ? to_nchw(v) : v.clone();
+        });
+    bf16test::NmseCheck check(part + " bf16", bf16test::kUNetNmse);
+    for (const TensorInfo& info : fwd->tensors()) {
+      if (info.name.rfind("inter.", 0) != 0) continue;
+      const std::string name = info.name.substr(6);
+      ASSERT_TRUE(probes.count(name)) << "no probe " << name;
+      const Tensor g = fwd->to_f32(info.name);
+      ASSERT_EQ(probes.at(name).numel(), g.numel()) << name;
+      check.add(info.name, probes.at(name).data(), g.data(), g.numel());
+    }
+    const Tensor g = fwd->to_f32("out.sample"), o = to_nchw(out);
+    ASSERT_EQ(o.numel(), g.numel());
+    check.add("out.sample", o.data(), g.data(), g.numel());
+    check.report();
+    ++runs;
   }
   EXPECT_GT(runs, 0) << "no unet_* forward files in " << golden_dir();
 }

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/bf16_golden.h"
 #include "models/core/safetensors.h"
 #include "models/shape/dit.h"
 #include "models/shape/sampler.h"
@@ -130,6 +131,48 @@ TEST(SamplerGolden, CfgTrajectory) {
     std::printf("[ info ] sampler (elide %d): %d tensors, worst strict usage %.4f, final %.4f\n",
                 elide ? 1 : 0, compared, worst, u);
   }
+}
+
+// bf16 mode: the DiT in bf16 drives the same sampler (state float32); every step's latents and
+// predictions against the same golden trajectory by normalized MSE (README "Precision").
+TEST(SamplerGolden, CfgTrajectory_bf16) {
+  const auto path = golden_file("sampler.safetensors");
+  REQUIRE_GOLDEN(path);
+  REQUIRE_GOLDEN(golden_file("config.json"));
+  const auto cfg = golden_config();
+  const auto run = cfg["golden"]["sampler"];
+  const auto weights = golden_file(run["dit_weights_file"].get<std::string>());
+  REQUIRE_GOLDEN(weights);
+  const auto file = SafetensorsFile::open(path);
+  const auto model = Hunyuan3DDiT::load(DiTConfig::from_file(golden_file("config.json"), "model"),
+                                        weights, {WeightStorage::kBF16});
+  SamplerOptions o;
+  o.steps = run["steps"];
+  o.guidance_scale = run["guidance_scale"];
+  o.elide_zero_dt_steps = false;
+  const Tensor cond = file->to_f32("in.cond_context");
+  const Tensor uncond = file->to_f32("in.uncond_context");
+  FlowMatchSampler s(model, o);
+  s.start(file->to_f32("in.initial_latents"), cond, &uncond);
+  bf16test::NmseCheck check("sampler bf16", bf16test::kNetworkNmse);
+  StepObserver obs = [&](const StepObservation& ob) {
+    const std::string p = "step." + std::to_string(ob.step) + ".";
+    auto add = [&](const std::string& name, const Tensor* t) {
+      if (!t || !file->find(p + name)) return;
+      const Tensor g = file->to_f32(p + name);
+      ASSERT_EQ(t->numel(), g.numel()) << p << name;
+      check.add(p + name, t->data(), g.data(), g.numel());
+    };
+    add("latents", ob.latents);
+    add("pred_cond", ob.v_cond);
+    add("pred_uncond", ob.v_uncond);
+    add("pred_guided", ob.v);
+  };
+  while (!s.done()) s.step(&obs);
+  const Tensor g = file->to_f32("out.final_latents");
+  check.add("out.final_latents", s.latents().data(), g.data(), g.numel());
+  EXPECT_EQ(check.count(), 4 * o.steps + 1);
+  check.report();
 }
 
 }  // namespace
