@@ -73,6 +73,8 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
   }
   std::vector<bool> in_cache;
   const std::vector<Action> action = plan(graph, options, keys, in_cache);
+  if (cache)
+    for (size_t i = 0; i < n; ++i) result.nodes[i].cache_key = keys[i].hex();
   // Recomputing node i from what is stored: its time plus that of the producers it would need
   // that are not stored themselves (an estimate: shared producers count once per path).
   std::vector<double> recompute_ms(n, 0.0);

@@ -54,6 +54,7 @@ struct NodeRun {
   double saved_ms = 0;
   double store_ms = 0;
   uint64_t cache_bytes = 0;
+  std::string cache_key;  // hex, when the run had a cache
 };
 
 struct RunResult {

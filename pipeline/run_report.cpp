@@ -130,6 +130,7 @@ std::string metrics_json(const Graph& graph, const RunResult& run, const Profile
       node["stored"] = r.stored;
       node["store_ms"] = r.store_ms;
       node["cache_bytes"] = r.cache_bytes;
+      node["cache_key"] = r.cache_key;
     }
     nodes.push_back(std::move(node));
   }

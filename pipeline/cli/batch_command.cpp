@@ -192,6 +192,10 @@ int cmd_batch(const BatchOptions& o) {
     skipped += r.status == "skipped";
     for (const NodeRun& n : r.nodes) stage_ms[n.stage] += n.wall_ms;
     json j = {{"id", r.id}, {"status", r.status}, {"wall_ms", r.wall_ms}};
+    json cached = json::array();
+    for (const NodeRun& n : r.nodes)
+      if (n.cached) cached.push_back(n.id);
+    if (cache) j["cached_nodes"] = std::move(cached);
     if (!r.error.empty()) j["error"] = r.error;
     if (!r.node.empty()) j["node"] = r.node;
     job_list.push_back(std::move(j));

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -156,6 +157,46 @@ TEST(TextureModels, TurboRunsTheLcmPath) {
   const json metrics = json::parse(metrics_in);
   EXPECT_EQ(metrics["counters"]["multiview.model_steps"], 10.0);
   EXPECT_TRUE(fs::exists(out + "/box.glb"));
+}
+
+// A changed bake or inpaint parameter after a turbo run: the paint and delight networks do not
+// run again; their nodes show as cached in the metrics and the trace.
+TEST(TextureModels, ChangedBakeParametersReuseThePaintAndDelightResults) {
+  if (!fs::exists(golden_dir() + "/mvunet.weights.fp16.safetensors"))
+    GTEST_SKIP() << "texmodels golden weights absent";
+  const std::string models = build_model_folder("texture_models_cache");
+  const std::string out = temp_dir("texture_models_cache_out");
+  const std::string common = "texture --mesh " + kBox + " --image " + kFront + " --models " +
+                             models + " --turbo" + kTiny + "--cache " + out + "/cache ";
+  const auto first = run_gen3d(common + "-o " + out + "/a.glb --metrics " + out + "/m1.json");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  std::ifstream m1_in(out + "/m1.json");
+  const json m1 = json::parse(m1_in);
+  EXPECT_EQ(m1["counters"]["multiview.model_steps"], 10.0);
+
+  for (const std::string change : {"merge.bake_exp=2", "inpaint.algorithm=telea"}) {
+    const auto again = run_gen3d(common + "--set " + change + " -o " + out + "/b.glb --metrics " +
+                                 out + "/m2.json --trace " + out + "/t2.json");
+    ASSERT_EQ(again.exit_code, 0) << again.output;
+    std::ifstream m2_in(out + "/m2.json");
+    const json m2 = json::parse(m2_in);
+    EXPECT_FALSE(m2["counters"].contains("multiview.model_steps")) << change;
+    std::set<std::string> cached;
+    for (const json& n : m2["nodes"]) {
+      if (n["cached"].get<bool>()) cached.insert(n["id"].get<std::string>());
+      if (n["stage"] == "views_from_model" || n["stage"] == "delight") {
+        EXPECT_EQ(n["status"], "cached") << change << " " << n.dump();
+      }
+    }
+    EXPECT_TRUE(cached.count("multiview") && cached.count("delight")) << change;
+    std::ifstream trace_in(out + "/t2.json");
+    const json trace = json::parse(trace_in);
+    std::set<std::string> cached_spans;
+    for (const json& e : trace["traceEvents"])
+      if (e.value("cat", "") == "cached") cached_spans.insert(e["name"].get<std::string>());
+    EXPECT_TRUE(cached_spans.count("multiview") && cached_spans.count("delight")) << change;
+    EXPECT_EQ(trace.dump().find("\"step 1\""), std::string::npos) << change;
+  }
 }
 
 TEST(TextureModels, BrokenWeightsAreNamedAndNothingIsWritten) {

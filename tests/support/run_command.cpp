@@ -23,8 +23,10 @@ CommandResult run_command(const std::string& command) {
 
 CommandResult run_gen3d(const std::string& args, int timeout_s) {
   // `timeout` turns a hang into exit code 124 instead of a stuck test (SIGKILL 10 s later if
-  // SIGTERM is not enough).
-  return run_command("cd '" + source_dir() + "' && GEN3D_LOG_LEVEL=info timeout -k 10 " +
+  // SIGTERM is not enough). No stage cache unless a test names one (--cache DIR): runs must not
+  // depend on what earlier tests left in a user cache directory.
+  return run_command("cd '" + source_dir() +
+                     "' && GEN3D_CACHE_DIR=off GEN3D_LOG_LEVEL=info timeout -k 10 " +
                      std::to_string(timeout_s) + " '" + gen3d_executable() + "' " + args);
 }
 
