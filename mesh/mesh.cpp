@@ -27,10 +27,13 @@ uint64_t hash_vector(uint64_t h, const std::vector<T>& v) {
 uint64_t Mesh::fingerprint() const {
   uint64_t h = 0xcbf29ce484222325ull;
   h = hash_vector(h, positions);
-  h = hash_vector(h, faces);
+  return hash_vector(h, faces);
+}
+
+uint64_t Mesh::uv_fingerprint() const {
+  uint64_t h = 0xcbf29ce484222325ull;
   h = hash_vector(h, uvs);
-  h = hash_vector(h, uv_faces);
-  return h;
+  return hash_vector(h, uv_faces);
 }
 
 }  // namespace gen3d::mesh

@@ -102,7 +102,7 @@ std::shared_ptr<const Raster> RasterCache::get(uint64_t fingerprint, const mesh:
 
 std::shared_ptr<const Raster> RasterCache::get_uv(const mesh::Mesh& mesh, int width, int height) {
   Key key;
-  key.mesh = mesh.fingerprint();
+  key.mesh = mesh.uv_fingerprint();
   key.uv_space = true;
   key.width = width;
   key.height = height;

@@ -381,10 +381,11 @@ TEST(SaveMesh, GlbPassesKhronosValidator) {
   colored.uv_faces.clear();
   colored.colors.assign(colored.positions.size(), {0.2f, 0.4f, 0.6f, 1.0f});
   std::vector<std::string> files = {dir + "/textured.glb", dir + "/plain.glb",
-                                    dir + "/colored.glb"};
+                                    dir + "/colored.glb", dir + "/materials.glb"};
   save_mesh(testing::textured_cube(), files[0]);
   save_mesh(plain, files[1]);
   save_mesh(colored, files[2]);
+  save_mesh(load_mesh(asset("OBJ/spider.obj")), files[3]);  // one primitive per material
   if (const char* real = std::getenv("GEN3D_VALIDATE_EXTRA_GLB")) files.push_back(real);
   for (const auto& f : files) {
     const std::string cmd =

@@ -72,6 +72,23 @@ TEST(RasterCache, KeyDistinguishesPoseSizeAndMesh) {
   EXPECT_EQ(cache.stats().hits, 2u);
 }
 
+TEST(RasterCache, NewUvsReuseViewRastersButNotUvRasters) {
+  // An unwrap changes only the UVs: the camera rasters of the mesh before it still apply (so the
+  // maps can be rendered while the unwrap runs), the texel-space raster does not.
+  const mesh::Mesh before = testing::bumpy_sphere(10, 12, 1);
+  mesh::Mesh after = before;
+  for (mesh::Vec2& t : after.uvs) t = {0.5f * t[0], 0.5f * t[1]};
+  RasterCache cache;
+  const Camera cam;
+  auto view = cache.get(before, cam, 32, 32);
+  auto uv = cache.get_uv(before, 32, 32);
+  EXPECT_EQ(cache.get(after, cam, 32, 32).get(), view.get());
+  EXPECT_NE(cache.get_uv(after, 32, 32).get(), uv.get());
+  mesh::Mesh moved = before;
+  moved.positions[0][0] += 0.01f;
+  EXPECT_NE(cache.get(moved, cam, 32, 32).get(), view.get());
+}
+
 TEST(RasterCache, EvictsLeastRecentlyUsedWithinBudget) {
   const mesh::Mesh m = testing::bumpy_sphere(10, 12);
   const size_t one = 32 * 32 * 20;
