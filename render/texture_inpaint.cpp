@@ -9,6 +9,7 @@
 
 #include "mesh/vertex_inpaint.h"
 #include "render/error.h"
+#include "render/surface_fill.h"
 
 namespace gen3d::render {
 namespace {
@@ -249,6 +250,8 @@ image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture
     throw RenderError("inpaint_texture: expected a square RGB texture");
   if (trust.size() != texels) throw RenderError("inpaint_texture: trust mask size mismatch");
   const bool reference = options.method == "reference";
+  if (options.fill != "propagate" && options.fill != "harmonic")
+    throw RenderError("inpaint_texture: unknown fill \"" + options.fill + "\"");
   if (!reference && options.method != "charts")
     throw RenderError("inpaint_texture: unknown method \"" + options.method + "\"");
   if (!reference && (!uv_raster || uv_raster->pixel_count() != texels))
@@ -280,9 +283,26 @@ image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture
   std::vector<uint8_t> charts(texels);
   for (size_t i = 0; i < texels; ++i) charts[i] = uv.face_id[i] != 0;
   r.chart_texels = count(charts);
+  std::vector<uint8_t> source(texels, static_cast<uint8_t>(TexelSource::background));
+  for (size_t i = 0; i < texels; ++i)
+    if (known[i])
+      source[i] = static_cast<uint8_t>(TexelSource::view);
+    else if (charts[i])
+      source[i] = static_cast<uint8_t>(TexelSource::filled);
   std::vector<float> vertex_color;
   std::vector<uint8_t> vertex_known;
-  if (options.vertex_inpaint && mesh.has_uvs()) {
+  if (options.vertex_inpaint && mesh.has_uvs() && options.fill == "harmonic") {
+    SurfaceFillOptions fill;
+    fill.symmetry = options.symmetry;
+    fill.max_iterations = options.max_iterations;
+    SurfaceFillReport fr;
+    fill_surface(mesh, tex, known, uv, source, fill, &fr);
+    r.vertices_unreached = fr.unreached_vertices;
+    r.mirrored_texels = fr.mirrored_texels;
+    r.symmetry_found = fr.plane.found;
+    r.symmetry_error = fr.plane.error;
+    r.fill_iterations = fr.iterations;
+  } else if (options.vertex_inpaint && mesh.has_uvs()) {
     propagate_vertex_colors(mesh, tex, known, vertex_color, vertex_known, r.vertices_unreached);
     for (size_t i = 0; i < texels; ++i) {
       if (known[i] || !charts[i]) continue;
@@ -326,13 +346,20 @@ image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture
         float* q = tex.at(x + roi.x, y + roi.y);
         for (int c = 0; c < 3; ++c) q[c] = v[c] / 255.0f;
         known[i] = 1;
+        source[i] = static_cast<uint8_t>(TexelSource::inpainted);
       }
   } else if (r.image_texels > 0) {
     // Nothing trusted inside the charts at all: nothing to inpaint from; push-pull fills below.
     r.image_texels = 0;
   }
-  r.gutter_texels = dilate_rings(tex, known, options.gutter);
+  {
+    const std::vector<uint8_t> before = known;
+    r.gutter_texels = dilate_rings(tex, known, options.gutter);
+    for (size_t i = 0; i < texels; ++i)
+      if (known[i] && !before[i]) source[i] = static_cast<uint8_t>(TexelSource::gutter);
+  }
   push_pull_fill(tex, known);
+  r.sources = std::move(source);
   if (report) *report = r;
   return tex;
 }

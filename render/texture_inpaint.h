@@ -24,6 +24,12 @@ struct InpaintOptions {
   double radius = 3.0;           // OpenCV inpainting radius in texels
   int gutter = 4;                // texels around the charts filled by dilation
   bool vertex_inpaint = true;    // propagate colours over mesh connectivity first
+  // "charts" only: how unpainted surface is filled before image inpainting.
+  // "propagate": breadth-first vertex propagation (inverse-distance, then the reached mean);
+  // "harmonic": render/surface_fill.h (symmetry mirror, then a smooth harmonic fill).
+  std::string fill = "propagate";
+  bool symmetry = true;      // "harmonic": mirror seen colour across a detected symmetry plane
+  int max_iterations = 400;  // "harmonic": cap of the solver
 };
 
 struct InpaintReport {
@@ -33,6 +39,12 @@ struct InpaintReport {
   size_t image_texels = 0;   // filled by image inpainting inside the charts
   size_t gutter_texels = 0;  // filled by dilation around the charts
   size_t vertices_unreached = 0;
+  size_t mirrored_texels = 0;   // "harmonic": taken from their mirror image (also in vertex_texels)
+  bool symmetry_found = false;  // "harmonic" with symmetry: a mirror plane was detected
+  double symmetry_error = 0;    // its error (median mirrored distance / bbox diagonal)
+  int fill_iterations = 0;      // "harmonic": solver iterations
+  // Per texel, a TexelSource (render/surface_fill.h); "charts" only.
+  std::vector<uint8_t> sources;
 };
 
 // mesh: as the render library holds it (normalized, v flipped).

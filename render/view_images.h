@@ -28,6 +28,33 @@ void paint_input_rgb(const image::Image& image, int size, float background, floa
 // flips it left-right. Throws RenderError when the silhouette or the object is empty.
 image::Image fit_into_silhouette(const image::Image& reference, const Raster& raster, bool mirror);
 
+// How a reference image was registered onto a silhouette (the "silhouette" fit).
+struct SilhouetteFit {
+  double iou = 0;             // silhouette agreement of the fit (intersection over union)
+  double bbox_iou = 0;        // the same for the bounding-box fit it started from
+  double scale = 1;           // view pixels per reference pixel
+  double rotation_deg = 0;    // rotation of the reference on the view, degrees
+  double offset_x = 0;        // view pixels from the bounding-box fit's placement of the object's
+  double offset_y = 0;        // centroid to the fitted one
+  bool box_fit_kept = false;  // the search did not beat the bounding-box fit, which was kept
+};
+
+struct SilhouetteFitOptions {
+  double max_rotation_deg = 10;  // 0: scale and translation only
+};
+
+// The reference image's object (alpha > 0.5) registered onto the raster's silhouette by the
+// similarity transform (uniform scale, translation, a small rotation) that maximizes their
+// intersection over union, to sub-pixel precision: a coarse-to-fine pattern search from the
+// bounding-box fit on the bilinearly sampled object mask. Every pixel of the canvas (raster size,
+// white where the transform leaves the reference) samples the reference bilinearly; `mirror` flips
+// the reference left-right first. An RGB reference has no object mask: it gets the bounding-box fit
+// above, and so does a reference whose search ends below the bounding-box fit. Throws RenderError
+// when the silhouette or the object is empty.
+image::Image register_to_silhouette(const image::Image& reference, const Raster& raster,
+                                    bool mirror, const SilhouetteFitOptions& options = {},
+                                    SilhouetteFit* fit = nullptr);
+
 // The views opposite `view`: same elevation, azimuth + 180 degrees.
 std::vector<size_t> opposite_views(const ViewSet& views, size_t view);
 

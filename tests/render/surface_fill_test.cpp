@@ -1,0 +1,263 @@
+// The single-image helpers: silhouette registration of a reference image, symmetry detection and
+// the surface fill (mirror, harmonic) of texels no view painted.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "render/camera.h"
+#include "render/error.h"
+#include "render/rasterizer.h"
+#include "render/surface_fill.h"
+#include "render/texture_inpaint.h"
+#include "render/view_images.h"
+#include "test_meshes.h"
+
+namespace gen3d::render {
+namespace {
+
+// An ellipsoid with semi-axes (a, b, c), optionally skewed so that no plane mirrors it.
+mesh::Mesh ellipsoid(float a, float b, float c, bool skewed = false) {
+  mesh::Mesh m = testing::bumpy_sphere(24, 48);
+  for (auto& p : m.positions) {
+    const float n = std::sqrt(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]);
+    float x = p[0] / n * a, y = p[1] / n * b, z = p[2] / n * c;
+    if (skewed) {
+      x *= x > 0 ? 1.6f : 1.0f;
+      y += 0.4f * x * x;
+      z += 0.5f * x * y + (z > 0 ? 0.2f * z : 0.0f);
+    }
+    // Snapped, so the UV seam's two copies of a point are equal and weld.
+    const auto snap = [](float v) { return std::round(v * 1e5f) / 1e5f; };
+    p = {snap(x), snap(y), snap(z)};
+  }
+  return m;
+}
+
+TEST(Symmetry, FindsAMirrorPlaneOfASymmetricMesh) {
+  // Mirror-symmetric across x = 0 and y = 0 only: the top half (z > 0) is stretched.
+  mesh::Mesh m = ellipsoid(0.6f, 0.45f, 0.35f);
+  for (auto& p : m.positions)
+    if (p[2] > 0) p[2] *= 1.5f;
+  const SymmetryPlane plane = detect_symmetry(m);
+  ASSERT_TRUE(plane.found) << "error " << plane.error;
+  EXPECT_LT(plane.error, 0.002);
+  EXPECT_LT(std::fabs(plane.normal[2]), 0.01f) << "z = 0 is not a mirror plane of this mesh";
+}
+
+TEST(Symmetry, FindsNoPlaneOnASkewedMesh) {
+  const SymmetryPlane plane = detect_symmetry(ellipsoid(0.6f, 0.45f, 0.35f, true));
+  EXPECT_FALSE(plane.found) << "error " << plane.error;
+  EXPECT_GT(plane.error, 0.01);
+}
+
+// Texel positions of the UV raster of `m`.
+mesh::Vec3 texel_position(const mesh::Mesh& m, const Raster& uv, size_t i) {
+  const mesh::Tri& f = m.faces[static_cast<size_t>(uv.face_id[i] - 1)];
+  mesh::Vec3 p{0, 0, 0};
+  for (int k = 0; k < 3; ++k)
+    for (int c = 0; c < 3; ++c) p[c] += uv.bary[i * 3 + k] * m.positions[f[k]][c];
+  return p;
+}
+
+TEST(SurfaceFill, HarmonicFillIsSmoothBoundedAndContinuousAcrossTheSeam) {
+  const mesh::Mesh m = ellipsoid(0.5f, 0.5f, 0.5f);
+  const int size = 128;
+  const Raster uv = rasterize_uv(m, size, size);
+  image::Image tex(size, size, 3, 0.0f);
+  std::vector<uint8_t> known(uv.pixel_count(), 0), source(uv.pixel_count(), 0);
+  // Seen: a red cap (z > 0.25) and a blue cap (z < -0.25), with a few black specks in the red.
+  size_t specks = 0;
+  for (size_t i = 0; i < known.size(); ++i) {
+    if (!uv.face_id[i]) continue;
+    const mesh::Vec3 p = texel_position(m, uv, i);
+    if (std::fabs(p[2]) < 0.25f) continue;
+    known[i] = 1;
+    const bool speck = p[2] > 0 && (i % 97) == 0;
+    specks += speck;
+    tex.pixels[i * 3 + (p[2] > 0 ? 0 : 2)] = speck ? 0.0f : 1.0f;
+  }
+  ASSERT_GT(specks, 0u);
+  SurfaceFillOptions options;
+  options.symmetry = false;
+  SurfaceFillReport report;
+  fill_surface(m, tex, known, uv, source, options, &report);
+  EXPECT_TRUE(report.converged);
+  EXPECT_GT(report.filled_texels, 0u);
+  EXPECT_EQ(report.mirrored_texels, 0u);
+  double red_up = 0, red_down = 0, n_up = 0, n_down = 0;
+  for (size_t i = 0; i < known.size(); ++i) {
+    if (!uv.face_id[i]) continue;
+    ASSERT_TRUE(known[i]) << "chart texel " << i << " left unfilled";
+    const float* c = tex.pixels.data() + i * 3;
+    if (source[i] != static_cast<uint8_t>(TexelSource::filled)) continue;
+    // Between the caps' colours: no green, red + blue about one.
+    EXPECT_NEAR(c[1], 0.0f, 1e-4f);
+    EXPECT_NEAR(c[0] + c[2], 1.0f, 0.08f);
+    const float z = texel_position(m, uv, i)[2];
+    (z > 0 ? red_up : red_down) += c[0];
+    (z > 0 ? n_up : n_down) += 1;
+  }
+  ASSERT_GT(n_up, 0);
+  ASSERT_GT(n_down, 0);
+  EXPECT_GT(red_up / n_up, red_down / n_down + 0.2) << "red grows towards the red cap";
+  // Continuity: filled texels at nearly the same point of the surface (across the UV seam too)
+  // have nearly the same colour.
+  std::vector<size_t> filled;
+  for (size_t i = 0; i < known.size(); ++i)
+    if (source[i] == static_cast<uint8_t>(TexelSource::filled)) filled.push_back(i);
+  size_t seam_pairs = 0;
+  for (size_t a = 0; a < filled.size(); a += 7)
+    for (size_t b = 0; b < filled.size(); ++b) {
+      const mesh::Vec3 p = texel_position(m, uv, filled[a]), q = texel_position(m, uv, filled[b]);
+      const float d = std::hypot(p[0] - q[0], p[1] - q[1], p[2] - q[2]);
+      if (d > 0.03f) continue;  // about a texel apart
+      const int xa = static_cast<int>(filled[a] % size), xb = static_cast<int>(filled[b] % size);
+      seam_pairs += std::abs(xa - xb) > size / 2;
+      EXPECT_NEAR(tex.pixels[filled[a] * 3], tex.pixels[filled[b] * 3], 0.1f);
+    }
+  EXPECT_GT(seam_pairs, 0u) << "the test should compare texels across the UV seam";
+}
+
+TEST(SurfaceFill, UnseenTexelsTakeTheColourSeenAtTheirMirrorImage) {
+  const mesh::Mesh m = ellipsoid(0.6f, 0.45f, 0.35f);
+  const int size = 128;
+  const Raster uv = rasterize_uv(m, size, size);
+  image::Image tex(size, size, 3, 0.0f);
+  std::vector<uint8_t> known(uv.pixel_count(), 0), source(uv.pixel_count(), 0);
+  const auto colour_at = [](const mesh::Vec3& p, float* c) {
+    c[0] = 0.5f + p[1], c[1] = 0.5f + p[2], c[2] = 0.3f;
+  };
+  for (size_t i = 0; i < known.size(); ++i) {
+    if (!uv.face_id[i]) continue;
+    const mesh::Vec3 p = texel_position(m, uv, i);
+    if (p[0] > -0.05f) continue;
+    known[i] = 1;
+    colour_at(p, tex.pixels.data() + i * 3);
+  }
+  SurfaceFillReport report;
+  fill_surface(m, tex, known, uv, source, {}, &report);
+  ASSERT_TRUE(report.plane.found);
+  EXPECT_GT(std::fabs(report.plane.normal[0]), 0.99f) << "the plane that recovers the most";
+  size_t mirrored = 0, right = 0, close = 0;
+  for (size_t i = 0; i < known.size(); ++i) {
+    if (!uv.face_id[i]) continue;
+    const mesh::Vec3 p = texel_position(m, uv, i);
+    if (p[0] < 0.1f) continue;
+    ++right;
+    if (source[i] != static_cast<uint8_t>(TexelSource::mirrored)) continue;
+    ++mirrored;
+    float want[3];
+    colour_at(p, want);
+    const float* got = tex.pixels.data() + i * 3;
+    close += std::fabs(got[0] - want[0]) < 0.05f && std::fabs(got[1] - want[1]) < 0.05f;
+  }
+  EXPECT_EQ(report.mirrored_texels >= mirrored, true);
+  EXPECT_GT(mirrored, right * 9 / 10);
+  EXPECT_GT(close, mirrored * 95 / 100);
+}
+
+TEST(SurfaceFill, InpaintTextureSelectsTheFillAndReportsSources) {
+  const mesh::Mesh m = ellipsoid(0.5f, 0.5f, 0.5f);
+  const int size = 64;
+  const Raster uv = rasterize_uv(m, size, size);
+  image::Image tex(size, size, 3, 0.0f);
+  std::vector<uint8_t> trust(uv.pixel_count(), 0);
+  for (size_t i = 0; i < trust.size(); ++i)
+    if (uv.face_id[i] && texel_position(m, uv, i)[2] > 0.2f) {
+      trust[i] = 1;
+      tex.pixels[i * 3] = 1.0f;
+    }
+  InpaintOptions options;
+  options.fill = "harmonic";
+  InpaintReport report;
+  const image::Image out = inpaint_texture(m, tex, trust, &uv, options, &report);
+  ASSERT_EQ(report.sources.size(), trust.size());
+  size_t filled = 0;
+  for (size_t i = 0; i < trust.size(); ++i) {
+    if (trust[i]) {
+      EXPECT_EQ(report.sources[i], static_cast<uint8_t>(TexelSource::view));
+    }
+    filled += report.sources[i] == static_cast<uint8_t>(TexelSource::filled);
+  }
+  EXPECT_GT(filled, 0u);
+  for (float v : out.pixels) ASSERT_TRUE(std::isfinite(v) && v >= 0.0f && v <= 1.0f);
+  options.fill = "nearest";
+  EXPECT_THROW(inpaint_texture(m, tex, trust, &uv, options), RenderError);
+}
+
+// A reference image made from the raster's silhouette: scaled by `scale` about the silhouette's
+// centre, rotated by `degrees`, shifted by (dx, dy); left half of the object red, right half blue.
+image::Image reference_from(const Raster& r, double scale, double degrees, double dx, double dy,
+                            int w, int h) {
+  double cx = 0, cy = 0, n = 0;
+  for (int y = 0; y < r.height; ++y)
+    for (int x = 0; x < r.width; ++x)
+      if (r.face_id[static_cast<size_t>(y) * r.width + x]) cx += x, cy += y, n += 1;
+  cx /= n, cy /= n;
+  const double t = degrees * M_PI / 180.0;
+  image::Image out(w, h, 4, 1.0f);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      // Reference pixel -> raster pixel (the inverse of the placement).
+      const double ux = (x - w / 2.0 - dx) / scale, uy = (y - h / 2.0 - dy) / scale;
+      const double rx = cx + std::cos(t) * ux + std::sin(t) * uy;
+      const double ry = cy - std::sin(t) * ux + std::cos(t) * uy;
+      const int ix = static_cast<int>(std::lround(rx)), iy = static_cast<int>(std::lround(ry));
+      const bool inside = ix >= 0 && iy >= 0 && ix < r.width && iy < r.height &&
+                          r.face_id[static_cast<size_t>(iy) * r.width + ix];
+      float* p = out.at(x, y);
+      p[3] = inside ? 1.0f : 0.0f;
+      if (inside) p[0] = rx < cx ? 1.0f : 0.0f, p[1] = 0.0f, p[2] = rx < cx ? 0.0f : 1.0f;
+    }
+  return out;
+}
+
+Raster ellipsoid_raster(int size) {
+  Camera camera;
+  mesh::Mesh m = ellipsoid(0.5f, 0.3f, 0.3f);
+  for (auto& p : m.positions) p[0] += p[1] > 0 ? 0.25f * p[1] : 0.0f;  // lean: no box symmetry
+  return rasterize(m, camera, size, size);
+}
+
+TEST(RegisterToSilhouette, RecoversScaleShiftAndRotationToSubPixel) {
+  const Raster r = ellipsoid_raster(128);
+  const image::Image reference = reference_from(r, 1.7, 4.0, 6.3, -3.6, 300, 260);
+  SilhouetteFit fit;
+  const image::Image out = register_to_silhouette(reference, r, false, {}, &fit);
+  EXPECT_GT(fit.iou, 0.97);
+  EXPECT_FALSE(fit.box_fit_kept);
+  EXPECT_NEAR(fit.scale, 1.0 / 1.7, 0.01);
+  EXPECT_NEAR(std::fabs(fit.rotation_deg), 4.0, 0.7);
+  // Silhouette pixels left of its centre are red, right of it blue (away from the middle).
+  size_t right = 0, wrong = 0;
+  for (int y = 0; y < r.height; ++y)
+    for (int x = 0; x < r.width; ++x) {
+      if (!r.face_id[static_cast<size_t>(y) * r.width + x]) continue;
+      const float* p = out.at(x, y);
+      if (x < 56) (p[0] > 0.8f && p[2] < 0.2f ? right : wrong)++;
+      if (x > 72) (p[2] > 0.8f && p[0] < 0.2f ? right : wrong)++;
+    }
+  EXPECT_GT(right, 20 * wrong + 100);
+}
+
+TEST(RegisterToSilhouette, BeatsTheBoundingBoxWhenAStrayMarkWidensTheBox) {
+  const Raster r = ellipsoid_raster(128);
+  image::Image reference = reference_from(r, 1.0, 0.0, 0.0, 0.0, 200, 200);
+  for (int y = 190; y < 192; ++y)
+    for (int x = 2; x < 198; ++x) reference.at(x, y)[3] = 1.0f;  // a thin line far below
+  SilhouetteFit fit;
+  register_to_silhouette(reference, r, false, {}, &fit);
+  EXPECT_GT(fit.iou, fit.bbox_iou + 0.2);
+  EXPECT_GT(fit.iou, 0.9);
+  EXPECT_NEAR(fit.scale, 1.0, 0.02);
+}
+
+TEST(RegisterToSilhouette, RefusesAnEmptyReference) {
+  const Raster r = ellipsoid_raster(64);
+  EXPECT_THROW(register_to_silhouette(image::Image(8, 8, 4, 0.0f), r, false), RenderError);
+}
+
+}  // namespace
+}  // namespace gen3d::render
