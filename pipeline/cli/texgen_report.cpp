@@ -85,7 +85,7 @@ std::string image_row(const std::shared_ptr<const stages::ImageList>& list,
 std::string timeline_svg(const pipeline::Profiler& profiler) {
   std::vector<pipeline::SpanRecord> spans;
   for (auto& s : profiler.spans())
-    if (s.category == "node") spans.push_back(s);
+    if (s.category == "node" || s.category == "cached") spans.push_back(s);
   if (spans.empty()) return {};
   std::map<int, int> lane;
   int64_t end = 1;
@@ -103,9 +103,11 @@ std::string timeline_svg(const pipeline::Profiler& profiler) {
     const double w = std::max(1.0, width * static_cast<double>(s.dur_ns) / end);
     const int y = lane.at(s.thread) * lane_h;
     svg += fmt::format(
-        "<g><rect x={:.1f} y={} width={:.1f} height={} rx=3><title>{}: {:.1f} ms</title></rect>"
-        "<text x={:.1f} y={} class=bar>{}</text></g>",
-        x, y + 2, w, lane_h - 4, s.name, s.dur_ns / 1e6, x + 3, y + 17, w > 60 ? s.name : "");
+        "<g><rect x={:.1f} y={} width={:.1f} height={} rx=3{}><title>{}: {:.1f} ms{}</title>"
+        "</rect><text x={:.1f} y={} class=bar>{}</text></g>",
+        x, y + 2, w, lane_h - 4, s.category == "cached" ? " class=cached" : "", s.name,
+        s.dur_ns / 1e6, s.category == "cached" ? " (from the stage cache)" : "", x + 3, y + 17,
+        w > 60 ? s.name : "");
   }
   svg += fmt::format("<text x=80 y={}>0 ms</text><text x={} y={} text-anchor=end>{:.0f} ms</text>",
                      lane_h * lane.size() + 18, width + 80, lane_h * lane.size() + 18, end / 1e6);
@@ -155,10 +157,18 @@ std::string texgen_report_html(const Graph& g, const RunResult& run,
       body += fmt::format("<tr><td>{}</td><td>{:.4g}</td></tr>", name, value);
   body += "</table><h2>Timeline</h2>" + timeline_svg(profiler);
   body +=
-      "<h2>Stages</h2><table><tr><th>node</th><th>stage</th><th>start ms</th><th>wall ms</th></tr>";
-  for (const auto& n : run.nodes)
-    body += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td></tr>", n.id,
-                        n.stage, n.start_ms, n.wall_ms);
+      "<h2>Stages</h2><table><tr><th>node</th><th>stage</th><th>start ms</th><th>wall "
+      "ms</th><th>stage cache</th></tr>";
+  for (const auto& n : run.nodes) {
+    const std::string cache =
+        n.cached ? fmt::format("{}, {:.0f} ms saved", n.loaded ? "loaded" : "cached, not needed",
+                               n.saved_ms)
+        : n.stored
+            ? fmt::format("stored ({:.1f} MiB)", static_cast<double>(n.cache_bytes) / 1048576)
+            : std::string();
+    body += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{}</td></tr>",
+                        n.id, n.stage, n.start_ms, n.wall_ms, cache);
+  }
   body += "</table>";
   return "<!doctype html><html><head><meta charset=utf-8><title>gen3d texgen report</title><style>"
          "body{font:14px "
@@ -166,7 +176,8 @@ std::string texgen_report_html(const Graph& g, const RunResult& run,
          "figure{margin:0}figcaption{font-size:12px;color:#555}img{background:#eee;display:block}"
          ".empty{width:160px;height:160px;background:#f3f3f3}table{border-collapse:collapse}"
          "td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}"
-         ".timeline rect{fill:#6a9fd8}.timeline text{font-size:11px}.timeline .bar{fill:#fff}"
+         ".timeline rect{fill:#6a9fd8}.timeline rect.cached{fill:#8fbf7f}"
+         ".timeline text{font-size:11px}.timeline .bar{fill:#fff}"
          "</style></head><body>" +
          body + "</body></html>\n";
 }

@@ -100,6 +100,16 @@ TEST(CacheCommand, AChangedParameterRerunsOnlyWhatItReaches) {
   EXPECT_EQ(nodes_with(read_json(dir + "/m4.json"), "done"),
             (std::set<std::string>{"report", "save"}));
   EXPECT_EQ(read_bytes(dir + "/b.glb"), read_bytes(dir + "/d.glb"));
+
+  // With a report every node's outputs are needed: the cached ones are loaded, and the report
+  // shows them.
+  const auto reported = texture(cache, dir + "/e.glb",
+                                "--set inpaint.algorithm=telea --report " + dir + "/r.html");
+  ASSERT_EQ(reported.exit_code, 0) << reported.output;
+  const std::string html = read_bytes(dir + "/r.html");
+  EXPECT_NE(html.find("<td>loaded, "), std::string::npos);
+  EXPECT_NE(html.find("class=cached"), std::string::npos);
+  EXPECT_EQ(read_bytes(dir + "/b.glb"), read_bytes(dir + "/e.glb"));
 }
 
 TEST(CacheCommand, AnInputFileIsKnownByItsContent) {
