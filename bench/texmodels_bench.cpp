@@ -4,9 +4,12 @@
 // the delight UNet (8 input channels, 1 row). FLOPs are counted by the kernels (2 per
 // multiply-add), so GFLOP/s is what ran. Minutes per texture are extrapolated from the measured
 // parts: VAE encodes (1 reference + N normal + N position images), the reference UNet once, the
-// steps, the VAE decode of N views. Prints one JSON document.
+// steps, the VAE decode of N views; a texture's time adds delighting (50 delight steps). With
+// several precisions (a comma list) each part runs in every precision before the next part, in
+// one process, so the ratios are measured side by side. Prints one JSON document.
 //
 // Usage: gen3d_texmodels_bench [views=6] [size=512] [parts=vae,turbo,normal,delight]
+//                              [precision=fp32|bf16|auto|fp32,bf16]
 
 #include <sys/resource.h>
 #include <tbb/info.h>
@@ -20,7 +23,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/core/precision.h"
 #include "models/core/safetensors.h"
+#include "models/kernels/dnnl_matmul.h"
 #include "models/kernels/flops.h"
 #include "models/nn/init.h"
 #include "models/paint/mvunet.h"
@@ -73,119 +78,195 @@ bool wants(const std::string& parts, const char* p) {
   return ("," + parts + ",").find(std::string(",") + p + ",") != std::string::npos;
 }
 
+struct PrecisionRun {
+  std::string name;
+  WeightStorage storage = WeightStorage::kF32;
+  double vae_encode_ms_per_image = 0, vae_decode_ms_per_image = 0;
+  double ref_ms[2] = {0, 0}, step_ms[2] = {0, 0};  // turbo, normal
+  double delight_step_ms = 0;
+  nlohmann::json doc;
+};
+
+void bench_vae(PrecisionRun& r, int views, int size) {
+  const int lat = size / 8;
+  SdVaeConfig vc;
+  vc.block_out_channels = {128, 256, 512, 512};
+  vc.norm_num_groups = 32;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "gen3d_bench_vae.safetensors").string();
+  {
+    std::vector<Tensor> owned;
+    std::vector<std::pair<std::string, const Tensor*>> list;
+    nn::RandomParams rnd(nn::uniform_init(7));
+    const auto expected = SdVae::expected_tensors(vc);
+    owned.reserve(expected.size());
+    for (const auto& [name, shape] : expected) owned.push_back(rnd.take(name, shape));
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      list.emplace_back(expected[i].first, &owned[i]);
+    write_safetensors(path, list, DType::kF16);
+  }
+  std::unique_ptr<SdVae> vae;
+  {
+    WeightMap wm(SafetensorsFile::open(path), "");
+    vae = SdVae::load(vc, wm, r.storage);
+    wm.finish("SD VAE");
+  }
+  std::filesystem::remove(path);
+  const Tensor images = filled(Shape{views, size, size, 3}, 0.5f);
+  (void)vae->encode(images);  // warm-up (primitives, layouts), untimed
+  (void)vae->decode(filled(Shape{views, lat, lat, 4}, 0.1f));
+  const auto enc = measure([&] { (void)vae->encode(images); });
+  const Tensor z = filled(Shape{views, lat, lat, 4}, 0.1f);
+  const auto dec = measure([&] { (void)vae->decode(z); });
+  r.vae_encode_ms_per_image = enc.first / views;
+  r.vae_decode_ms_per_image = dec.first / views;
+  r.doc["vae"] = {{"parameters", vae->num_parameters()},
+                  {"encode", figure(enc)},
+                  {"decode", figure(dec)},
+                  {"encode_ms_per_image", r.vae_encode_ms_per_image},
+                  {"decode_ms_per_image", r.vae_decode_ms_per_image}};
+  std::fprintf(stderr, "[%s] vae: encode %.0f ms, decode %.0f ms for %d views\n", r.name.c_str(),
+               enc.first, dec.first, views);
+}
+
+void bench_mvunet(PrecisionRun& r, const MultiviewUNet& net, const char* mode, int views,
+                  int size) {
+  const int lat = size / 8;
+  const Tensor lat4 = filled(Shape{views, lat, lat, 4}, 0.1f);
+  std::vector<int> cams;
+  const int azim[6] = {0, 90, 180, 270, 0, 180}, elev[6] = {0, 0, 0, 0, 90, -90};
+  for (int v = 0; v < views; ++v)
+    cams.push_back(MultiviewUNet::camera_id(azim[v % 6], elev[v % 6]));
+  const bool cfg = std::string(mode) == "normal";
+  const int B = cfg ? 2 : 1;
+  const Tensor ref_lat = filled(Shape{B, lat, lat, 4}, 0.1f);
+  // One untimed run at the same shapes first: bf16 creates its oneDNN primitives (and reorders a
+  // weight whose preferred layout differs for this shape) on first use.
+  {
+    RefFeatures warm = net.reference_features(ref_lat, 1, net.learned_text_ref());
+    Tensor rows = filled(Shape{B * views, lat, lat, 4}, 0.1f);
+    std::vector<int> cam_rows;
+    for (int b = 0; b < B; ++b) cam_rows.insert(cam_rows.end(), cams.begin(), cams.end());
+    Tensor text(Shape{B, net.learned_text_gen().dim(1), net.learned_text_gen().dim(2)});
+    (void)net.forward(rows, rows, rows, 500.0f, text, cam_rows, warm,
+                      cfg ? std::vector<float>{0.f, 1.f} : std::vector<float>{1.f}, views);
+  }
+  RefFeatures ref;
+  const auto rf =
+      measure([&] { ref = net.reference_features(ref_lat, 1, net.learned_text_ref()); });
+  Tensor rows = filled(Shape{B * views, lat, lat, 4}, 0.1f);
+  std::vector<int> cam_rows;
+  for (int b = 0; b < B; ++b) cam_rows.insert(cam_rows.end(), cams.begin(), cams.end());
+  const std::vector<float> ref_scale = cfg ? std::vector<float>{0.f, 1.f} : std::vector<float>{1.f};
+  Tensor text(Shape{B, net.learned_text_gen().dim(1), net.learned_text_gen().dim(2)});
+  const auto st = measure(
+      [&] { (void)net.forward(rows, rows, rows, 500.0f, text, cam_rows, ref, ref_scale, views); });
+  const int steps = cfg ? 30 : 10;
+  r.ref_ms[cfg] = rf.first;
+  r.step_ms[cfg] = st.first;
+  r.doc["mvunet"][mode] = {{"rows", B * views},
+                           {"reference_unet", figure(rf)},
+                           {"step", figure(st)},
+                           {"steps", steps},
+                           {"tflop_per_texture_unet", (rf.second + steps * st.second) * 1e-3}};
+  std::fprintf(stderr, "[%s] %s: reference %.0f ms, step %.0f ms (%.0f GFLOP/s)\n", r.name.c_str(),
+               mode, rf.first, st.first, st.second / (st.first * 1e-3));
+}
+
+void bench_delight(PrecisionRun& r, int size) {
+  const int lat = size / 8;
+  UNetConfig dc = paint_unet();
+  dc.in_channels = 8;
+  nn::RandomParams rnd(nn::uniform_init(13), r.storage);
+  const UNet2DCondition unet = UNet2DCondition::load(dc, rnd);
+  const Tensor x = filled(Shape{1, lat, lat, 8}, 0.1f);
+  const Tensor text(Shape{1, 77, dc.cross_attention_dim});
+  const std::vector<float> t{500.0f};
+  (void)unet.forward(x, t, text);  // warm-up (primitives, layouts), untimed
+  const auto st = measure([&] { (void)unet.forward(x, t, text); });
+  r.delight_step_ms = st.first;
+  r.doc["delight"] = {{"parameters", unet.num_parameters()},
+                      {"step", figure(st)},
+                      {"minutes_for_50_steps", 50 * st.first / 60000.0}};
+  std::fprintf(stderr, "[%s] delight: step %.0f ms\n", r.name.c_str(), st.first);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  kernels::passive_omp_wait(argv);
   const int views = argc > 1 ? std::max(1, std::atoi(argv[1])) : 6;
   const int size = argc > 2 ? std::max(64, std::atoi(argv[2])) : 512;
   const std::string parts = argc > 3 ? argv[3] : "vae,turbo,normal,delight";
-  const int lat = size / 8;
+  const std::string precisions = argc > 4 ? argv[4] : "auto";
+
+  std::vector<PrecisionRun> runs;
+  {
+    std::string item;
+    for (std::size_t i = 0; i <= precisions.size(); ++i) {
+      if (i == precisions.size() || precisions[i] == ',') {
+        const Precision p = resolve_precision(parse_precision(item));
+        PrecisionRun r;
+        r.name = std::string(precision_name(p));
+        r.storage = storage_for(p);
+        runs.push_back(std::move(r));
+        item.clear();
+      } else {
+        item += precisions[i];
+      }
+    }
+  }
 
   nlohmann::json doc;
   doc["views"] = views;
   doc["size"] = size;
   doc["threads"] = tbb::info::default_concurrency();
+  doc["interleaved"] = runs.size() > 1;
 
-  // SD VAE (SD2: 128/256/512/512): random weights through a temporary safetensors file.
-  std::unique_ptr<SdVae> vae;
-  double vae_encode_ms_per_image = 0, vae_decode_ms_per_image = 0;
-  if (wants(parts, "vae")) {
-    SdVaeConfig vc;
-    vc.block_out_channels = {128, 256, 512, 512};
-    vc.norm_num_groups = 32;
-    const std::string path =
-        (std::filesystem::temp_directory_path() / "gen3d_bench_vae.safetensors").string();
-    {
-      std::vector<Tensor> owned;
-      std::vector<std::pair<std::string, const Tensor*>> list;
-      nn::RandomParams rnd(nn::uniform_init(7));
-      const auto expected = SdVae::expected_tensors(vc);
-      owned.reserve(expected.size());
-      for (const auto& [name, shape] : expected) owned.push_back(rnd.take(name, shape));
-      for (std::size_t i = 0; i < expected.size(); ++i)
-        list.emplace_back(expected[i].first, &owned[i]);
-      write_safetensors(path, list, DType::kF16);
-    }
-    {
-      WeightMap wm(SafetensorsFile::open(path), "");
-      vae = SdVae::load(vc, wm);
-      wm.finish("SD VAE");
-    }
-    std::filesystem::remove(path);
-    const Tensor images = filled(Shape{views, size, size, 3}, 0.5f);
-    const auto enc = measure([&] { (void)vae->encode(images); });
-    const Tensor z = filled(Shape{views, lat, lat, 4}, 0.1f);
-    const auto dec = measure([&] { (void)vae->decode(z); });
-    vae_encode_ms_per_image = enc.first / views;
-    vae_decode_ms_per_image = dec.first / views;
-    doc["vae"] = {{"parameters", vae->num_parameters()},
-                  {"encode", figure(enc)},
-                  {"decode", figure(dec)},
-                  {"encode_ms_per_image", vae_encode_ms_per_image},
-                  {"decode_ms_per_image", vae_decode_ms_per_image}};
-    std::fprintf(stderr, "vae: encode %.0f ms, decode %.0f ms for %d views\n", enc.first, dec.first,
-                 views);
-    vae.reset();
-  }
-
-  // UNet2.5D (main + reference UNet), full size.
+  if (wants(parts, "vae"))
+    for (PrecisionRun& r : runs) bench_vae(r, views, size);
   if (wants(parts, "turbo") || wants(parts, "normal")) {
-    const auto t0 = Clock::now();
-    const auto net = MultiviewUNet::random(paint_unet(), 11);
-    doc["mvunet"]["parameters"] = net->num_parameters();
-    doc["mvunet"]["init_ms"] = ms_since(t0);
-    const Tensor lat4 = filled(Shape{views, lat, lat, 4}, 0.1f);
-    std::vector<int> cams;
-    const int azim[6] = {0, 90, 180, 270, 0, 180}, elev[6] = {0, 0, 0, 0, 90, -90};
-    for (int v = 0; v < views; ++v)
-      cams.push_back(MultiviewUNet::camera_id(azim[v % 6], elev[v % 6]));
-    for (const char* mode : {"turbo", "normal"}) {
-      if (!wants(parts, mode)) continue;
-      const bool cfg = std::string(mode) == "normal";
-      const int B = cfg ? 2 : 1;
-      const Tensor ref_lat = filled(Shape{B, lat, lat, 4}, 0.1f);
-      RefFeatures ref;
-      const auto rf =
-          measure([&] { ref = net->reference_features(ref_lat, 1, net->learned_text_ref()); });
-      Tensor rows = filled(Shape{B * views, lat, lat, 4}, 0.1f);
-      std::vector<int> cam_rows;
-      for (int b = 0; b < B; ++b) cam_rows.insert(cam_rows.end(), cams.begin(), cams.end());
-      const std::vector<float> ref_scale =
-          cfg ? std::vector<float>{0.f, 1.f} : std::vector<float>{1.f};
-      Tensor text(Shape{B, net->learned_text_gen().dim(1), net->learned_text_gen().dim(2)});
-      const auto st = measure([&] {
-        (void)net->forward(rows, rows, rows, 500.0f, text, cam_rows, ref, ref_scale, views);
-      });
-      const int steps = cfg ? 30 : 10;
-      const double enc_ms = (1 + 2 * views) * vae_encode_ms_per_image;
-      const double dec_ms = views * vae_decode_ms_per_image;
-      const double total_ms = enc_ms + rf.first + steps * st.first + dec_ms;
-      doc["mvunet"][mode] = {{"rows", B * views},
-                             {"reference_unet", figure(rf)},
-                             {"step", figure(st)},
-                             {"steps", steps},
-                             {"tflop_per_texture_unet", (rf.second + steps * st.second) * 1e-3},
-                             {"minutes_per_texture", total_ms / 60000.0},
-                             {"vae_included", vae_encode_ms_per_image > 0}};
-      std::fprintf(stderr, "%s: reference %.0f ms, step %.0f ms (%.0f GFLOP/s), %.1f min/texture\n",
-                   mode, rf.first, st.first, st.second / (st.first * 1e-3), total_ms / 60000.0);
+    for (PrecisionRun& r : runs) {
+      const auto t0 = Clock::now();
+      const auto net = MultiviewUNet::random(paint_unet(), 11, 77, r.storage);
+      r.doc["mvunet"]["parameters"] = net->num_parameters();
+      r.doc["mvunet"]["init_ms"] = ms_since(t0);
+      for (const char* mode : {"turbo", "normal"})
+        if (wants(parts, mode)) bench_mvunet(r, *net, mode, views, size);
     }
   }
+  if (wants(parts, "delight"))
+    for (PrecisionRun& r : runs) bench_delight(r, size);
 
-  // Delight UNet (InstructPix2Pix: 8 input channels), one row per step (guidance 1.0).
-  if (wants(parts, "delight")) {
-    UNetConfig dc = paint_unet();
-    dc.in_channels = 8;
-    nn::RandomParams rnd(nn::uniform_init(13));
-    const UNet2DCondition unet = UNet2DCondition::load(dc, rnd);
-    const Tensor x = filled(Shape{1, lat, lat, 8}, 0.1f);
-    const Tensor text(Shape{1, 77, dc.cross_attention_dim});
-    const std::vector<float> t{500.0f};
-    const auto st = measure([&] { (void)unet.forward(x, t, text); });
-    doc["delight"] = {{"parameters", unet.num_parameters()},
-                      {"step", figure(st)},
-                      {"minutes_for_50_steps", 50 * st.first / 60000.0}};
-    std::fprintf(stderr, "delight: step %.0f ms\n", st.first);
+  for (PrecisionRun& r : runs) {
+    // A texture: VAE encodes (1 reference + 2N maps), the reference UNet, the steps, the decode
+    // of N views, plus delighting (50 delight steps); parts not run count as 0 (flagged).
+    const double enc_ms = (1 + 2 * views) * r.vae_encode_ms_per_image;
+    const double dec_ms = views * r.vae_decode_ms_per_image;
+    const double delight_ms = 50 * r.delight_step_ms;
+    for (int cfg = 0; cfg < 2; ++cfg) {
+      if (r.step_ms[cfg] <= 0) continue;
+      const int steps = cfg ? 30 : 10;
+      const double total = enc_ms + r.ref_ms[cfg] + steps * r.step_ms[cfg] + dec_ms + delight_ms;
+      const char* mode = cfg ? "normal" : "turbo";
+      r.doc["minutes_per_texture"][mode] = total / 60000.0;
+      std::fprintf(stderr, "[%s] %s texture: %.1f min (delighting %s, VAE %s)\n", r.name.c_str(),
+                   mode, total / 60000.0, delight_ms > 0 ? "included" : "not run",
+                   enc_ms > 0 ? "included" : "not run");
+    }
+    r.doc["minutes_per_texture"]["vae_included"] = enc_ms > 0;
+    r.doc["minutes_per_texture"]["delight_included"] = delight_ms > 0;
+    doc["precision"][r.name] = r.doc;
+  }
+  if (runs.size() > 1) {
+    const PrecisionRun &a = runs.front(), &b = runs.back();
+    auto ratio = [](double x, double y) { return y > 0 ? x / y : 0.0; };
+    doc["speedup"] = {{"of", b.name + " over " + a.name},
+                      {"vae_decode", ratio(a.vae_decode_ms_per_image, b.vae_decode_ms_per_image)},
+                      {"vae_encode", ratio(a.vae_encode_ms_per_image, b.vae_encode_ms_per_image)},
+                      {"turbo_step", ratio(a.step_ms[0], b.step_ms[0])},
+                      {"normal_step", ratio(a.step_ms[1], b.step_ms[1])},
+                      {"delight_step", ratio(a.delight_step_ms, b.delight_step_ms)}};
   }
   doc["peak_rss_mb"] = peak_rss_mb();
   std::printf("%s\n", doc.dump(2).c_str());
