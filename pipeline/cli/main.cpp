@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "pipeline/cli/batch_command.h"
+#include "pipeline/cli/bench_dit.h"
 #include "pipeline/cli/cache_study.h"
 #include "pipeline/cli/check_models.h"
 #include "pipeline/cli/commands.h"
@@ -23,6 +24,7 @@ extern "C" void on_sigint(int) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gen3d::cli::passive_omp_wait(argv);  // oneDNN's OpenMP threads sleep between calls (bench_dit.h)
   CLI::App app{"gen3d: native 3D generation pipelines (texgen, shapegen) on a oneTBB flow graph"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("gen3d ") + GEN3D_VERSION);
@@ -198,6 +200,9 @@ int main(int argc, char** argv) {
   check_cmd->add_flag("--json", models_check.json, "a weights file: one JSON object per tensor");
   check_cmd->add_option("--set", models_check.run.sets, "override: var=value or node.param=value");
 
+  gen3d::cli::BenchDitOptions bench_dit;
+  gen3d::cli::add_bench_dit(app, bench_dit);
+
   std::string config;
   std::vector<std::string> sets;
   bool dump = false;
@@ -239,6 +244,7 @@ int main(int argc, char** argv) {
     if (*shape_cmd) return gen3d::cli::cmd_shape(shape);
     if (*study_cmd) return gen3d::cli::cmd_cache_study(study);
     if (*check_cmd) return gen3d::cli::cmd_check_models(models_check);
+    if (*bench_dit.command) return gen3d::cli::cmd_bench_dit(bench_dit);
     if (*cache_cmd.info || *cache_cmd.clear || *cache_cmd.verify)
       return gen3d::cli::cmd_cache(cache_cmd);
     if (*batch_cmd) {

@@ -1,0 +1,194 @@
+#include "pipeline/cli/bench_dit.h"
+
+#include <sys/resource.h>
+#include <tbb/task_arena.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "models/core/precision.h"
+#include "models/kernels/dnnl_matmul.h"
+#include "models/kernels/flops.h"
+#include "models/shape/dit.h"
+#include "pipeline/error.h"
+
+namespace gen3d::cli {
+
+namespace {
+
+using models::Precision;
+using models::Tensor;
+
+struct Usage {
+  double cpu_s = 0;
+  long involuntary = 0;
+};
+
+Usage usage_now() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  Usage u;
+  u.cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+            1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  u.involuntary = ru.ru_nivcsw;
+  return u;
+}
+
+void fill(Tensor& t, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (float& v : t.span()) v = d(rng);
+}
+
+struct Run {
+  Precision precision;
+  std::unique_ptr<models::Hunyuan3DDiT> model;
+  std::vector<double> ms;
+  double flops = 0, cpu_s = 0;
+  long involuntary = 0;
+};
+
+}  // namespace
+
+void passive_omp_wait(char** argv) {
+  models::kernels::passive_omp_wait(argv);
+}
+
+void add_bench_dit(CLI::App& app, BenchDitOptions& opt) {
+  CLI::App* bench = nullptr;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; }))
+    bench = sub;
+  if (!bench) {
+    bench = app.add_subcommand("bench", "Benchmarks of the runtime's pieces, as JSON lines");
+    bench->require_subcommand(1);
+  }
+  auto* c = bench->add_subcommand(
+      "dit",
+      "Time the DiT forward with random weights at the given sizes; one JSON line per precision "
+      "(ms_per_forward, gflops)");
+  c->add_option("--hidden", opt.hidden, "hidden size H")->capture_default_str();
+  c->add_option("--heads", opt.heads, "attention heads")->capture_default_str();
+  c->add_option("--depth", opt.depth, "double-stream blocks")->capture_default_str();
+  c->add_option("--single", opt.single, "single-stream blocks")->capture_default_str();
+  c->add_option("--tokens", opt.tokens, "latent tokens L")->capture_default_str();
+  c->add_option("--context-tokens", opt.context_tokens, "context tokens Lc")->capture_default_str();
+  c->add_option("--context-dim", opt.context_dim, "context width")->capture_default_str();
+  c->add_option("--in-channels", opt.in_channels, "latent channels")->capture_default_str();
+  c->add_option("--batch", opt.batch, "batch B")->capture_default_str();
+  c->add_option("--threads", opt.threads, "threads (0: all cores)")->capture_default_str();
+  c->add_option("--reps", opt.reps, "timed forwards per precision (after one warm-up)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  c->add_option("--precision", opt.precision,
+                "auto, fp32, bf16, or a comma list (interleaved in one run)")
+      ->capture_default_str();
+  opt.command = c;
+}
+
+int cmd_bench_dit(const BenchDitOptions& opt) {
+  if (opt.hidden <= 0 || opt.heads <= 0 || opt.hidden % opt.heads != 0)
+    throw pipeline::ConfigError("bench dit: --hidden must be a positive multiple of --heads");
+  for (int v : {opt.tokens, opt.context_tokens, opt.context_dim, opt.in_channels, opt.batch})
+    if (v <= 0) throw pipeline::ConfigError("bench dit: sizes must be positive");
+  if (opt.depth < 0 || opt.single < 0 || opt.threads < 0)
+    throw pipeline::ConfigError("bench dit: --depth, --single and --threads must be >= 0");
+  models::DiTConfig cfg;
+  cfg.hidden_size = opt.hidden;
+  cfg.num_heads = opt.heads;
+  cfg.depth = opt.depth;
+  cfg.depth_single_blocks = opt.single;
+  cfg.context_in_dim = opt.context_dim;
+  cfg.in_channels = opt.in_channels;
+  cfg.axes_dim = {opt.hidden / opt.heads};
+
+  std::vector<Run> runs;
+  {
+    std::stringstream ss(opt.precision);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      Precision p;
+      try {
+        p = models::resolve_precision(models::parse_precision(item));
+      } catch (const std::exception& e) {
+        throw pipeline::ConfigError(std::string("bench dit: --precision: ") + e.what());
+      }
+      runs.push_back(Run{p, nullptr, {}, 0, 0, 0});
+    }
+  }
+  if (runs.empty()) throw pipeline::ConfigError("bench dit: --precision is empty");
+
+  tbb::task_arena arena(opt.threads > 0 ? opt.threads : tbb::task_arena::automatic);
+  const int threads = arena.max_concurrency();
+  const std::int64_t B = opt.batch, L = opt.tokens, Lc = opt.context_tokens;
+  Tensor x({B, L, opt.in_channels}), t({B}), ctx({B, Lc, opt.context_dim});
+  fill(x, 1);
+  fill(ctx, 2);
+  for (std::int64_t b = 0; b < B; ++b)
+    t.data()[b] = static_cast<float>(b + 1) / static_cast<float>(B + 1);
+
+  arena.execute([&] {
+    for (Run& r : runs) {
+      r.model = std::make_unique<models::Hunyuan3DDiT>(
+          models::Hunyuan3DDiT::random(cfg, 42, {models::storage_for(r.precision)}));
+      (void)r.model->forward(x, t, ctx);  // warm-up: packing, primitive creation
+    }
+    // Interleaved repetitions: rep i of every precision before rep i + 1 of any.
+    for (int rep = 0; rep < opt.reps; ++rep) {
+      for (Run& r : runs) {
+        const auto f0 = models::kernels::flop_counter().load();
+        const Usage u0 = usage_now();
+        const auto t0 = std::chrono::steady_clock::now();
+        Tensor out = r.model->forward(x, t, ctx);
+        const auto t1 = std::chrono::steady_clock::now();
+        const Usage u1 = usage_now();
+        r.ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        r.flops = static_cast<double>(models::kernels::flop_counter().load() - f0);
+        r.cpu_s += u1.cpu_s - u0.cpu_s;
+        r.involuntary += u1.involuntary - u0.involuntary;
+      }
+    }
+  });
+
+  for (const Run& r : runs) {
+    std::vector<double> s = r.ms;
+    std::sort(s.begin(), s.end());
+    const double median = s[s.size() / 2];
+    double total_ms = 0;
+    for (double m : r.ms) total_ms += m;
+    nlohmann::json j;
+    j["bench"] = "dit";
+    j["precision"] = std::string(models::precision_name(r.precision));
+    j["hidden"] = opt.hidden;
+    j["heads"] = opt.heads;
+    j["depth"] = opt.depth;
+    j["single"] = opt.single;
+    j["tokens"] = opt.tokens;
+    j["context_tokens"] = opt.context_tokens;
+    j["context_dim"] = opt.context_dim;
+    j["in_channels"] = opt.in_channels;
+    j["batch"] = opt.batch;
+    j["threads"] = threads;
+    j["reps"] = opt.reps;
+    j["ms_per_forward"] = median;
+    j["ms_min"] = s.front();
+    j["gflop_per_forward"] = r.flops * 1e-9;
+    j["gflops"] = r.flops * 1e-9 / (median * 1e-3);
+    j["weight_mib"] = static_cast<double>(r.model->weight_bytes()) / (1 << 20);
+    // CPU seconds per wall second over the timed forwards, per thread: ~1 when every thread is
+    // busy, and never above 1 unless more threads ran than the arena allows.
+    j["cpu_per_thread"] = r.cpu_s / (total_ms * 1e-3) / threads;
+    j["involuntary_switches_per_forward"] =
+        static_cast<double>(r.involuntary) / static_cast<double>(opt.reps);
+    j["onednn"] = models::kernels::dnnl_description();
+    std::printf("%s\n", j.dump().c_str());
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace gen3d::cli

@@ -1,0 +1,29 @@
+#pragma once
+// `gen3d bench dit`: times the DiT forward at any size with seeded random weights and prints one
+// JSON line per precision (ms_per_forward, gflops, threads, CPU use).
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace gen3d::cli {
+
+struct BenchDitOptions {
+  int hidden = 1024, heads = 16, depth = 1, single = 2;
+  int tokens = 512, context_tokens = 257, context_dim = 1536, in_channels = 64, batch = 2;
+  int threads = 0;  // 0: all cores
+  int reps = 3;
+  // One precision, or several separated by commas: their repetitions are interleaved in one
+  // process so the ratios are fair on a shared machine.
+  std::string precision = "auto";
+  CLI::App* command = nullptr;
+};
+
+// Re-executes the process with OMP_WAIT_POLICY=passive unless it is set (models/kernels/
+// dnnl_matmul.h: oneDNN's OpenMP threads must not spin while TBB runs); returns otherwise.
+void passive_omp_wait(char** argv);
+
+// Adds `bench dit` (creating the `bench` group when absent).
+void add_bench_dit(CLI::App& app, BenchDitOptions& opt);
+int cmd_bench_dit(const BenchDitOptions& opt);
+
+}  // namespace gen3d::cli
