@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libtbb-dev libopencv-dev libassimp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-  libopenblas-dev libmeshoptimizer-dev libeigen3-dev libminizip-dev libxxhash-dev
+  libopenblas-dev libmeshoptimizer-dev libeigen3-dev libminizip-dev libxxhash-dev libdnnl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 
