@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <optional>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "image/background.h"
@@ -12,6 +13,7 @@
 #include "image/recenter.h"
 #include "image/resize.h"
 #include "mesh/io.h"
+#include "models/core/precision.h"
 #include "models/core/tensor.h"
 #include "models/paint/delight_model.h"
 #include "stages/register.h"
@@ -83,12 +85,16 @@ class RemoveBackground final : public pipeline::Stage {
         .output<image::Image>("image", "RGBA")
         .choice("method", "threshold", {"threshold", "grabcut"}, "segmentation method")
         .param<double>("threshold", 0.08, Range{0.0, 1.8},
-                       "RGB distance from the background colour");
+                       "RGB distance from the background colour")
+        .param<bool>("keep_largest", true,
+                     "keep only the largest foreground region (false: every region, for objects "
+                     "of several parts)");
   }
   void run(StageContext& ctx) const override {
     image::BackgroundOptions options;
     options.method = ctx.param<std::string>("method");
     options.threshold = ctx.param<float>("threshold");
+    options.keep_largest = ctx.param<bool>("keep_largest");
     ctx.out("image", std::make_shared<image::Image>(
                          image::remove_background(*ctx.in<image::Image>("image"), options)));
   }
@@ -122,6 +128,10 @@ class Delight final : public pipeline::Stage {
         .param<double>("image_guidance", 1.5, Range{0.0, 100.0},
                        "model: image guidance (only used when guidance > 1)")
         .param<int>("seed", 42, Range{0, 2147483647}, "model: noise seed")
+        .choice(
+            "precision", "auto", {"auto", "fp32", "bf16"},
+            "model: network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
+            "accumulation) or fp32; auto: bf16 where the CPU has AVX512-BF16 or AMX")
         .param<int>("size", 512, Range{16, 4096},
                     "model: working size (multiple of 8; the official 512)");
   }
@@ -159,7 +169,9 @@ class Delight final : public pipeline::Stage {
     std::shared_ptr<const models::DelightModel> model;
     {
       auto span = ctx.span("load model");
-      model = models::shared_delight_model(ctx.param<std::string>("model"));
+      model = models::shared_delight_model(
+          ctx.param<std::string>("model"),
+          models::storage_for(models::parse_precision(ctx.param<std::string>("precision"))));
     }
     const int size = ctx.param<int>("size");
     const image::Image input =
@@ -222,10 +234,30 @@ class SaveImages final : public pipeline::Stage {
   }
 };
 
+// One image of a list, e.g. one rendered view as the reference of a single-image benchmark.
+class SelectImage final : public pipeline::Stage {
+ public:
+  StageContract contract() const override {
+    return StageContract("select_image", "One image of a list of view images, by index.")
+        .input<ImageList>("images")
+        .output<image::Image>("image")
+        .param<int>("index", 0, Range{0, 1023}, "which image");
+  }
+  void run(StageContext& ctx) const override {
+    auto images = ctx.in<ImageList>("images");
+    const auto index = static_cast<size_t>(ctx.param<int>("index"));
+    if (index >= images->size() || (*images)[index].empty())
+      throw std::runtime_error(
+          fmt::format("there is no image {} ({} images)", index, images->size()));
+    ctx.out("image", std::make_shared<image::Image>((*images)[index]));
+  }
+};
+
 }  // namespace
 
 void register_image_stages(pipeline::Registry& registry) {
   registry.add<SaveImages>();
+  registry.add<SelectImage>();
   registry.add<LoadImage>();
   registry.add<RecenterImage>();
   registry.add<RemoveBackground>();

@@ -1,5 +1,9 @@
 // inpaint_texture: fills the texels no view painted, and puts the texture on the mesh.
 
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
 #include "image/composite.h"
 #include "render/texture_inpaint.h"
 #include "stages/register.h"
@@ -13,12 +17,26 @@ using pipeline::Range;
 using pipeline::StageContext;
 using pipeline::StageContract;
 
+// The per-texel sources as colours (empty for the reference method: a 1 x 1 black image).
+image::Image source_map(const std::vector<uint8_t>& sources, int size) {
+  if (sources.size() != static_cast<size_t>(size) * size) return image::Image(1, 1, 3, 0.0f);
+  static const float kColors[6][3] = {{0.0f, 0.0f, 0.0f},    {0.2f, 0.75f, 0.3f},
+                                      {0.25f, 0.45f, 0.95f}, {0.95f, 0.6f, 0.15f},
+                                      {0.9f, 0.15f, 0.15f},  {0.5f, 0.5f, 0.5f}};
+  image::Image out(size, size, 3);
+  for (size_t i = 0; i < sources.size(); ++i)
+    for (int c = 0; c < 3; ++c)
+      out.pixels[i * 3 + c] = kColors[std::min<uint8_t>(sources[i], 5)][c];
+  return out;
+}
+
 class InpaintTexture final : public pipeline::Stage {
  public:
   StageContract contract() const override {
     return StageContract("inpaint_texture",
                          "Fill unpainted texels: vertex propagation, then image inpainting inside "
                          "the charts, gutter dilation and a background fill.")
+        .semantics_version(2)  // 2: the sources output
         .input<mesh::Mesh>("mesh", "normalized, with UVs")
         .input<render::MergeResult>("merged")
         .output<mesh::Mesh>("mesh", "the mesh with its new base-colour texture")
@@ -29,7 +47,17 @@ class InpaintTexture final : public pipeline::Stage {
         .choice("algorithm", "ns", {"ns", "telea"}, "OpenCV inpainting algorithm")
         .param<double>("radius", 3.0, Range{1.0, 64.0}, "OpenCV inpainting radius (texels)")
         .param<int>("gutter", 4, Range{0, 64}, "texels dilated around the charts")
-        .param<bool>("vertex_inpaint", true, "propagate colours over the mesh first");
+        .param<bool>("vertex_inpaint", true, "propagate colours over the mesh first")
+        .choice("fill", "propagate", {"propagate", "harmonic"},
+                "charts: unseen surface by breadth-first vertex propagation, or by a smooth "
+                "harmonic fill on the welded mesh (continuous across seams, low frequencies only)")
+        .param<bool>("symmetry", true,
+                     "harmonic: unseen texels whose mirror image across a detected symmetry plane "
+                     "was seen take that colour")
+        .param<int>("max_iterations", 400, Range{1, 100000}, "harmonic: solver iteration cap")
+        .output<image::Image>("sources",
+                              "where each texel came from: views green, mirrored blue, surface "
+                              "fill orange, image inpainting red, gutter grey (charts method)");
   }
   void run(StageContext& ctx) const override {
     auto m = ctx.in<mesh::Mesh>("mesh");
@@ -41,6 +69,9 @@ class InpaintTexture final : public pipeline::Stage {
     options.radius = ctx.param<double>("radius");
     options.gutter = ctx.param<int>("gutter");
     options.vertex_inpaint = ctx.param<bool>("vertex_inpaint");
+    options.fill = ctx.param<std::string>("fill");
+    options.symmetry = ctx.param<bool>("symmetry");
+    options.max_iterations = ctx.param<int>("max_iterations");
     std::shared_ptr<const render::Raster> uv;
     if (options.method == "charts") uv = raster_cache(ctx).get_uv(*m, size, size);
     auto report = std::make_shared<render::InpaintReport>();
@@ -55,6 +86,18 @@ class InpaintTexture final : public pipeline::Stage {
     textured->colors.clear();
     ctx.out("mesh", std::move(textured));
     ctx.out("texture", std::move(texture));
+    if (options.fill == "harmonic") {
+      ctx.gauge("inpaint.mirrored_texels", static_cast<double>(report->mirrored_texels));
+      ctx.gauge("inpaint.symmetry_found", report->symmetry_found ? 1.0 : 0.0);
+      ctx.gauge("inpaint.symmetry_error", report->symmetry_error);
+      ctx.gauge("inpaint.fill_iterations", report->fill_iterations);
+      spdlog::info(
+          "{}: symmetry plane {} (error {:.4f} of the diagonal), {} texels mirrored, "
+          "harmonic fill in {} iterations",
+          ctx.node_id(), report->symmetry_found ? "found" : "not found", report->symmetry_error,
+          report->mirrored_texels, report->fill_iterations);
+    }
+    ctx.out("sources", std::make_shared<image::Image>(source_map(report->sources, size)));
     ctx.out("report", std::move(report));
   }
 };

@@ -31,7 +31,9 @@ class TexturePsnr final : public pipeline::Stage {
         .input<mesh::Mesh>("mesh", "normalized, textured")
         .input<render::ViewSet>("views")
         .input<ImageList>("images", "the images to compare with, one per view")
-        .param<int>("resolution", 512, Range{16, 16384}, "render size of the comparison");
+        .param<int>("resolution", 512, Range{16, 16384}, "render size of the comparison")
+        .param<std::string>("metric", "psnr",
+                            "metric name prefix: <metric>.view<N> and <metric>.mean_db");
   }
   void run(StageContext& ctx) const override {
     auto m = ctx.in<mesh::Mesh>("mesh");
@@ -61,15 +63,16 @@ class TexturePsnr final : public pipeline::Stage {
     const auto psnr = [](double e, double n) {
       return n > 0 ? 10.0 * std::log10(n / std::max(e, 1e-12)) : 0.0;
     };
+    const std::string metric = ctx.param<std::string>("metric");
     for (size_t v = 0; v < views->size(); ++v) {
       if (count[v] == 0) continue;
-      ctx.gauge(fmt::format("psnr.view{}", v), psnr(sse[v], count[v]));
+      ctx.gauge(fmt::format("{}.view{}", metric, v), psnr(sse[v], count[v]));
       line += fmt::format(" {}:{:.1f}", v, psnr(sse[v], count[v]));
       all_sse += sse[v];
       all_count += count[v];
     }
     if (all_count == 0) throw std::runtime_error("no view to compare with");
-    ctx.gauge("psnr.mean_db", psnr(all_sse, all_count));
+    ctx.gauge(metric + ".mean_db", psnr(all_sse, all_count));
     spdlog::info("{}: PSNR {:.2f} dB over all views (per view:{})", ctx.node_id(),
                  psnr(all_sse, all_count), line);
   }

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "image/io.h"
 #include "image/recenter.h"
@@ -21,19 +22,46 @@ using pipeline::Range;
 using pipeline::StageContext;
 using pipeline::StageContract;
 
+// The image with the raster's silhouette outline (silhouette pixels with a background neighbour)
+// drawn in magenta.
+image::Image silhouette_outline(const image::Image& placed, const render::Raster& raster) {
+  image::Image out = placed;
+  const int w = raster.width, h = raster.height;
+  const auto inside = [&](int x, int y) {
+    return x >= 0 && y >= 0 && x < w && y < h && raster.face_id[static_cast<size_t>(y) * w + x];
+  };
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      if (inside(x, y) &&
+          (!inside(x - 1, y) || !inside(x + 1, y) || !inside(x, y - 1) || !inside(x, y + 1))) {
+        float* p = out.at(x, y);
+        p[0] = 1.0f, p[1] = 0.0f, p[2] = 1.0f;
+      }
+  return out;
+}
+
 class ViewsFromReference final : public pipeline::Stage {
  public:
   StageContract contract() const override {
     return StageContract("views_from_reference",
                          "The reference image on the view it shows, fitted onto the normalized "
                          "mesh's silhouette there; views without a reference get no image.")
+        .semantics_version(2)  // 2: the overlay output
         .input<render::ViewSet>("views")
         .input<mesh::Mesh>("mesh", "normalized target mesh (its silhouettes)")
         .input<image::Image>("image", "the (delit) reference image")
         .output<ImageList>("images", "RGB, one per view (empty: nothing for that view)")
+        .output<ImageList>("overlay",
+                           "the placed images with the silhouette's outline in magenta: how the "
+                           "reference fits the mesh")
         .param<int>("resolution", 2048, Range{16, 16384}, "view image size")
         .param<int>("reference_view", 0, Range{0, 1023}, "the view the reference image shows")
         .param<bool>("mirror_back", false, "also use it, mirrored, for the opposite view")
+        .choice("fit", "bbox", {"bbox", "silhouette"},
+                "bbox: object box onto silhouette box; silhouette: the similarity transform of "
+                "best silhouette agreement (IoU), sub-pixel, reported as multiview.fit_*")
+        .param<double>("max_rotation", 10.0, Range{0.0, 45.0},
+                       "silhouette fit: largest rotation tried (degrees)")
         .param<std::vector<std::string>>("extra_images", std::vector<std::string>{},
                                          "more reference images (recentred) ...")
         .param<std::vector<int>>("extra_views", std::vector<int>{}, "... and the view of each")
@@ -53,12 +81,37 @@ class ViewsFromReference final : public pipeline::Stage {
     render::RasterCache& cache = raster_cache(ctx);
     const uint64_t fingerprint = target->fingerprint();
     auto images = std::make_shared<ImageList>(views->size());
+    auto overlay = std::make_shared<ImageList>(views->size());
+    const bool silhouette = ctx.param<std::string>("fit") == "silhouette";
+    render::SilhouetteFitOptions fit_options;
+    fit_options.max_rotation_deg = ctx.param<double>("max_rotation");
     const auto place = [&](const image::Image& reference, size_t view, bool mirror) {
       if (view >= views->size())
         throw std::runtime_error(
             fmt::format("view {} does not exist ({} views)", view, views->size()));
       auto raster = cache.get(fingerprint, *target, (*views)[view].camera, size, size);
-      (*images)[view] = render::fit_into_silhouette(reference, *raster, mirror);
+      const auto outline = [&] { (*overlay)[view] = silhouette_outline((*images)[view], *raster); };
+      if (!silhouette) {
+        (*images)[view] = render::fit_into_silhouette(reference, *raster, mirror);
+        outline();
+        return;
+      }
+      render::SilhouetteFit fit;
+      (*images)[view] =
+          render::register_to_silhouette(reference, *raster, mirror, fit_options, &fit);
+      outline();
+      const std::string key = fmt::format("multiview.fit_view{}", view);
+      ctx.gauge(key + ".iou", fit.iou);
+      ctx.gauge(key + ".bbox_iou", fit.bbox_iou);
+      ctx.gauge(key + ".scale", fit.scale);
+      ctx.gauge(key + ".rotation_deg", fit.rotation_deg);
+      ctx.gauge(key + ".offset_x", fit.offset_x);
+      ctx.gauge(key + ".offset_y", fit.offset_y);
+      spdlog::info(
+          "{}: reference on view {}: silhouette IoU {:.4f} (bounding-box fit {:.4f}), scale "
+          "{:.4f}, rotation {:.2f} deg, centroid moved ({:.2f}, {:.2f}) px from the box fit",
+          ctx.node_id(), view, fit.iou, fit.bbox_iou, fit.scale, fit.rotation_deg, fit.offset_x,
+          fit.offset_y);
     };
 
     const size_t front = static_cast<size_t>(ctx.param<int>("reference_view"));
@@ -74,6 +127,7 @@ class ViewsFromReference final : public pipeline::Stage {
     report_cache(ctx, cache);
     report_view_images(ctx, *images);
     ctx.out("images", std::move(images));
+    ctx.out("overlay", std::move(overlay));
   }
 };
 

@@ -96,6 +96,19 @@ TEST(ImageStages, SaveImagesThenLoadImageRoundTrip) {
   EXPECT_TRUE(std::filesystem::is_regular_file(dir + "/view_0.png")) << "default prefix";
 }
 
+TEST(ImageStages, SelectImagePicksOneViewImage) {
+  pipeline::StageRunner r = runner("select_image");
+  r.input<stages::ImageList>("images",
+                             stages::ImageList{solid(4, kGreen), Image(), solid(4, kBlue)});
+  r.param("index", 2).run();
+  EXPECT_TRUE(near_rgb(r.output<Image>("image")->at(1, 1), kBlue));
+  pipeline::StageRunner empty = runner("select_image");
+  empty.input<stages::ImageList>("images", stages::ImageList{solid(4, kGreen), Image()});
+  empty.param("index", 1);
+  EXPECT_NE(error_of([&] { empty.run(); }).find("there is no image 1 (2 images)"),
+            std::string::npos);
+}
+
 TEST(ImageStages, LoadAndSaveRefuseBadParameters) {
   pipeline::StageRunner load = runner("load_image");
   EXPECT_TRUE(contains(error_of([&] { load.run(); }), "missing required parameter \"path\""));

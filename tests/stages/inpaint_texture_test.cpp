@@ -49,6 +49,30 @@ void expect_red_blue_blends(const Image& tex, const std::vector<uint8_t>& where,
   EXPECT_EQ(bad, 0u) << "texels that are not a red/blue blend";
 }
 
+TEST(InpaintTexture, HarmonicFillBlendsTheSeenColoursAndMapsTheSources) {
+  pipeline::StageRunner r = runner("inpaint_texture");
+  r.input<mesh::Mesh>("mesh", smooth_sphere())
+      .input<render::MergeResult>("merged", red_front_blue_back());
+  r.param("fill", "harmonic");
+  r.run();
+  const auto tex = r.output<Image>("texture");
+  const auto report = r.output<render::InpaintReport>("report");
+  const auto sources = r.output<Image>("sources");
+  ASSERT_TRUE(tex && report && sources);
+  expect_red_blue_blends(*tex, chart_mask(), 0.02f);
+  ASSERT_EQ(sources->width, kSize);
+  ASSERT_EQ(report->sources.size(), static_cast<size_t>(kSize) * kSize);
+  size_t view = 0;
+  for (uint8_t s : report->sources) view += s == 1;
+  EXPECT_EQ(view, report->view_texels);
+  const auto counters = r.profiler().counter_totals();
+  EXPECT_EQ(counters.count("inpaint.mirrored_texels"), 1u);
+  pipeline::StageRunner bad = runner("inpaint_texture");
+  bad.input<mesh::Mesh>("mesh", smooth_sphere())
+      .input<render::MergeResult>("merged", red_front_blue_back());
+  EXPECT_NE(error_of([&] { bad.param("fill", "nearest").run(); }).find("fill"), std::string::npos);
+}
+
 TEST(InpaintTexture, FillsTheChartsFromThePaintedTexels) {
   const auto m = red_front_blue_back();
   const Inpainted out = inpaint(m);

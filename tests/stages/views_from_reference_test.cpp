@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "pipeline/error.h"
 #include "stage_test_helpers.h"
 #include "support/paths.h"
@@ -90,6 +92,43 @@ TEST(ViewsFromReference, MissingViewAndBadExtrasAreRefused) {
   missing.param("extra_views", json::array({0}));
   EXPECT_NE(config_error_of([&] { missing.run(); }).find("reference image not found: no/such.png"),
             std::string::npos);
+}
+
+// An RGBA reference: a disc (the sphere's silhouette, drawn smaller and off-centre) left half red,
+// right half blue, plus a thin stray line that widens its bounding box.
+Image disc_with_stray_line() {
+  Image img(64, 64, 4, 1.0f);
+  for (int y = 0; y < img.height; ++y)
+    for (int x = 0; x < img.width; ++x) {
+      float* p = img.at(x, y);
+      const bool disc = std::hypot(x - 24.5, y - 30.5) < 12.0;
+      p[3] = disc || (y == 60 && x > 2) ? 1.0f : 0.0f;
+      if (disc) p[0] = x < 24 ? 1.0f : 0.0f, p[1] = 0.0f, p[2] = x < 24 ? 0.0f : 1.0f;
+    }
+  return img;
+}
+
+TEST(ViewsFromReference, SilhouetteFitBeatsTheBoundingBoxAndReportsTheFit) {
+  pipeline::StageRunner r = runner("views_from_reference");
+  reference_on(r, {0});
+  r.input<Image>("image", disc_with_stray_line()).param("fit", "silhouette");
+  r.run();
+  const auto counters = r.profiler().counter_totals();
+  // The line stays outside the silhouette: it bounds the agreement at about 0.88.
+  EXPECT_GT(counters.at("multiview.fit_view0.iou"), 0.8);
+  EXPECT_GT(counters.at("multiview.fit_view0.iou"),
+            counters.at("multiview.fit_view0.bbox_iou") + 0.1);
+  const Image& front = (*r.output<stages::ImageList>("images"))[0];
+  const int mid = kSize / 2;
+  EXPECT_TRUE(near_rgb(front.at(mid - 5, mid), kRed, 0.05f));
+  EXPECT_TRUE(near_rgb(front.at(mid + 5, mid), kBlue, 0.05f));
+
+  pipeline::StageRunner box = runner("views_from_reference");
+  reference_on(box, {0});
+  box.input<Image>("image", disc_with_stray_line());
+  box.run();
+  EXPECT_EQ(box.profiler().counter_totals().count("multiview.fit_view0.iou"), 0u)
+      << "the bounding-box fit (the default) reports no fit";
 }
 
 TEST(ViewsFromReference, AMeshOutsideTheViewIsAnError) {
