@@ -316,8 +316,11 @@ void parameterize_chart(Chart& c, const Mesh& m, const Topology& t, const Unwrap
     if (!c.lscm) c.uv = planar;
   }
   c.needs_split = false;
+  // One triangle cannot fold over or overlap itself, and splitting it cannot help: a sliver whose
+  // normal is noise may look folded, and re-splitting it would never end.
+  const bool splittable = c.faces.size() > 1;
   if (!c.lscm) {
-    if (!folded_faces(c, t).empty()) {
+    if (splittable && !folded_faces(c, t).empty()) {
       c.needs_split = true;
       return;
     }
@@ -333,7 +336,7 @@ void parameterize_chart(Chart& c, const Mesh& m, const Topology& t, const Unwrap
       return;
     }
   }
-  if (self_overlaps(c, overlap_scale, scratch)) {
+  if (splittable && self_overlaps(c, overlap_scale, scratch)) {
     bool fixed = false;
     if (c.lscm) {  // planar projection may not fold where LSCM did
       planar_projection(c, m, n);

@@ -105,7 +105,7 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
     size_t split = 0;
     for (uint32_t ci = first; ci < nchart; ++ci) {
       Chart& c = charts[ci];
-      if (!c.needs_split) continue;
+      if (!c.needs_split || c.faces.size() < 2) continue;  // a lone face is final
       ++split;
       for (uint32_t f : c.faces) chart_of[f] = kNone;
       pending.push_back(std::move(c.faces));

@@ -11,6 +11,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include "mesh/cleanup.h"
 #include "mesh/uv_unwrap.h"
 
 namespace gen3d::mesh {
@@ -237,6 +238,34 @@ TEST(UvUnwrapDegenerate, CollapsedPoleRowsUnwrapWithBoundedMemoryAndTime) {
   EXPECT_LT(seconds, 60.0);
   EXPECT_FALSE(r.metrics.density_reduced);
   EXPECT_GT(r.metrics.utilization, 0.3);
+  expect_inside_and_not_overlapping(r, 1024);
+}
+
+TEST(UvUnwrapDegenerate, NearZeroPoleSliversEndTheSplitting) {
+  // The same sphere computed in double with the seam welded: the south pole's ring lands at
+  // sin(pi) ~ 1e-16 from the axis, so after clean-up its faces are slivers of ~1e-20 area whose
+  // normals are noise. Each looked folded on its own, and a one-face chart was split for ever.
+  const int rings = 100, segments = 500;
+  Mesh m;
+  for (int r = 0; r <= rings; ++r) {
+    const double th = M_PI * r / rings;
+    for (int s = 0; s < segments; ++s) {
+      const double ph = 2 * M_PI * s / segments;
+      m.positions.push_back({float(std::sin(th) * std::cos(ph)), float(std::cos(th)),
+                             float(std::sin(th) * std::sin(ph))});
+    }
+  }
+  auto at = [&](int r, int s) { return uint32_t(r * segments + s % segments); };
+  for (int r = 0; r < rings; ++r)
+    for (int s = 0; s < segments; ++s) {
+      m.faces.push_back({at(r, s), at(r + 1, s), at(r, s + 1)});
+      m.faces.push_back({at(r, s + 1), at(r + 1, s), at(r + 1, s + 1)});
+    }
+  const Mesh clean = cleanup(m, {});
+  UnwrapOptions o;
+  o.texture_size = 1024;
+  const UnwrapResult r = uv_unwrap(clean, o);
+  EXPECT_LT(r.metrics.charts, clean.faces.size() / 10);
   expect_inside_and_not_overlapping(r, 1024);
 }
 
