@@ -7,6 +7,7 @@
 
 #include "pipeline/cli/batch_command.h"
 #include "pipeline/cli/bench_dit.h"
+#include "pipeline/cli/bench_single_image.h"
 #include "pipeline/cli/cache_study.h"
 #include "pipeline/cli/check_models.h"
 #include "pipeline/cli/commands.h"
@@ -202,6 +203,8 @@ int main(int argc, char** argv) {
 
   gen3d::cli::BenchDitOptions bench_dit;
   gen3d::cli::add_bench_dit(app, bench_dit);
+  gen3d::cli::BenchSingleImageOptions bench_single;
+  gen3d::cli::add_bench_single_image(app, bench_single);
 
   std::string config;
   std::vector<std::string> sets;
@@ -245,6 +248,7 @@ int main(int argc, char** argv) {
     if (*study_cmd) return gen3d::cli::cmd_cache_study(study);
     if (*check_cmd) return gen3d::cli::cmd_check_models(models_check);
     if (*bench_dit.command) return gen3d::cli::cmd_bench_dit(bench_dit);
+    if (*bench_single.command) return gen3d::cli::cmd_bench_single_image(bench_single);
     if (*cache_cmd.info || *cache_cmd.clear || *cache_cmd.verify)
       return gen3d::cli::cmd_cache(cache_cmd);
     if (*batch_cmd) {

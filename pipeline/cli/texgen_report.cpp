@@ -128,6 +128,8 @@ std::string texgen_report_html(const Graph& g, const RunResult& run,
   body += image_row(output_of_stage<stages::ImageList>(g, run, "render_positions", "maps"),
                     "Position maps");
   body += image_row(baked_view_images(g, run), "View images");
+  body += image_row(output_of_stage<stages::ImageList>(g, run, "views_from_reference", "overlay"),
+                    "Reference fit (the mesh's silhouette outlined in magenta)");
 
   body += image_row(output_of_stage<stages::ImageList>(g, run, "render_albedo", "maps"),
                     "Result (base colour from the six views and two diagonals)");
@@ -148,11 +150,17 @@ std::string texgen_report_html(const Graph& g, const RunResult& run,
         }
       body += img_tag(overlay, 480, "coverage: red = not painted by any view");
     }
+    auto sources = output_of_stage<image::Image>(g, run, "inpaint_texture", "sources");
+    if (sources && sources->width == texture->width)
+      body += img_tag(*sources, 480,
+                      "texel sources: green = seen by a view, blue = mirrored, orange = surface "
+                      "fill, red = image inpainting, grey = gutter");
     body += "</div>";
   }
   body += "<h2>Bake report</h2><table>";
   for (const auto& [name, value] : profiler.counter_totals())
     if (name.rfind("bake.", 0) == 0 || name.rfind("psnr.", 0) == 0 || name.rfind("uv.", 0) == 0 ||
+        name.rfind("multiview.fit", 0) == 0 || name.rfind("inpaint.", 0) == 0 ||
         name.rfind("raster_cache.", 0) == 0)
       body += fmt::format("<tr><td>{}</td><td>{:.4g}</td></tr>", name, value);
   body += "</table><h2>Timeline</h2>" + timeline_svg(profiler);
