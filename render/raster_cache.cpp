@@ -1,18 +1,57 @@
 #include "render/raster_cache.h"
 
-#include <oneapi/tbb/collaborative_call_once.h>
+#include <oneapi/tbb/task_arena.h>
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
 #include <cstring>
 
 namespace gen3d::render {
 
 struct RasterCache::Entry {
-  tbb::collaborative_once_flag once;
-  std::shared_ptr<const Raster> raster;  // set once, inside `once`
-  std::list<Key>::iterator lru_pos;      // valid while in map_ (guarded by mutex_)
-  size_t bytes = 0;                      // accounted bytes (guarded by mutex_)
+  std::mutex mutex;                      // guards raster and busy
+  std::condition_variable done;          // signalled when a computation ends
+  bool busy = false;                     // a thread is computing the raster
+  std::shared_ptr<const Raster> raster;  // set once
+  std::list<Key>::iterator lru_pos;      // valid while in map_ (guarded by RasterCache::mutex_)
+  size_t bytes = 0;                      // accounted bytes (guarded by RasterCache::mutex_)
 };
+
+namespace {
+
+// The entry's raster, computed by the first caller while later ones wait; a computation that
+// throws leaves the entry empty for the next waiter to retry. The computation runs isolated: the
+// computing thread, waiting for its own parallel work, never picks up an outer task that could
+// ask for this same entry. (oneTBB 2021.8's collaborative_call_once was used here and hung
+// `gen3d batch --jobs 2`: every waiter asleep after the computation had finished.)
+template <class Entry, class Compute>
+std::shared_ptr<const Raster> compute_once(Entry& e, Compute&& compute, bool& computed) {
+  std::unique_lock lock(e.mutex);
+  e.done.wait(lock, [&] { return !e.busy; });
+  if (e.raster) return e.raster;
+  e.busy = true;
+  lock.unlock();
+  std::shared_ptr<const Raster> raster;
+  try {
+    raster =
+        tbb::this_task_arena::isolate([&] { return std::make_shared<const Raster>(compute()); });
+  } catch (...) {
+    lock.lock();
+    e.busy = false;
+    lock.unlock();
+    e.done.notify_all();
+    throw;
+  }
+  lock.lock();
+  e.raster = raster;
+  e.busy = false;
+  lock.unlock();
+  e.done.notify_all();
+  computed = true;
+  return raster;
+}
+
+}  // namespace
 
 size_t RasterCache::KeyHash::operator()(const Key& k) const {
   uint64_t h = k.mesh ^ (k.uv_space ? 0x9e3779b97f4a7c15ull : 0);
@@ -51,12 +90,9 @@ std::shared_ptr<const Raster> RasterCache::lookup(const Key& key, Compute&& comp
     }
   }
   bool computed = false;
-  tbb::collaborative_call_once(entry->once, [&] {
-    entry->raster = std::make_shared<const Raster>(compute());
-    computed = true;
-  });
+  std::shared_ptr<const Raster> raster = compute_once(*entry, compute, computed);
   if (computed) account(key, entry);
-  return entry->raster;
+  return raster;
 }
 
 void RasterCache::account(const Key& key, const std::shared_ptr<Entry>& entry) {
@@ -64,7 +100,10 @@ void RasterCache::account(const Key& key, const std::shared_ptr<Entry>& entry) {
   ++stats_.rasterizations;
   auto it = map_.find(key);
   if (it == map_.end() || it->second != entry) return;  // cleared meanwhile: not held
-  entry->bytes = entry->raster->bytes();
+  {
+    std::lock_guard entry_lock(entry->mutex);
+    entry->bytes = entry->raster->bytes();
+  }
   stats_.bytes += entry->bytes;
   // Evict least recently used entries (never the one just computed) until within budget.
   while (stats_.bytes > budget_ && lru_.size() > 1) {

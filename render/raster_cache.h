@@ -1,8 +1,8 @@
 #pragma once
 // RasterCache: one rasterization per (mesh, pose, projection, resolution), shared immutably by
 // every consumer (normal map, position map, back-projection of the same pose: 6 rasterizations
-// instead of the reference's 18). Thread-safe; concurrent requests for one key compute it once,
-// and the waiting threads help (tbb::collaborative_call_once) instead of blocking TBB workers.
+// instead of the reference's 18). Thread-safe; concurrent requests for one key compute it once
+// while the others wait.
 // Bounded by bytes with least-recently-used eviction; evicted rasters stay valid for holders.
 
 #include <cstddef>
