@@ -21,7 +21,14 @@ class CacheFormatError : public std::runtime_error {
 
 class ByteWriter {
  public:
-  explicit ByteWriter(std::string& out) : out_(out) {}
+  // Large arrays referenced instead of copied: the logical stream is `out` with each borrowed
+  // range inserted at its offset. The referenced data must outlive the writer's use of `out`.
+  struct Borrowed {
+    size_t at;  // offset in `out` where the range goes
+    std::string_view bytes;
+  };
+  explicit ByteWriter(std::string& out, std::vector<Borrowed>* borrowed = nullptr)
+      : out_(out), borrowed_(borrowed) {}
 
   template <class T>
   void pod(const T& v) {
@@ -43,13 +50,23 @@ class ByteWriter {
   void vec(const std::vector<T>& v) {
     static_assert(std::is_trivially_copyable_v<T>);
     u64(v.size());
-    if (!v.empty()) out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+    raw(v.data(), v.size() * sizeof(T));
   }
-  void raw(const void* data, size_t size) { out_.append(static_cast<const char*>(data), size); }
-  size_t size() const { return out_.size(); }
+  void raw(const void* data, size_t size) {
+    if (borrowed_ && size >= (64u << 10)) {
+      borrowed_->push_back(Borrowed{out_.size(), {static_cast<const char*>(data), size}});
+      borrowed_bytes_ += size;
+      return;
+    }
+    if (size) out_.append(static_cast<const char*>(data), size);
+  }
+  // Bytes written so far, borrowed ranges included.
+  size_t size() const { return out_.size() + borrowed_bytes_; }
 
  private:
   std::string& out_;
+  std::vector<Borrowed>* borrowed_ = nullptr;
+  size_t borrowed_bytes_ = 0;
 };
 
 class ByteReader {

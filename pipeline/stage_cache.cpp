@@ -86,7 +86,7 @@ std::optional<std::string> read_whole(const std::string& path) {
 }
 
 // Writes `parts` to a temporary sibling of `path` and renames it into place.
-void write_atomically(const std::string& path, std::initializer_list<std::string_view> parts) {
+void write_atomically(const std::string& path, const std::vector<std::string_view>& parts) {
   static std::atomic<uint64_t> counter{0};
   const std::string temp = fmt::format("{}.tmp{}_{}", path, ::getpid(), counter++);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -325,7 +325,7 @@ CacheKey StageCache::file_hash(const std::string& path) {
     if (!ok) throw std::runtime_error("cannot read " + path);
     result = CacheKey{h.high64, h.low64};
     try {
-      write_atomically(memo_path, {abs, "\n", stamp, "\n", result.hex(), "\n"});
+      write_atomically(memo_path, {abs + "\n" + stamp + "\n" + result.hex() + "\n"});
     } catch (const std::exception& e) {
       spdlog::debug("stage cache: {}", e.what());
     }
@@ -478,10 +478,10 @@ uint64_t StageCache::estimate_bytes(
 uint64_t StageCache::store(const CacheKey& key, const GraphNode& node,
                            const std::map<std::string, Value, std::less<>>& outputs,
                            double compute_ms) {
-  std::string payload;
+  std::string payload;  // small fields; big arrays are written from the values themselves
+  std::vector<ByteWriter::Borrowed> borrowed;
   try {
-    payload.reserve(static_cast<size_t>(estimate_bytes(outputs)));
-    ByteWriter w(payload);
+    ByteWriter w(payload, &borrowed);
     w.u32(static_cast<uint32_t>(outputs.size()));
     for (const auto& [port, value] : outputs) {
       const PortCodec* codec = codecs_.codec(value.type);
@@ -491,11 +491,25 @@ uint64_t StageCache::store(const CacheKey& key, const GraphNode& node,
       w.u32(codec->version);
       const size_t len_at = payload.size();
       w.u64(0);
-      const size_t begin = payload.size();
+      const size_t begin = w.size();
       codec->save(value.data.get(), w);
-      const uint64_t len = payload.size() - begin;
+      const uint64_t len = w.size() - begin;
       std::memcpy(payload.data() + len_at, &len, sizeof len);
     }
+    // The payload in file order: owned bytes with the borrowed ranges in between.
+    std::vector<std::string_view> parts;
+    size_t at = 0;
+    for (const ByteWriter::Borrowed& b : borrowed) {
+      parts.emplace_back(payload.data() + at, b.at - at);
+      parts.push_back(b.bytes);
+      at = b.at;
+    }
+    parts.emplace_back(payload.data() + at, payload.size() - at);
+    XXH3_state_t* sum_state = XXH3_createState();
+    XXH3_64bits_reset(sum_state);
+    for (std::string_view part : parts) XXH3_64bits_update(sum_state, part.data(), part.size());
+    const uint64_t sum = XXH3_64bits_digest(sum_state);
+    XXH3_freeState(sum_state);
     std::string header;
     ByteWriter hw(header);
     header.append(kMagic, sizeof kMagic);
@@ -503,11 +517,12 @@ uint64_t StageCache::store(const CacheKey& key, const GraphNode& node,
     hw.u32(0);
     hw.u64(key.hi);
     hw.u64(key.lo);
-    hw.u64(payload.size());
-    hw.u64(checksum64(payload));
+    hw.u64(w.size());
+    hw.u64(sum);
     hw.f64(compute_ms);
-    write_atomically(entry_path(key), {header, payload});
-    return header.size() + payload.size();
+    parts.insert(parts.begin(), header);
+    write_atomically(entry_path(key), parts);
+    return header.size() + w.size();
   } catch (const std::exception& e) {
     spdlog::warn("stage cache: could not store {} ({}): {}", node.id, node.contract->name,
                  e.what());

@@ -58,7 +58,12 @@ int run_graph(const Graph& graph, const RunOptions& o, const AfterRun& after) {
   exec.max_threads = o.threads;
   exec.model_concurrency = o.model_concurrency;
   exec.interrupt = &interrupt_flag();
-  const auto cache = open_stage_cache(o.cache);
+  // A graph with nothing the cache may hold (a model check, a timing study) opens no store.
+  bool cacheable = false;
+  for (const GraphNode& node : graph.nodes)
+    cacheable = cacheable ||
+                (node.contract->cache != CachePolicy::Never && !node.contract->outputs.empty());
+  const auto cache = cacheable ? open_stage_cache(o.cache) : nullptr;
   exec.cache = cache.get();
   exec.elide_unused = o.elide_unused;
   const bool progress = !o.quiet && isatty(STDERR_FILENO);
