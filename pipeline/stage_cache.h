@@ -69,7 +69,7 @@ struct StageCacheOptions {
   // the estimated load time (serialized bytes at load_mb_per_s).
   double min_store_ms = 100.0;
   double store_factor = 4.0;
-  double load_mb_per_s = 1000.0;
+  double load_mb_per_s = 300.0;  // measured on the 2-core reference machine under load
 };
 
 struct CacheInfo {
