@@ -103,8 +103,8 @@ TEST(CacheCommand, AChangedParameterRerunsOnlyWhatItReaches) {
 
   // With a report every node's outputs are needed: the cached ones are loaded, and the report
   // shows them.
-  const auto reported = texture(cache, dir + "/e.glb",
-                                "--set inpaint.algorithm=telea --report " + dir + "/r.html");
+  const auto reported =
+      texture(cache, dir + "/e.glb", "--set inpaint.algorithm=telea --report " + dir + "/r.html");
   ASSERT_EQ(reported.exit_code, 0) << reported.output;
   const std::string html = read_bytes(dir + "/r.html");
   EXPECT_NE(html.find("<td>loaded, "), std::string::npos);
