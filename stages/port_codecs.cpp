@@ -124,10 +124,25 @@ mesh::Mesh load_mesh(ByteReader& r) {
   return m;
 }
 
+template <class M>
+uint64_t material_bytes(const M& m) {
+  uint64_t b = 16;
+  if constexpr (requires {
+                  m.materials;
+                  m.face_materials;
+                }) {
+    for (const auto& mat : m.materials)
+      b += 8 + mat.name.size() + 1 + (mat.texture ? image_bytes(*mat.texture) : 0) +
+           sizeof(mat.base_color);
+    b += vec_bytes(m.face_materials) - 8;
+  }
+  return b;
+}
+
 uint64_t mesh_bytes(const mesh::Mesh& m) {
   return vec_bytes(m.positions) + vec_bytes(m.faces) + vec_bytes(m.normals) + vec_bytes(m.uvs) +
-         vec_bytes(m.uv_faces) + vec_bytes(m.colors) + (m.texture ? image_bytes(*m.texture) : 0) +
-         32;
+         vec_bytes(m.uv_faces) + vec_bytes(m.colors) + 1 +
+         (m.texture ? image_bytes(*m.texture) : 0) + material_bytes(m);
 }
 
 // ---- Small values

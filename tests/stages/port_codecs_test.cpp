@@ -1,0 +1,209 @@
+// The stage cache's binary form of every port type: a value saved and loaded back is equal to the
+// original field by field (floats bit for bit), and any cut-short byte stream is refused.
+
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "stages/register.h"
+#include "stages/types.h"
+
+namespace gen3d::test {
+namespace {
+
+using pipeline::ByteReader;
+using pipeline::ByteWriter;
+
+const pipeline::Registry& codecs() {
+  static const pipeline::Registry reg = [] {
+    pipeline::Registry r;
+    stages::register_port_codecs(r);
+    return r;
+  }();
+  return reg;
+}
+
+template <class T>
+std::string save(const T& value, bool borrow = false) {
+  const pipeline::PortCodec* codec = codecs().codec(pipeline::port_type<T>());
+  EXPECT_NE(codec, nullptr);
+  std::string out;
+  std::vector<ByteWriter::Borrowed> borrowed;
+  ByteWriter w(out, borrow ? &borrowed : nullptr);
+  codec->save(&value, w);
+  EXPECT_EQ(
+      w.size(), out.size() + [&] {
+        size_t n = 0;
+        for (const auto& b : borrowed) n += b.bytes.size();
+        return n;
+      }());
+  if (!borrow) {
+    EXPECT_LE(out.size(), codec->bytes(&value) + 64);
+  }
+  return out;
+}
+
+template <class T>
+T load(const std::string& bytes) {
+  ByteReader r(bytes);
+  auto v = codecs().codec(pipeline::port_type<T>())->load(r);
+  r.expect_end();
+  return *std::static_pointer_cast<const T>(v);
+}
+
+template <class T>
+void expect_truncations_refused(const std::string& bytes) {
+  for (size_t cut : {size_t{0}, size_t{1}, bytes.size() / 2, bytes.size() - 1}) {
+    if (cut >= bytes.size()) continue;
+    ByteReader r(std::string_view(bytes).substr(0, cut));
+    EXPECT_THROW(
+        {
+          auto v = codecs().codec(pipeline::port_type<T>())->load(r);
+          r.expect_end();
+        },
+        pipeline::CacheFormatError)
+        << "cut at " << cut << " of " << bytes.size();
+  }
+}
+
+image::Image ramp(int w, int h, int c) {
+  image::Image im(w, h, c);
+  for (size_t i = 0; i < im.pixels.size(); ++i) im.pixels[i] = static_cast<float>(i) / 7.0f;
+  return im;
+}
+
+bool same(const image::Image& a, const image::Image& b) {
+  return a.width == b.width && a.height == b.height && a.channels == b.channels &&
+         a.pixels.size() == b.pixels.size() &&
+         std::memcmp(a.pixels.data(), b.pixels.data(), a.pixels.size() * sizeof(float)) == 0;
+}
+
+TEST(PortCodecs, EveryPortTypeHasOne) {
+  for (const pipeline::PortType& t :
+       {pipeline::port_type<mesh::Mesh>(), pipeline::port_type<image::Image>(),
+        pipeline::port_type<mesh::NormalizeTransform>(), pipeline::port_type<render::ViewSet>(),
+        pipeline::port_type<stages::ImageList>(), pipeline::port_type<stages::BakeList>(),
+        pipeline::port_type<render::MergeResult>(), pipeline::port_type<render::InpaintReport>(),
+        pipeline::port_type<stages::TextReport>(), pipeline::port_type<models::Tensor>(),
+        pipeline::port_type<models::VolumeGrid>()})
+    EXPECT_NE(codecs().codec(t), nullptr) << t.name;
+}
+
+TEST(PortCodecs, MeshRoundTripsWithTextureAndMaterials) {
+  mesh::Mesh m;
+  m.positions = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0.5f}};
+  m.faces = {{0, 1, 2}};
+  m.normals = {{0, 0, 1}, {0, 0, 1}, {0, 0, 1}};
+  m.uvs = {{0, 0}, {1, 0}, {0, 1}};
+  m.uv_faces = {{0, 1, 2}};
+  m.colors = {{1, 0, 0, 1}, {0, 1, 0, 1}, {0, 0, 1, 0.5f}};
+  m.texture = std::make_shared<const image::Image>(ramp(4, 3, 3));
+  m.materials.push_back(
+      {"wood", std::make_shared<const image::Image>(ramp(2, 2, 4)), {0.5f, 0.25f, 1, 1}});
+  m.face_materials = {0};
+  const std::string bytes = save(m);
+  const mesh::Mesh back = load<mesh::Mesh>(bytes);
+  EXPECT_EQ(back.positions, m.positions);
+  EXPECT_EQ(back.faces, m.faces);
+  EXPECT_EQ(back.normals, m.normals);
+  EXPECT_EQ(back.uvs, m.uvs);
+  EXPECT_EQ(back.uv_faces, m.uv_faces);
+  EXPECT_EQ(back.colors, m.colors);
+  ASSERT_TRUE(back.texture);
+  EXPECT_TRUE(same(*back.texture, *m.texture));
+  ASSERT_EQ(back.materials.size(), 1u);
+  EXPECT_EQ(back.materials[0].name, "wood");
+  EXPECT_EQ(back.materials[0].base_color, m.materials[0].base_color);
+  ASSERT_TRUE(back.materials[0].texture);
+  EXPECT_TRUE(same(*back.materials[0].texture, *m.materials[0].texture));
+  EXPECT_EQ(back.face_materials, m.face_materials);
+  EXPECT_EQ(back.fingerprint(), m.fingerprint());
+  expect_truncations_refused<mesh::Mesh>(bytes);
+}
+
+TEST(PortCodecs, TexturesViewsAndReportsRoundTrip) {
+  render::MergeResult merged;
+  merged.texture = ramp(8, 8, 3);
+  merged.weight = ramp(8, 8, 1);
+  merged.trust_mask.assign(64, 255);
+  merged.views = {{10, 2, 0.2f, false}, {5, 5, 1.0f, true}};
+  const render::MergeResult mb = load<render::MergeResult>(save(merged));
+  EXPECT_TRUE(same(mb.texture, merged.texture));
+  EXPECT_TRUE(same(mb.weight, merged.weight));
+  EXPECT_EQ(mb.trust_mask, merged.trust_mask);
+  ASSERT_EQ(mb.views.size(), 2u);
+  EXPECT_EQ(mb.views[1].already_painted, 5u);
+  EXPECT_TRUE(mb.views[1].skipped);
+  expect_truncations_refused<render::MergeResult>(save(merged));
+
+  const render::ViewSet views = render::ViewSet::hunyuan6();
+  const render::ViewSet vb = load<render::ViewSet>(save(views));
+  ASSERT_EQ(vb.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(vb[i].camera.azim, views[i].camera.azim);
+    EXPECT_EQ(vb[i].camera.elev, views[i].camera.elev);
+    EXPECT_EQ(vb[i].weight, views[i].weight);
+  }
+
+  const stages::ImageList list = {ramp(3, 2, 3), image::Image(), ramp(1, 1, 4)};
+  const auto lb = load<stages::ImageList>(save(list));
+  ASSERT_EQ(lb.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(same(lb[i], list[i])) << i;
+
+  stages::BakeList bakes(2);
+  bakes[0].texture = ramp(4, 4, 3);
+  bakes[0].cos = ramp(4, 4, 1);
+  const auto bb = load<stages::BakeList>(save(bakes));
+  ASSERT_EQ(bb.size(), 2u);
+  EXPECT_TRUE(same(bb[0].texture, bakes[0].texture));
+  EXPECT_TRUE(same(bb[0].cos, bakes[0].cos));
+  EXPECT_TRUE(bb[1].texture.empty());
+
+  render::InpaintReport rep;
+  rep.chart_texels = 7;
+  rep.vertices_unreached = 3;
+  const auto rb = load<render::InpaintReport>(save(rep));
+  EXPECT_EQ(rb.chart_texels, 7u);
+  EXPECT_EQ(rb.vertices_unreached, 3u);
+
+  mesh::NormalizeTransform t;
+  t.center = {1, 2, 3};
+  t.scale = 0.25f;
+  t.multiplier_f64 = 1.0 / 3.0;
+  const auto tb = load<mesh::NormalizeTransform>(save(t));
+  EXPECT_EQ(tb.center, t.center);
+  EXPECT_EQ(tb.scale, t.scale);
+  EXPECT_EQ(tb.multiplier_f64, t.multiplier_f64);
+
+  EXPECT_EQ(load<stages::TextReport>(save(stages::TextReport{"a table\n"})).text, "a table\n");
+}
+
+TEST(PortCodecs, TensorsAndGridsRoundTrip) {
+  models::Tensor x({2, 3, 4});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  const models::Tensor xb = load<models::Tensor>(save(x));
+  EXPECT_EQ(xb.shape(), x.shape());
+  EXPECT_EQ(std::memcmp(xb.data(), x.data(), sizeof(float) * 24), 0);
+  expect_truncations_refused<models::Tensor>(save(x));
+  EXPECT_TRUE(load<models::Tensor>(save(models::Tensor())).empty());
+
+  models::VolumeGrid g;
+  g.resolution = 2;
+  g.bbox_min = {-1, -1, -1};
+  g.bbox_max = {1, 1, 1};
+  g.values.assign(27, 0.5f);
+  g.values[4] = std::numeric_limits<float>::quiet_NaN();
+  const auto gb = load<models::VolumeGrid>(save(g));
+  EXPECT_EQ(gb.resolution, 2);
+  EXPECT_EQ(gb.bbox_max, g.bbox_max);
+  EXPECT_EQ(std::memcmp(gb.values.data(), g.values.data(), 27 * sizeof(float)), 0);
+}
+
+TEST(PortCodecs, LargeArraysAreReferencedNotCopiedWhenBorrowing) {
+  const image::Image big = ramp(256, 256, 3);  // 768 KiB of pixels
+  const std::string owned = save(big, true);
+  EXPECT_LT(owned.size(), 64u);  // only the header fields; the pixels stay where they are
+}
+
+}  // namespace
+}  // namespace gen3d::test
