@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
+#include <tbb/parallel_for.h>
 #include <Eigen/Eigenvalues>
 #include <Eigen/IterativeLinearSolvers>
 #include <Eigen/SparseCore>
@@ -276,7 +277,6 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       ring.swap(next_ring);
     }
   }
-
   // 1. Mirror: an unknown chart texel whose mirror image lies on a painted texel takes its colour.
   // Of the planes within tolerance (a box has three), the one that recovers the most texels wins.
   if (options.symmetry) {
@@ -298,17 +298,23 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
         const Vector3d a = vec(mesh.positions[t[0]]);
         area += 0.5 * (vec(mesh.positions[t[1]]) - a).cross(vec(mesh.positions[t[2]]) - a).norm();
       }
-      // Painted texels in cells of two texel spacings, sorted by cell.
+      // Painted texels in cells of two texel spacings, sorted by cell; a mirror image looks for
+      // the nearest within one spacing, so at most 2 x 2 x 2 cells.
       CellKey grid;
-      grid.cell = 2.0 * std::sqrt(area / static_cast<double>(chart));
+      const double spacing = std::sqrt(area / static_cast<double>(chart));
+      grid.cell = 2.0 * spacing;
       grid.origin = bounds_of(mesh).lo - Vector3d::Constant(grid.cell);
+      std::vector<Eigen::Vector3f> normal(mesh.faces.size());
+      for (size_t f = 0; f < mesh.faces.size(); ++f) normal[f] = face_normal(f).cast<float>();
       std::vector<std::pair<uint64_t, uint32_t>> hashed;
       hashed.reserve(painted);
-      std::vector<Vector3d> where(texels);
+      std::vector<Eigen::Vector3f> where(texels);
       std::vector<uint32_t> unknown;
+      tbb::parallel_for(size_t{0}, texels, [&](size_t i) {
+        if (uv.face_id[i]) where[i] = position(i).cast<float>();
+      });
       for (size_t i = 0; i < texels; ++i) {
         if (!uv.face_id[i]) continue;
-        where[i] = position(i);
         if (!known[i]) {
           unknown.push_back(static_cast<uint32_t>(i));
           continue;
@@ -318,27 +324,68 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
                             static_cast<uint32_t>(i));
       }
       std::sort(hashed.begin(), hashed.end());
+      std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cell_range;
+      // Occupied cells also in a bit set, so the many mirror images that fall where nothing was
+      // seen are turned away without a hash-map lookup.
+      std::vector<uint64_t> occupied(1 << 18, 0);
+      const auto bit = [](uint64_t key) {
+        return static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ull) >> 40);  // 24 bits
+      };
+      for (size_t k = 0; k < hashed.size();) {
+        size_t e = k;
+        while (e < hashed.size() && hashed[e].first == hashed[k].first) ++e;
+        cell_range[hashed[k].first] = {static_cast<uint32_t>(k), static_cast<uint32_t>(e)};
+        const uint32_t b = bit(hashed[k].first);
+        occupied[b >> 6] |= uint64_t{1} << (b & 63);
+        k = e;
+      }
+      const auto maybe_occupied = [&](uint64_t key) {
+        const uint32_t b = bit(key);
+        return (occupied[b >> 6] >> (b & 63)) & 1;
+      };
       // The painted texel nearest to texel i's mirror image (facing the same way), or -1.
       const auto mirror_of = [&](uint32_t i, const SymmetryPlane& plane) -> int64_t {
         const Vector3d n = vec(plane.normal);
-        const Vector3d q = reflect(where[i], plane);
-        const Vector3d m = face_normal(static_cast<size_t>(uv.face_id[i] - 1));
-        const Vector3d qn = m - 2.0 * m.dot(n) * n;
-        const int64_t cx = grid.coord(q[0], 0), cy = grid.coord(q[1], 1), cz = grid.coord(q[2], 2);
-        double best = grid.cell * grid.cell;
+        const Vector3d q = reflect(where[i].cast<double>(), plane);
+        const Vector3d m = normal[static_cast<size_t>(uv.face_id[i] - 1)].cast<double>();
+        const Eigen::Vector3f qn = (m - 2.0 * m.dot(n) * n).cast<float>();
+        const Eigen::Vector3f qf = q.cast<float>();
+        int64_t lo[3], hi[3];
+        for (int k = 0; k < 3; ++k) {
+          lo[k] = grid.coord(q[k] - spacing, k);
+          hi[k] = grid.coord(q[k] + spacing, k);
+        }
+        float best = static_cast<float>(spacing * spacing);
+        const float close = static_cast<float>(0.25 * spacing * spacing);
+        // Most mirror images find a texel within half a spacing in their own cell: look there
+        // first, then in every cell within one spacing.
+        const uint64_t own_key =
+            CellKey::key(grid.coord(q[0], 0), grid.coord(q[1], 1), grid.coord(q[2], 2));
+        if (const auto own = maybe_occupied(own_key) ? cell_range.find(own_key) : cell_range.end();
+            own != cell_range.end())
+          for (uint32_t k = own->second.first; k < own->second.second; ++k) {
+            const uint32_t j = hashed[k].second;
+            if ((where[j] - qf).squaredNorm() < close &&
+                normal[static_cast<size_t>(uv.face_id[j] - 1)].dot(qn) > 0)
+              return j;
+          }
         int64_t pick = -1;
-        for (int64_t x = cx - 1; x <= cx + 1; ++x)
-          for (int64_t y = cy - 1; y <= cy + 1; ++y)
-            for (int64_t z = cz - 1; z <= cz + 1; ++z) {
+        for (int64_t x = lo[0]; x <= hi[0]; ++x)
+          for (int64_t y = lo[1]; y <= hi[1]; ++y)
+            for (int64_t z = lo[2]; z <= hi[2]; ++z) {
               const uint64_t key = CellKey::key(x, y, z);
-              auto it = std::lower_bound(hashed.begin(), hashed.end(), std::make_pair(key, 0u));
-              for (; it != hashed.end() && it->first == key; ++it) {
-                const double d = (where[it->second] - q).squaredNorm();
+              if (!maybe_occupied(key)) continue;
+              const auto it = cell_range.find(key);
+              if (it == cell_range.end()) continue;
+              for (uint32_t k = it->second.first; k < it->second.second; ++k) {
+                const uint32_t j = hashed[k].second;
+                const float d = (where[j] - qf).squaredNorm();
                 if (d >= best) continue;
-                if (face_normal(static_cast<size_t>(uv.face_id[it->second] - 1)).dot(qn) <= 0)
+                if (normal[static_cast<size_t>(uv.face_id[j] - 1)].dot(qn) <= 0)
                   continue;  // the other side of a thin part
                 best = d;
-                pick = it->second;
+                pick = j;
+                if (d < close) return pick;  // near enough: no need for the nearest
               }
             }
         return pick;
@@ -352,7 +399,8 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       }
       if (r.plane.found) {
         std::vector<int64_t> found(unknown.size());
-        for (size_t k = 0; k < unknown.size(); ++k) found[k] = mirror_of(unknown[k], r.plane);
+        tbb::parallel_for(size_t{0}, unknown.size(),
+                          [&](size_t k) { found[k] = mirror_of(unknown[k], r.plane); });
         for (size_t k = 0; k < unknown.size(); ++k) {
           if (found[k] < 0) continue;
           const size_t i = unknown[k], j = static_cast<size_t>(found[k]);
@@ -364,7 +412,6 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       }
     }
   }
-
   // 2. Seen colour per welded vertex: every known chart texel adds its colour to its face's
   // corners with its barycentric weights (so a low-poly face seen only inside still gives its
   // corners a colour), which also averages away detail smaller than the faces.
@@ -416,7 +463,6 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
     }
     color.swap(next);
   }
-
   // 4. Harmonic fill of the unseen vertices (uniform graph Laplacian, seen vertices fixed), started
   // from a breadth-first propagation; parts with no seen vertex get the seen mean colour.
   std::vector<uint8_t> reached = seen;
@@ -495,7 +541,6 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
           "{:.2g} for {} unseen vertices): the fill is smooth but not fully converged",
           options.max_iterations, r.residual, unknowns.size());
   }
-
   // 5. Unknown chart texels: the vertex colours interpolated over their face.
   for (size_t i = 0; i < texels; ++i) {
     if (known[i] || !uv.face_id[i]) continue;

@@ -181,7 +181,6 @@ image::Image register_to_silhouette(const image::Image& reference_in, const Rast
     }
   if (area == 0) throw RenderError("the reference image has no opaque pixels");
   ocx /= area, ocy /= area;
-
   // IoU of a transform over every stride-th silhouette pixel (the object's area in view pixels
   // is its reference area / s^2).
   const auto iou = [&](const Similarity& t, size_t stride) {
@@ -209,7 +208,9 @@ image::Image register_to_silhouette(const image::Image& reference_in, const Rast
     const double s = std::exp(best.log_s);
     double step[4] = {step_px * s, step_px * s, step_px / std::sqrt(double(sil.size())),
                       max_theta > 0 ? step_px / std::sqrt(double(sil.size())) : 0.0};
-    for (int round = 0; round < 200 && step[0] > min_px * s; ++round) {
+    // At most four improving sweeps per step size, so a noisy subsampled objective cannot keep
+    // the search at one scale.
+    for (int round = 0, at_level = 0; round < 60 && step[0] > min_px * s; ++round) {
       bool improved = false;
       for (int k = 0; k < 4; ++k) {
         if (step[k] == 0) continue;
@@ -225,12 +226,14 @@ image::Image register_to_silhouette(const image::Image& reference_in, const Rast
           }
         }
       }
-      if (!improved)
+      if (!improved || ++at_level >= 4) {
         for (double& st : step) st *= 0.5;
+        at_level = 0;
+      }
     }
     return best_iou;
   };
-  const size_t coarse = std::max<size_t>(1, sil.size() / 40000);
+  const size_t coarse = std::max<size_t>(1, sil.size() / 8000);
   {
     // The other start: the boxes' centres and their mean scale.
     Box dst, src;
@@ -247,7 +250,9 @@ image::Image register_to_silhouette(const image::Image& reference_in, const Rast
     if (iou(b, coarse) > iou(t, coarse)) t = b;
   }
   search(t, coarse, 8.0, 0.25 * std::sqrt(double(coarse)));
-  const double final_iou = search(t, 1, 1.0, 0.01);
+  // Sub-pixel refinement on 20000 silhouette pixels at most.
+  search(t, std::max<size_t>(1, sil.size() / 20000), 1.0, 0.05);
+  const double final_iou = iou(t, 1);
 
   SilhouetteFit f;
   f.iou = final_iou;
@@ -309,9 +314,17 @@ image::Image register_to_silhouette(const image::Image& reference_in, const Rast
       for (int c = 0; c < 3; ++c) rgb.pixels[i * 3 + c] = reference.pixels[src * 4 + c];
     }
   }
+  // Only the silhouette (and a small margin) is ever baked: the rest of the canvas stays white.
+  int x0 = w, y0 = h, x1 = -1, y1 = -1;
+  for (uint32_t p : sil) {
+    const int x = static_cast<int>(p % w), y = static_cast<int>(p / w);
+    x0 = std::min(x0, x), y0 = std::min(y0, y), x1 = std::max(x1, x), y1 = std::max(y1, y);
+  }
+  x0 = std::max(0, x0 - 2), y0 = std::max(0, y0 - 2);
+  x1 = std::min(w - 1, x1 + 2), y1 = std::min(h - 1, y1 + 2);
   image::Image out(w, h, 3, 1.0f);
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x) {
+  for (int y = y0; y <= y1; ++y)
+    for (int x = x0; x <= x1; ++x) {
       double qx, qy;
       t.map(x, y, qx, qy);
       if (qx < -0.5 || qy < -0.5 || qx > rgb.width - 0.5 || qy > rgb.height - 0.5) continue;
