@@ -46,8 +46,9 @@ struct Mesh {
   bool has_uvs() const { return !uv_faces.empty(); }
   bool has_materials() const { return !face_materials.empty(); }
 
-  // Content hash of positions and faces: what a camera sees. The renderer keys its rasters by it,
-  // so a mesh that only gained UVs (an unwrap) reuses the rasters of the mesh before it.
+  // Content hash of the triangles' corner positions: what a camera sees. The renderer keys its
+  // rasters by it, so a mesh that only gained UVs (an unwrap, a seam split that renumbers the
+  // vertices) reuses the rasters of the mesh before it.
   uint64_t fingerprint() const;
   // Content hash of the UVs and UV faces: the key of texel-space rasters.
   uint64_t uv_fingerprint() const;

@@ -1,10 +1,12 @@
 #include "render/raster_cache.h"
+#include "mesh/seams.h"
 
 #include <gtest/gtest.h>
 #include <oneapi/tbb/parallel_for.h>
 
 #include <cstring>
 
+#include "mesh/seams.h"
 #include "render/maps.h"
 #include "test_meshes.h"
 
@@ -84,8 +86,10 @@ TEST(RasterCache, NewUvsReuseViewRastersButNotUvRasters) {
   auto uv = cache.get_uv(before, 32, 32);
   EXPECT_EQ(cache.get(after, cam, 32, 32).get(), view.get());
   EXPECT_NE(cache.get_uv(after, 32, 32).get(), uv.get());
+  // Splitting vertices along UV seams renumbers them but moves no triangle.
+  EXPECT_EQ(cache.get(mesh::split_uv_seams(after), cam, 32, 32).get(), view.get());
   mesh::Mesh moved = before;
-  moved.positions[0][0] += 0.01f;
+  moved.positions[moved.faces[0][0]][0] += 0.01f;
   EXPECT_NE(cache.get(moved, cam, 32, 32).get(), view.get());
 }
 
