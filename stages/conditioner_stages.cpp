@@ -9,6 +9,7 @@
 #include "image/background.h"
 #include "image/convert.h"
 #include "models/core/error.h"
+#include "models/core/precision.h"
 #include "models/shape/checkpoints.h"
 #include "models/shape/dinov2.h"
 #include "models/shape/image_preprocess.h"
@@ -46,7 +47,12 @@ class EncodeImage final : public pipeline::Stage {
         .param<std::string>("config", "", "JSON config (default: config.json next to the weights)")
         .param<std::string>("config_section", "conditioner",
                             "'/'-separated path of the conditioner block in the config")
-        .choice("weights", "f32", {"f32", "f16"}, "in-memory dtype of the matrices")
+        .choice("weights", "f32", {"f32", "f16"}, "in-memory dtype of the matrices (fp32)")
+        .choice(
+            "precision", "auto", {"auto", "fp32", "bf16"},
+            "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
+            "accumulation, norms and state) or fp32; auto: bf16 where the CPU has AVX512-BF16 or "
+            "AMX")
         .param<int>("size", 512, Range{16, 4096}, "ImageProcessorV2 output size")
         .param<double>("border_ratio", 0.15, Range{0.0, 0.9}, "margin around the object")
         .choice("background", "threshold", {"threshold", "grabcut"},
@@ -67,8 +73,10 @@ class EncodeImage final : public pipeline::Stage {
     // Weights + config (a directory resolves like the DiT's: model.fp16.safetensors, config.json).
     const models::CheckpointSource src = models::resolve_checkpoint(
         ctx.param<std::string>("model"), ctx.param<std::string>("config"));
-    const auto storage = ctx.param<std::string>("weights") == "f16" ? models::WeightStorage::kF16
-                                                                    : models::WeightStorage::kF32;
+    const auto storage = models::storage_for(
+        models::parse_precision(ctx.param<std::string>("precision")),
+        ctx.param<std::string>("weights") == "f16" ? models::WeightStorage::kF16
+                                                   : models::WeightStorage::kF32);
     std::shared_ptr<const models::DinoImageEncoder> encoder;
     {
       auto span = ctx.span("load model");

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "models/core/error.h"
+#include "models/core/precision.h"
 #include "models/core/safetensors.h"
 #include "models/nn/init.h"
 #include "models/shape/checkpoints.h"
@@ -140,7 +141,11 @@ class Denoise final : public pipeline::Stage {
         .required<std::string>("model", "DiT weights: .safetensors file or model directory")
         .param<std::string>("config", "", "JSON config (default: config.json next to the weights)")
         .param<std::string>("config_section", "model", "section of the config with the DiT params")
-        .choice("weights", "f32", {"f32", "f16"}, "in-memory dtype of Linear weights")
+        .choice("weights", "f32", {"f32", "f16"}, "in-memory dtype of Linear weights (fp32)")
+        .choice("precision", "auto", {"auto", "fp32", "bf16"},
+                "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
+                "accumulation, norms and state) or fp32; auto: bf16 where the CPU has AVX512-BF16 "
+                "or AMX")
         .param<int>("steps", 50, Range{1, 1000}, "denoising steps N")
         .param<double>("guidance_scale", 5.0, Range{-1, 100},
                        "CFG scale s (CFG iff s >= 0 and no guidance embedding)")
@@ -188,8 +193,10 @@ class Denoise final : public pipeline::Stage {
     models::CheckpointSource src = models::resolve_checkpoint(ctx.param<std::string>("model"),
                                                               ctx.param<std::string>("config"));
     src.section = ctx.param<std::string>("config_section");
-    src.storage = ctx.param<std::string>("weights") == "f16" ? models::WeightStorage::kF16
-                                                             : models::WeightStorage::kF32;
+    src.storage = models::storage_for(models::parse_precision(ctx.param<std::string>("precision")),
+                                      ctx.param<std::string>("weights") == "f16"
+                                          ? models::WeightStorage::kF16
+                                          : models::WeightStorage::kF32);
     std::shared_ptr<const models::Hunyuan3DDiT> model;
     {
       auto span = ctx.span("load model");

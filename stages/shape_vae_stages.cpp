@@ -10,6 +10,7 @@
 #include "mesh/marching_cubes.h"
 #include "mesh/simplify.h"
 #include "models/core/error.h"
+#include "models/core/precision.h"
 #include "models/shape/checkpoints.h"
 #include "models/shape/shape_vae.h"
 #include "models/shape/volume_decoder.h"
@@ -38,6 +39,10 @@ StageContract& vae_params(StageContract& c) {
           "(model.safetensors or model.fp16.safetensors + config.json); combined pipeline "
           "checkpoints use their vae.* tensors")
       .param<std::string>("config", "", "JSON config (default: config.json next to the weights)")
+      .choice("precision", "auto", {"auto", "fp32", "bf16"},
+              "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
+              "accumulation, norms and state) or fp32; auto: bf16 where the CPU has AVX512-BF16 or "
+              "AMX")
       .param<std::string>("config_section", "",
                           "section of the config with the VAE params (default: \"vae\" when the "
                           "file has one, else the whole file)");
@@ -49,6 +54,7 @@ std::shared_ptr<const models::ShapeVAE> load_vae(StageContext& ctx) {
   models::CheckpointSource src =
       models::resolve_checkpoint(ctx.param<std::string>("model"), ctx.param<std::string>("config"));
   src.section = ctx.param<std::string>("config_section");
+  src.storage = models::storage_for(models::parse_precision(ctx.param<std::string>("precision")));
   auto span = ctx.span("load model");
   return models::shared_shape_vae(src);
 }

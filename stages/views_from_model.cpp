@@ -10,6 +10,7 @@
 #include <tbb/parallel_for.h>
 
 #include "image/resize.h"
+#include "models/core/precision.h"
 #include "models/paint/multiview_diffusion.h"
 #include "models/paint/mvunet.h"
 #include "render/view_images.h"
@@ -52,6 +53,11 @@ class ViewsFromModel final : public pipeline::Stage {
         .param<double>("guidance", 2.0, Range{0.0, 100.0},
                        "classifier-free guidance (<= 1: conditional pass only)")
         .param<int>("seed", 0, Range{0, 2147483647}, "noise seed")
+        .choice(
+            "precision", "auto", {"auto", "fp32", "bf16"},
+            "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
+            "accumulation, norms and state) or fp32; auto: bf16 where the CPU has AVX512-BF16 or "
+            "AMX")
         .param<int>("view_size", 512, Range{16, 4096},
                     "the network's view size (multiple of 8; official 512)");
   }
@@ -69,7 +75,9 @@ class ViewsFromModel final : public pipeline::Stage {
     std::shared_ptr<const models::PaintModel> model;
     {
       auto span = ctx.span("load model");
-      model = models::shared_paint_model(ctx.param<std::string>("model"));
+      model = models::shared_paint_model(
+          ctx.param<std::string>("model"),
+          models::storage_for(models::parse_precision(ctx.param<std::string>("precision"))));
     }
     const models::PaintInputs inputs = paint_inputs(ctx, *views);
     models::PaintOptions options;

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <string>
+
+#include <spdlog/spdlog.h>
 
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
@@ -52,6 +55,10 @@ std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir,
     throw ModelError(dir + ": text encoder width " + std::to_string(m->empty_prompt.dim(2)) +
                      " does not match the UNet's cross_attention_dim " +
                      std::to_string(m->unet->config().cross_attention_dim));
+  spdlog::info("delight model {}: networks in {}", dir,
+               storage == WeightStorage::kBF16
+                   ? std::string("bf16")
+                   : "fp32 (" + std::string(storage_name(storage)) + " weights)");
   return m;
 }
 

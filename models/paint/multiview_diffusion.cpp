@@ -80,6 +80,10 @@ std::shared_ptr<const PaintModel> load_paint_model(const std::string& dir, Weigh
   m->scheduler = SchedulerConfig::read((root / "scheduler" / "scheduler_config.json").string());
   m->vae = SdVae::load_folder((root / "vae").string(), storage);
   m->unet = MultiviewUNet::load_folder((root / "unet").string(), storage);
+  spdlog::info("paint model {}: networks in {}", dir,
+               storage == WeightStorage::kBF16
+                   ? std::string("bf16")
+                   : "fp32 (" + std::string(storage_name(storage)) + " weights)");
   return m;
 }
 

@@ -42,6 +42,7 @@ struct TextureOptions {
   bool reunwrap = false;    // replace the mesh's own UVs with a fresh atlas
   std::string models_dir;   // --models: learned delight + multiview from this model folder
   bool turbo = false;       // --turbo: the turbo paint model
+  std::string precision;    // --precision auto|fp32|bf16: the learned networks' (with --models)
   std::string report_path;  // --report R.html
   bool dump = false;        // print the built config instead of running
 };

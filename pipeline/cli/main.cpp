@@ -42,6 +42,12 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--set", run.sets, "override: var=value or node.param=value (repeatable)");
   run_cmd->add_option("--trace", run.trace_path, "write a Chrome trace (open in Perfetto UI)");
   run_cmd->add_option("--metrics", run.metrics_path, "write run metrics as JSON");
+  std::string run_precision;
+  run_cmd
+      ->add_option("--precision", run_precision,
+                   "sets the config's `precision` variable (the shipped model configs pass it to "
+                   "every network): auto, fp32 or bf16")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16"}));
   run_cmd->add_option("-j,--threads", run.threads, "worker threads (default: all cores)")
       ->check(CLI::Range(1, 1024));
   run_cmd
@@ -75,6 +81,11 @@ int main(int argc, char** argv) {
                           "Hunyuan3D-2 model folder (hunyuan3d-paint-v2-0[-turbo]/, "
                           "hunyuan3d-delight-v2-0/): learned delighting and multiview diffusion "
                           "from the --image reference");
+  texture_cmd
+      ->add_option("--precision", tex.precision,
+                   "network precision: auto (bf16 where the CPU has AVX512-BF16 or AMX, else "
+                   "fp32), fp32 or bf16")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16"}));
   texture_cmd->add_flag("--turbo", tex.turbo,
                         "with --models: the turbo paint model (LCM, 10 steps, no guidance)");
   texture_cmd->add_option("--set", tex.run.sets, "override: var=value or node.param=value");
@@ -115,6 +126,11 @@ int main(int argc, char** argv) {
   shape_cmd->add_option("-o,--output", shape.output, "output mesh (.glb, .obj, .ply)");
   shape_cmd->add_option("--method", shape.method, "volume decoder: dense, hierarchical, flashvdm");
   shape_cmd->add_option("--cache", shape.cache, "step cache: none, fbcache, teacache, taylorseer");
+  shape_cmd
+      ->add_option("--precision", shape.precision,
+                   "network precision: auto (bf16 where the CPU has AVX512-BF16 or AMX, else "
+                   "fp32), fp32 or bf16")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16"}));
   shape_cmd->add_option("--steps", shape.steps, "denoising steps");
   shape_cmd->add_option("--guidance", shape.guidance, "classifier-free guidance scale");
   shape_cmd->add_option("--seed", shape.seed, "noise seed");
@@ -234,6 +250,7 @@ int main(int argc, char** argv) {
   }
   gen3d::pipeline::init_logging(quiet ? -1 : verbosity);
   run.quiet = quiet;
+  if (!run_precision.empty()) run.sets.push_back("precision=" + run_precision);
   tex.run.quiet = quiet;
   shape.run.quiet = quiet;
   batch.quiet = quiet;

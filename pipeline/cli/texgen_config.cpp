@@ -66,6 +66,8 @@ ReferenceImages parse_reference_images(const std::vector<std::string>& items) {
 
 // Usage errors of the view-image sources, before anything else is looked at.
 void check_sources(const TextureOptions& o) {
+  if (!o.precision.empty() && o.models_dir.empty())
+    throw ConfigError("--precision sets the learned networks' precision: it needs --models DIR");
   if (o.turbo && o.models_dir.empty())
     throw ConfigError("--turbo selects the turbo paint model: it needs --models DIR");
   if (!o.models_dir.empty() && o.images.empty())
@@ -89,6 +91,7 @@ void set_model_vars(const TextureOptions& o, json& vars) {
                       "/ folder");
   vars["paint_model"] = paint.string();
   vars["turbo"] = o.turbo;
+  if (!o.precision.empty()) vars["precision"] = o.precision;
   const fs::path delight = root / "hunyuan3d-delight-v2-0";
   if (fs::is_directory(delight)) {
     vars["delight_method"] = "model";

@@ -47,6 +47,20 @@ TEST(ShapeCommand, EveryVolumeMethodWritesAMesh) {
   }
 }
 
+TEST(ShapeCommand, Bf16PrecisionWritesAMesh) {
+  if (!golden_models_present()) GTEST_SKIP() << "golden models absent";
+  const std::string dir = temp_dir("shape_bf16");
+  const auto r = run_gen3d(
+      "shape --steps 4 --resolution 64 --min-resolution 16 --precision bf16 "
+      "-o " +
+      dir + "/shape.obj");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GT(mesh::load_mesh(dir + "/shape.obj").face_count(), 100u);
+  const auto dump = run_gen3d("shape --precision bf16 --dump");
+  EXPECT_NE(dump.output.find("\"precision\": \"bf16\""), std::string::npos) << dump.output;
+  EXPECT_EQ(run_gen3d("shape --precision fp16 --dump").exit_code, 2);
+}
+
 TEST(ShapeCommand, DumpShowsTheAdaptedConfig) {
   const auto r = run_gen3d("shape --method flashvdm --resolution 380 --dump");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -159,6 +159,26 @@ TEST(TextureModels, TurboRunsTheLcmPath) {
   EXPECT_TRUE(fs::exists(out + "/box.glb"));
 }
 
+// --precision bf16: the same turbo run with the networks in bf16 (the golden bf16 tests check
+// their values; here the flags reach both model stages and the texture is written).
+TEST(TextureModels, TurboInBf16) {
+  if (!fs::exists(golden_dir() + "/mvunet.weights.fp16.safetensors"))
+    GTEST_SKIP() << "texmodels golden weights absent";
+  const std::string models = build_model_folder("texture_models_bf16");
+  const std::string out = temp_dir("texture_models_bf16_out");
+  const auto r = run_gen3d("texture --mesh " + kBox + " --image " + kFront + " --models " + models +
+                           " --turbo --precision bf16" + kTiny + "-o " + out + "/box.glb");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("paint model"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("networks in bf16"), std::string::npos) << r.output;
+  const mesh::Mesh m = mesh::load_mesh(out + "/box.glb");
+  ASSERT_TRUE(m.texture);
+  const auto bad = run_gen3d("texture --mesh " + kBox + " --image " + kFront +
+                             " --precision bf16 -o " + out + "/x.glb");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;  // --precision without --models
+  EXPECT_NE(bad.output.find("--precision"), std::string::npos) << bad.output;
+}
+
 // A changed bake or inpaint parameter after a turbo run: the paint and delight networks do not
 // run again; their nodes show as cached in the metrics and the trace.
 TEST(TextureModels, ChangedBakeParametersReuseThePaintAndDelightResults) {

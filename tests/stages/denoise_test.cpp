@@ -66,6 +66,7 @@ TEST(DenoiseStage, GoldenSamplerThroughTheStage) {
   pipeline::StageRunner run(*registry().find("denoise"));
   run.input<Tensor>("cond", cond).input<Tensor>("noise", noise);
   run.param("model", weights).param("steps", 4).param("guidance_scale", 5.0);
+  run.param("precision", "fp32");  // the float32 golden trajectory
   run.run();
   auto latents = run.output<Tensor>("latents");
   ASSERT_TRUE(latents);
@@ -81,6 +82,7 @@ TEST(DenoiseStage, GoldenSamplerThroughTheStage) {
   pipeline::StageRunner cached(*registry().find("denoise"));
   cached.input<Tensor>("cond", cond);
   cached.param("model", weights).param("steps", 12).param("latent_tokens", 32);
+  cached.param("precision", "fp32");
   cached.param("cache", "taylorseer").param("seed", 3);
   cached.run();
   EXPECT_EQ(cached.output<Tensor>("latents")->shape(), want.shape());
@@ -92,6 +94,7 @@ TEST(DenoiseStage, GoldenSamplerThroughTheStage) {
   pipeline::StageRunner again(*registry().find("denoise"));
   again.input<Tensor>("cond", cond);
   again.param("model", weights).param("steps", 12).param("latent_tokens", 32);
+  again.param("precision", "fp32");
   again.param("cache", "taylorseer").param("seed", 3);
   again.run();
   const auto a = cached.output<Tensor>("latents"), b = again.output<Tensor>("latents");

@@ -95,7 +95,9 @@ TEST(ShapeVaeStages, ContractsAreModelStages) {
 
 TEST(ShapeVaeStages, DecodeThenVolumeMatchesTheLibrary) {
   pipeline::StageRunner dec(*registry().find("vae_decode"));
+  // fp32: compared with the float32 library path.
   dec.input<Tensor>("latents", latents()).param("model", tiny_model_folder());
+  dec.param("precision", "fp32");
   dec.run();
   const auto decoded = dec.output<Tensor>("decoded");
   ASSERT_NE(decoded, nullptr);
@@ -108,6 +110,7 @@ TEST(ShapeVaeStages, DecodeThenVolumeMatchesTheLibrary) {
     vol.input<Tensor>("decoded", decoded)
         .param("model", tiny_model_folder())
         .param("method", method)
+        .param("precision", "fp32")
         .param("resolution", 64)
         .param("min_resolution", 16)
         .param("num_chunks", 5000);
