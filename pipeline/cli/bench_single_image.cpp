@@ -29,13 +29,16 @@ json branch(const std::string& metric, const std::map<std::string, double>& coun
     const auto it = counters.find(fmt::format("{}.view{}", metric, v));
     psnr.push_back(it == counters.end() ? json(nullptr) : json(std::round(it->second * 100) / 100));
   }
+  // Views that see nothing of the mesh (a flat object from the side) have no PSNR: left out.
   double sum = 0;
-  for (size_t v : unseen) sum += psnr[v].is_number() ? psnr[v].get<double>() : 0.0;
+  size_t scored = 0;
+  for (size_t v : unseen)
+    if (psnr[v].is_number()) sum += psnr[v].get<double>(), ++scored;
   const auto all = counters.find(metric + ".mean_db");
   const auto r2 = [](double x) { return std::round(x * 100) / 100; };
   return {{"psnr", psnr},
           {"seen", psnr[seen]},
-          {"unseen", unseen.empty() ? json(nullptr) : json(r2(sum / unseen.size()))},
+          {"unseen", scored == 0 ? json(nullptr) : json(r2(sum / scored))},
           {"all", all == counters.end() ? json(nullptr) : json(r2(all->second))},
           {"seconds", r2(seconds)}};
 }
