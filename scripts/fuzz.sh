@@ -36,7 +36,7 @@ run_one() {
   cd "$fuzz"
   LSAN_OPTIONS="suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=0" \
     nice -n 19 "$fuzz/fuzz/fuzz_$t" -max_total_time="$seconds" -print_final_stats=1 -timeout=60 \
-    -artifact_prefix="$fuzz/artifacts/$t-" "$fuzz/corpus/$t" >"$fuzz/logs/$t.log" 2>&1
+    -report_slow_units=60 -artifact_prefix="$fuzz/artifacts/$t-" "$fuzz/corpus/$t" >"$fuzz/logs/$t.log" 2>&1
 }
 export -f run_one
 export root fuzz seconds
@@ -52,8 +52,9 @@ for t in "${targets[@]}"; do
   ft="$(grep -o 'ft: [0-9]*' <<<"$last" | grep -o '[0-9]*' || echo ?)"
   corpus="$(ls "$fuzz/corpus/$t" | wc -l)"
   result="no crash, hang or leak"
-  if grep -qE '^==[0-9]+==ERROR|^SUMMARY: |ALARM: working on the last Unit|Test unit written' "$log"; then
-    result="FOUND: $(grep -m1 -E '^==[0-9]+==ERROR|^SUMMARY: |ALARM|Test unit written' "$log")"
+  found='^==[0-9]+==ERROR|^SUMMARY: |ALARM: working on the last Unit|written to .*/[a-z_]+-(crash|leak|timeout|oom)-'
+  if grep -qE "$found" "$log"; then
+    result="FOUND: $(grep -m1 -E "$found" "$log")"
     status=1
   fi
   printf '%-14s %10s %8s %8s %8s  %s\n' "$t" "$runs" "$cov" "$ft" "$corpus" "$result"
