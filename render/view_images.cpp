@@ -233,7 +233,7 @@ image::Image register_to_silhouette(const image::Image& reference_in, const Rast
     }
     return best_iou;
   };
-  const size_t coarse = std::max<size_t>(1, sil.size() / 8000);
+  const size_t coarse = std::max<size_t>(1, sil.size() / 4000);
   {
     // The other start: the boxes' centres and their mean scale.
     Box dst, src;
@@ -250,8 +250,8 @@ image::Image register_to_silhouette(const image::Image& reference_in, const Rast
     if (iou(b, coarse) > iou(t, coarse)) t = b;
   }
   search(t, coarse, 8.0, 0.25 * std::sqrt(double(coarse)));
-  // Sub-pixel refinement on 20000 silhouette pixels at most.
-  search(t, std::max<size_t>(1, sil.size() / 20000), 1.0, 0.05);
+  // Sub-pixel refinement on 10000 silhouette pixels at most.
+  search(t, std::max<size_t>(1, sil.size() / 10000), 1.0, 0.05);
   const double final_iou = iou(t, 1);
 
   SilhouetteFit f;
