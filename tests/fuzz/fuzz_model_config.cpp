@@ -39,6 +39,8 @@ void read_tokenizer(const uint8_t* data, size_t size) {
     (void)gen3d::models::EmptyPromptTokens::read(dir.string());
   } catch (const gen3d::models::ModelError&) {
   }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 }  // namespace
