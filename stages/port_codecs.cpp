@@ -271,15 +271,23 @@ render::MergeResult load_merged(ByteReader& r) {
 
 void save_inpaint_report(const render::InpaintReport& rep, ByteWriter& w) {
   for (size_t v : {rep.chart_texels, rep.view_texels, rep.vertex_texels, rep.image_texels,
-                   rep.gutter_texels, rep.vertices_unreached})
+                   rep.gutter_texels, rep.vertices_unreached, rep.mirrored_texels})
     w.u64(v);
+  w.boolean(rep.symmetry_found);
+  w.f64(rep.symmetry_error);
+  w.i64(rep.fill_iterations);
+  w.vec(rep.sources);
 }
 
 render::InpaintReport load_inpaint_report(ByteReader& r) {
   render::InpaintReport rep;
   for (size_t* v : {&rep.chart_texels, &rep.view_texels, &rep.vertex_texels, &rep.image_texels,
-                    &rep.gutter_texels, &rep.vertices_unreached})
+                    &rep.gutter_texels, &rep.vertices_unreached, &rep.mirrored_texels})
     *v = static_cast<size_t>(r.u64());
+  rep.symmetry_found = r.boolean();
+  rep.symmetry_error = r.f64();
+  rep.fill_iterations = static_cast<int>(r.i64());
+  rep.sources = r.vec<uint8_t>();
   return rep;
 }
 
@@ -344,8 +352,9 @@ void register_port_codecs(pipeline::Registry& registry) {
         return image_bytes(m.texture) + image_bytes(m.weight) + vec_bytes(m.trust_mask) + 8 +
                21 * m.views.size();
       });
-  registry.add_codec<render::InpaintReport>(1, save_inpaint_report, load_inpaint_report,
-                                            [](const render::InpaintReport&) { return 48; });
+  registry.add_codec<render::InpaintReport>(
+      2, save_inpaint_report, load_inpaint_report,
+      [](const render::InpaintReport& rep) { return 80 + rep.sources.size(); });
   registry.add_codec<TextReport>(
       1, [](const TextReport& t, ByteWriter& w) { w.str(t.text); },
       [](ByteReader& r) { return TextReport{r.str()}; },

@@ -162,9 +162,19 @@ TEST(PortCodecs, TexturesViewsAndReportsRoundTrip) {
   render::InpaintReport rep;
   rep.chart_texels = 7;
   rep.vertices_unreached = 3;
+  rep.mirrored_texels = 5;
+  rep.symmetry_found = true;
+  rep.symmetry_error = 0.125;
+  rep.fill_iterations = 42;
+  rep.sources = {0, 1, 2, 3};
   const auto rb = load<render::InpaintReport>(save(rep));
   EXPECT_EQ(rb.chart_texels, 7u);
   EXPECT_EQ(rb.vertices_unreached, 3u);
+  EXPECT_EQ(rb.mirrored_texels, 5u);
+  EXPECT_TRUE(rb.symmetry_found);
+  EXPECT_EQ(rb.symmetry_error, 0.125);
+  EXPECT_EQ(rb.fill_iterations, 42);
+  EXPECT_EQ(rb.sources, rep.sources);
 
   mesh::NormalizeTransform t;
   t.center = {1, 2, 3};
