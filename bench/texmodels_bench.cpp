@@ -41,6 +41,18 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+// Resident memory now (VmRSS), in MiB.
+double rss_mb() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  double kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %lf kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb / 1024.0;
+}
+
 double peak_rss_mb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -231,6 +243,7 @@ int main(int argc, char** argv) {
       const auto net = MultiviewUNet::random(paint_unet(), 11, 77, r.storage);
       r.doc["mvunet"]["parameters"] = net->num_parameters();
       r.doc["mvunet"]["init_ms"] = ms_since(t0);
+      r.doc["mvunet"]["rss_after_load_mb"] = rss_mb();
       for (const char* mode : {"turbo", "normal"})
         if (wants(parts, mode)) bench_mvunet(r, *net, mode, views, size);
     }

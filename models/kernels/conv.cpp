@@ -119,8 +119,8 @@ void to_bf16(ConvWeight& wt) {
   if (wt.w.empty()) return;
   wt.bf16 = std::make_shared<const Bf16ConvWeight>(
       wt.w.data(), wt.bias.empty() ? nullptr : wt.bias.data(), wt.cout, wt.cin, wt.kh, wt.kw);
-  wt.w = {};
-  wt.bias = {};
+  std::vector<float>().swap(wt.w);  // release the float32 copy (`= {}` would keep its capacity)
+  std::vector<float>().swap(wt.bias);
 }
 
 void conv2d(float* y, const float* x, std::int64_t batch, std::int64_t h, std::int64_t w,
