@@ -123,6 +123,13 @@ struct FileParam {
   bool siblings = false;
 };
 
+// A parameter whose spelling does not pin its meaning (precision "auto" is bf16 on one CPU and fp32
+// on another): the stage cache keys it by what `resolve` makes of it on this machine.
+struct ResolvedParam {
+  std::string name;
+  std::function<std::string(const std::string&)> resolve;
+};
+
 struct StageContract {
   std::string name;
   std::string doc;
@@ -130,6 +137,7 @@ struct StageContract {
   CachePolicy cache = CachePolicy::Auto;
   int version = 1;  // bumped when the stage's results change meaning: old cache entries go unused
   std::vector<FileParam> file_params;
+  std::vector<ResolvedParam> resolved_params;
   std::vector<PortSpec> inputs;
   std::vector<PortSpec> outputs;
   std::vector<ParamSpec> params;
@@ -189,6 +197,13 @@ struct StageContract {
   // `param` (a string or list of strings) names files the stage reads.
   StageContract& reads_files(std::string param, bool siblings = false) {
     file_params.push_back(FileParam{std::move(param), siblings});
+    return *this;
+  }
+
+  // The string parameter `param` is keyed by resolve(value) rather than its spelling.
+  StageContract& keys_by(std::string param,
+                         std::function<std::string(const std::string&)> resolve) {
+    resolved_params.push_back(ResolvedParam{std::move(param), std::move(resolve)});
     return *this;
   }
 

@@ -394,10 +394,17 @@ std::vector<CacheKey> StageCache::node_keys(const Graph& graph) {
     h.text("gen3d-stage-cache/1");
     h.text(c.name);
     h.u64(static_cast<uint64_t>(c.version));
-    for (const auto& [name, value] : node.params) {
+    for (const auto& [param_name, value] : node.params) {
+      const std::string& name = param_name;  // a named copy: clang 14 cannot capture a binding
       const auto fp = std::find_if(c.file_params.begin(), c.file_params.end(),
                                    [&](const FileParam& f) { return f.name == name; });
+      const auto rp = std::find_if(c.resolved_params.begin(), c.resolved_params.end(),
+                                   [&](const ResolvedParam& r) { return r.name == name; });
       h.text(name);
+      if (rp != c.resolved_params.end() && std::holds_alternative<std::string>(value)) {
+        h.text(rp->resolve(std::get<std::string>(value)));
+        continue;
+      }
       if (fp == c.file_params.end()) {
         hash_param_value(h, value);
         continue;

@@ -14,6 +14,7 @@
 #include "models/shape/dinov2.h"
 #include "models/shape/image_preprocess.h"
 #include "stages/register.h"
+#include "stages/shared.h"
 #include "stages/types.h"
 
 namespace gen3d::stages {
@@ -53,6 +54,7 @@ class EncodeImage final : public pipeline::Stage {
             "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
             "accumulation, norms and state) or fp32; auto: bf16 where the CPU has AVX512-BF16 or "
             "AMX")
+        .keys_by("precision", resolved_precision)
         .param<int>("size", 512, Range{16, 4096}, "ImageProcessorV2 output size")
         .param<double>("border_ratio", 0.15, Range{0.0, 0.9}, "margin around the object")
         .choice("background", "threshold", {"threshold", "grabcut"},

@@ -132,6 +132,7 @@ class Delight final : public pipeline::Stage {
             "precision", "auto", {"auto", "fp32", "bf16"},
             "model: network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
             "accumulation) or fp32; auto: bf16 where the CPU has AVX512-BF16 or AMX")
+        .keys_by("precision", resolved_precision)
         .param<int>("size", 512, Range{16, 4096},
                     "model: working size (multiple of 8; the official 512)");
   }

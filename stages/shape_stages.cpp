@@ -146,6 +146,7 @@ class Denoise final : public pipeline::Stage {
                 "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
                 "accumulation, norms and state) or fp32; auto: bf16 where the CPU has AVX512-BF16 "
                 "or AMX")
+        .keys_by("precision", resolved_precision)
         .param<int>("steps", 50, Range{1, 1000}, "denoising steps N")
         .param<double>("guidance_scale", 5.0, Range{-1, 100},
                        "CFG scale s (CFG iff s >= 0 and no guidance embedding)")

@@ -14,6 +14,7 @@
 #include "models/shape/checkpoints.h"
 #include "models/shape/shape_vae.h"
 #include "models/shape/volume_decoder.h"
+#include "stages/shared.h"
 #include "stages/types.h"
 
 namespace gen3d::stages {
@@ -43,6 +44,7 @@ StageContract& vae_params(StageContract& c) {
               "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
               "accumulation, norms and state) or fp32; auto: bf16 where the CPU has AVX512-BF16 or "
               "AMX")
+      .keys_by("precision", resolved_precision)
       .param<std::string>("config_section", "",
                           "section of the config with the VAE params (default: \"vae\" when the "
                           "file has one, else the whole file)");

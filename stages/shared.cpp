@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "models/core/precision.h"
+
 namespace gen3d::stages {
 
 render::RasterCache& raster_cache(const pipeline::StageContext& ctx) {
@@ -45,6 +47,11 @@ void report_view_images(const pipeline::StageContext& ctx, const ImageList& imag
   size_t with_image = 0;
   for (const auto& image : images) with_image += !image.empty();
   ctx.gauge("multiview.views_with_images", static_cast<double>(with_image));
+}
+
+std::string resolved_precision(const std::string& spelled) {
+  return std::string(
+      models::precision_name(models::resolve_precision(models::parse_precision(spelled))));
 }
 
 }  // namespace gen3d::stages

@@ -21,6 +21,10 @@ void check_output_path(const std::string& path, std::vector<std::string>& proble
 // Creates the output file's directory (and parents) when missing; call right before writing.
 void make_output_dir(const std::string& path);
 
+// What a `precision` parameter means on this machine ("auto" resolved): the stage cache keys model
+// stages by it, so a cache shared by CPUs with and without bf16 keeps their results apart.
+std::string resolved_precision(const std::string& spelled);
+
 // Publishes the cache's counters (hits, misses, rasterizations, bytes, evictions) as gauges.
 void report_cache(const pipeline::StageContext& ctx, const render::RasterCache& cache);
 

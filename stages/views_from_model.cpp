@@ -58,6 +58,7 @@ class ViewsFromModel final : public pipeline::Stage {
             "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
             "accumulation, norms and state) or fp32; auto: bf16 where the CPU has AVX512-BF16 or "
             "AMX")
+        .keys_by("precision", resolved_precision)
         .param<int>("view_size", 512, Range{16, 4096},
                     "the network's view size (multiple of 8; official 512)");
   }

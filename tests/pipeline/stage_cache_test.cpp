@@ -39,6 +39,21 @@ class ReadText final : public pipeline::Stage {
   }
 };
 
+// A number whose "mode" parameter, like a network's precision "auto", means what this machine
+// makes of it: here "auto" is "fast".
+class Moded final : public pipeline::Stage {
+ public:
+  pipeline::StageContract contract() const override {
+    return pipeline::StageContract("test_moded", "a number computed in a mode")
+        .output<Number>("value")
+        .choice("mode", "auto", {"auto", "fast", "exact"}, "mode")
+        .keys_by("mode", [](const std::string& m) { return m == "auto" ? "fast" : m; });
+  }
+  void run(pipeline::StageContext& ctx) const override {
+    ctx.out("value", std::make_shared<Number>(Number{1.0}));
+  }
+};
+
 // A side effect: what a run is for.
 class Sink final : public pipeline::Stage {
  public:
@@ -54,6 +69,7 @@ const pipeline::Registry& cache_registry() {
     register_test_stages(r);
     r.add<ReadText>();
     r.add<Sink>();
+    r.add<Moded>();
     r.add_codec<Number>(
         1, [](const Number& n, pipeline::ByteWriter& w) { w.f64(n.value); },
         [](pipeline::ByteReader& r) { return Number{r.f64()}; }, [](const Number&) { return 8; });
@@ -158,6 +174,18 @@ TEST(StageCache, KeysFollowParametersInputsAndStageVersion) {
       {"id": "t", "stage": "test_add", "inputs": {"a": "s.sum", "b": "x.value"}},
       {"id": "out", "stage": "test_sink", "inputs": {"v": "t.sum"}}]})"));
   EXPECT_EQ(k1, k4);
+}
+
+TEST(StageCache, ResolvedParametersAreKeyedByWhatTheyMeanHere) {
+  pipeline::StageCache cache(store_everything(temp_dir("stage_cache_resolved")), cache_registry());
+  const auto key = [&](const std::string& mode) {
+    return cache.node_keys(graph(R"({"nodes": [
+        {"id": "m", "stage": "test_moded", "params": {"mode": ")" +
+                                 mode + R"("}},
+        {"id": "out", "stage": "test_sink", "inputs": {"v": "m.value"}}]})"))[0];
+  };
+  EXPECT_EQ(key("auto"), key("fast"));
+  EXPECT_NE(key("auto"), key("exact"));
 }
 
 TEST(StageCache, FileContentChangesTheKeyEvenWithSizeAndTimesRestored) {
