@@ -282,6 +282,9 @@ RunResult execute(const Graph& graph, Profiler& profiler, const ExecutorOptions&
     thread_cap.emplace(tbb::global_control::max_allowed_parallelism, options.max_threads);
   SharedState own_shared;
   SharedState& state = shared ? *shared : own_shared;
+  // spdlog creates its registry on first use, behind a guard inside libspdlog that ThreadSanitizer
+  // cannot see: create it here, before any task logs, so the task spawns order it for every worker.
+  spdlog::default_logger_raw();
   // A cache entry that vanished or was damaged after planning, under a node whose producers were
   // elided: plan again (the entry is gone now, so its producers run). Each attempt removes one
   // entry at least; past one attempt per node the run goes on without the cache.
