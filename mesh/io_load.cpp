@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 
@@ -235,6 +236,11 @@ const aiScene& import_scene(Assimp::Importer& importer, const std::string& path)
   // report them.
   const unsigned flags = aiProcess_Triangulate | aiProcess_SortByPType;
   const aiScene* scene = nullptr;
+  // One import at a time: two assimp imports in parallel (a texture transfer loads its source and
+  // target meshes side by side) race inside libassimp, where one import's file-name bytes were seen
+  // written by the other (ThreadSanitizer). The textures decode outside this lock.
+  static std::mutex import_mutex;
+  std::lock_guard lock(import_mutex);
   try {
     // Read without post-processing first: assimp's steps trust the face indices, and a corrupt
     // file with out-of-range ones crashes them (found by fuzzing a binary PLY). Check, then run.

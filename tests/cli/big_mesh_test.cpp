@@ -16,6 +16,19 @@
 namespace gen3d::test {
 namespace {
 
+// Sanitizer builds keep shadow memory beside every byte, so their RSS says nothing of ours.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 using nlohmann::json;
 
 // rings x segments x 2 faces; both pole rows keep a full ring of vertices at (or, computed in
@@ -54,7 +67,7 @@ TEST(BigMesh, MillionFacesWithZeroAreaRowsTextureWithinTwoGigabytes) {
   std::ifstream in(dir + "/m.json");
   const json metrics = json::parse(in);
   EXPECT_GT(metrics["counters"]["clean.degenerate_faces"].get<double>(), 0) << metrics.dump();
-  EXPECT_LE(metrics["peak_rss_mb"].get<double>(), 2048.0);
+  if (!kSanitized) EXPECT_LE(metrics["peak_rss_mb"].get<double>(), 2048.0);
 }
 
 }  // namespace
