@@ -67,7 +67,9 @@ TEST(BigMesh, MillionFacesWithZeroAreaRowsTextureWithinTwoGigabytes) {
   std::ifstream in(dir + "/m.json");
   const json metrics = json::parse(in);
   EXPECT_GT(metrics["counters"]["clean.degenerate_faces"].get<double>(), 0) << metrics.dump();
-  if (!kSanitized) EXPECT_LE(metrics["peak_rss_mb"].get<double>(), 2048.0);
+  if (!kSanitized) {
+    EXPECT_LE(metrics["peak_rss_mb"].get<double>(), 2048.0);
+  }
 }
 
 }  // namespace
