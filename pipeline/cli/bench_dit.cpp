@@ -59,15 +59,8 @@ void passive_omp_wait(char** argv) {
   models::kernels::passive_omp_wait(argv);
 }
 
-void add_bench_dit(CLI::App& app, BenchDitOptions& opt) {
-  CLI::App* bench = nullptr;
-  for (CLI::App* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; }))
-    bench = sub;
-  if (!bench) {
-    bench = app.add_subcommand("bench", "Benchmarks of the runtime's pieces, as JSON lines");
-    bench->require_subcommand(1);
-  }
-  auto* c = bench->add_subcommand(
+void add_bench_dit(CLI::App& bench, BenchDitOptions& opt) {
+  auto* c = bench.add_subcommand(
       "dit",
       "Time the DiT forward with random weights at the given sizes; one JSON line per precision "
       "(ms_per_forward, gflops)");

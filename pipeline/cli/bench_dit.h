@@ -22,8 +22,8 @@ struct BenchDitOptions {
 // dnnl_matmul.h: oneDNN's OpenMP threads must not spin while TBB runs); returns otherwise.
 void passive_omp_wait(char** argv);
 
-// Adds `bench dit` (creating the `bench` group when absent).
-void add_bench_dit(CLI::App& app, BenchDitOptions& opt);
+// Adds `bench dit` to the `bench` group.
+void add_bench_dit(CLI::App& bench, BenchDitOptions& opt);
 int cmd_bench_dit(const BenchDitOptions& opt);
 
 }  // namespace gen3d::cli

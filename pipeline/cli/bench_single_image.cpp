@@ -45,15 +45,8 @@ json branch(const std::string& metric, const std::map<std::string, double>& coun
 
 }  // namespace
 
-void add_bench_single_image(CLI::App& app, BenchSingleImageOptions& o) {
-  CLI::App* bench = nullptr;
-  for (CLI::App* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; }))
-    bench = sub;
-  if (!bench) {
-    bench = app.add_subcommand("bench", "Benchmarks of the runtime's pieces, as JSON lines");
-    bench->require_subcommand(1);
-  }
-  auto* c = bench->add_subcommand(
+void add_bench_single_image(CLI::App& bench, BenchSingleImageOptions& o) {
+  auto* c = bench.add_subcommand(
       "single-image",
       "Texture a textured mesh's copy from one of its own albedo views (earlier and current "
       "single-image methods) and from all of them (the ceiling); one JSON line of per-view PSNR "

@@ -21,8 +21,8 @@ struct BenchSingleImageOptions {
   CLI::App* command = nullptr;
 };
 
-// Adds `bench single-image` (creating the `bench` group when absent).
-void add_bench_single_image(CLI::App& app, BenchSingleImageOptions& options);
+// Adds `bench single-image` to the `bench` group.
+void add_bench_single_image(CLI::App& bench, BenchSingleImageOptions& options);
 int cmd_bench_single_image(const BenchSingleImageOptions& options);
 
 }  // namespace gen3d::cli

@@ -217,10 +217,13 @@ int main(int argc, char** argv) {
   check_cmd->add_flag("--json", models_check.json, "a weights file: one JSON object per tensor");
   check_cmd->add_option("--set", models_check.run.sets, "override: var=value or node.param=value");
 
+  auto* bench_cmd =
+      app.add_subcommand("bench", "Benchmarks of the runtime's pieces, as JSON lines");
+  bench_cmd->require_subcommand(1);
   gen3d::cli::BenchDitOptions bench_dit;
-  gen3d::cli::add_bench_dit(app, bench_dit);
+  gen3d::cli::add_bench_dit(*bench_cmd, bench_dit);
   gen3d::cli::BenchSingleImageOptions bench_single;
-  gen3d::cli::add_bench_single_image(app, bench_single);
+  gen3d::cli::add_bench_single_image(*bench_cmd, bench_single);
 
   std::string config;
   std::vector<std::string> sets;
