@@ -1,17 +1,18 @@
 #include "models/kernels/dnnl_matmul.h"
 
 #include <omp.h>
-#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <bit>
+#include <cstddef>
 #include <cstdlib>
+#include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <shared_mutex>
@@ -45,23 +46,53 @@ std::atomic<int> g_in_flight{0};
 std::atomic<int> g_last_threads{0};
 
 // One owner of the cores: a call takes the arena's concurrency less the calls already running
-// (at least one thread), and gives it back when done.
+// (at least one thread, at most the OpenMP thread limit), and gives it back when done.
+// oneDNN splits its work for the thread count it sees when a primitive is created and assumes
+// that count when it runs: a primitive is therefore created and executed under the same grant,
+// and our primitive caches are keyed by it.
 class ThreadGrant {
  public:
   ThreadGrant() {
     const int before = g_in_flight.fetch_add(1);
     const int conc = tbb::this_task_arena::max_concurrency();
-    threads_ = std::max(1, conc - before);
+    threads_ = std::clamp(conc - before, 1, std::max(1, omp_get_thread_limit()));
     omp_set_num_threads(threads_);
     g_last_threads.store(threads_, std::memory_order_relaxed);
   }
   ~ThreadGrant() { g_in_flight.fetch_sub(1); }
   ThreadGrant(const ThreadGrant&) = delete;
   ThreadGrant& operator=(const ThreadGrant&) = delete;
+  int threads() const { return threads_; }
 
  private:
   int threads_ = 1;
 };
+
+// Debian's oneDNN shares one library-managed scratchpad between primitives, so two calls
+// running at once would overwrite each other's temporaries. Every primitive here is therefore
+// created with a user scratchpad, and each execution brings its own.
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// Runs a primitive on this thread's stream with a scratchpad of this thread. The buffer is not
+// shared: oneDNN's OpenMP execution never runs another task of ours on this thread meanwhile.
+void run(const dnnl::primitive& prim, const memory::desc& scratch_desc,
+         std::unordered_map<int, memory> args) {
+  thread_local std::vector<std::byte> buffer;
+  const std::size_t bytes = scratch_desc.get_size();
+  if (buffer.size() < bytes) buffer.resize(bytes);
+  args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_desc, engine(), buffer.data()));
+  prim.execute(stream(), args);
+  stream().wait();
+}
+
+void reorder(const memory& src, const memory& dst) {
+  const dnnl::reorder::primitive_desc pd(src, dst, user_scratchpad());
+  run(dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
+}
 
 inline std::uint16_t to_bf16(float f) {
   std::uint32_t x = std::bit_cast<std::uint32_t>(f);
@@ -84,9 +115,10 @@ void round_rows(std::uint16_t* dst, const float* src, i64 rows, i64 cols, i64 ld
   tbb::parallel_for(i64{0}, rows, [&](i64 r) { row(r); });
 }
 
-std::vector<std::uint16_t>& scratch(int which) {
-  static tbb::enumerable_thread_specific<std::array<std::vector<std::uint16_t>, 2>> s;
-  return s.local()[static_cast<std::size_t>(which)];
+// Operands rounded to bf16 live in per-call buffers: a thread-local one could be reused by a
+// call that this thread steals while it waits inside the rounding's parallel loop.
+std::unique_ptr<std::uint16_t[]> bf16_buffer(i64 n) {
+  return std::make_unique_for_overwrite<std::uint16_t[]>(static_cast<std::size_t>(n));
 }
 
 dnnl::algorithm act_alg(Act a) {
@@ -104,7 +136,8 @@ dnnl::algorithm act_alg(Act a) {
 }
 
 // Matmul primitives of the linear layers, by shape.
-using LinearKey = std::tuple<i64, i64, i64, i64, bool, int>;  // M, K, N, ldy, bias, act
+using LinearKey =
+    std::tuple<i64, i64, i64, i64, bool, int, int>;  // M, K, N, ldy, bias, act, threads
 struct LinearPrim {
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul prim;
@@ -117,7 +150,7 @@ dnnl::matmul::primitive_desc make_linear_pd(i64 M, i64 K, i64 N, i64 ldy, bool b
   const memory::desc src({M, K}, dt::bf16, memory::format_tag::ab);
   const memory::desc wei({K, N}, dt::bf16, memory::format_tag::any);
   const memory::desc dst({M, N}, dt::f32, memory::dims{ldy, 1});
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = user_scratchpad();
   if (act != Act::kNone) {
     dnnl::post_ops po;
     po.append_eltwise(1.0f, act_alg(act), 1.0f, 0.0f);
@@ -130,8 +163,9 @@ dnnl::matmul::primitive_desc make_linear_pd(i64 M, i64 K, i64 N, i64 ldy, bool b
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, engine());
 }
 
-std::shared_ptr<LinearPrim> linear_prim(i64 M, i64 K, i64 N, i64 ldy, bool bias, Act act) {
-  const LinearKey key{M, K, N, ldy, bias, static_cast<int>(act)};
+std::shared_ptr<LinearPrim> linear_prim(i64 M, i64 K, i64 N, i64 ldy, bool bias, Act act,
+                                        const ThreadGrant& grant) {
+  const LinearKey key{M, K, N, ldy, bias, static_cast<int>(act), grant.threads()};
   {
     std::shared_lock lock(g_prim_mu);
     auto it = g_prims.find(key);
@@ -152,16 +186,15 @@ constexpr i64 kPackRows = 256;
 struct Bf16Weight::Impl {
   std::mutex mu;
   // Packed copies by layout; the first is made at construction, others only if a shape's
-  // primitive asks for another layout.
-  std::vector<std::pair<memory::desc, memory>> packed;
+  // primitive asks for another layout. A deque: callers keep references while others append.
+  std::deque<std::pair<memory::desc, memory>> packed;
 
   const memory& for_desc(const memory::desc& want) {
     std::lock_guard lock(mu);
     for (auto& [d, m] : packed)
       if (d == want) return m;
     memory m(want, engine());
-    dnnl::reorder(packed.front().second, m).execute(stream(), packed.front().second, m);
-    stream().wait();
+    reorder(packed.front().second, m);
     packed.emplace_back(want, std::move(m));
     return packed.back().second;
   }
@@ -175,13 +208,10 @@ Bf16Weight::Bf16Weight(const float* w, i64 N, i64 K)
   // w[N, K] row-major is the matmul's weights [K, N] with strides {1, K} (format "ba").
   const memory::desc plain({K, N}, dt::bf16, memory::format_tag::ba);
   memory src(plain, engine(), bits.data());
+  ThreadGrant grant;
   const auto pd = make_linear_pd(kPackRows, K, N, N, false, Act::kNone);
   memory dst(pd.weights_desc(), engine());
-  {
-    ThreadGrant grant;
-    dnnl::reorder(src, dst).execute(stream(), src, dst);
-    stream().wait();
-  }
+  reorder(src, dst);
   impl_->packed.emplace_back(pd.weights_desc(), std::move(dst));
 }
 
@@ -200,8 +230,7 @@ std::vector<std::uint16_t> Bf16Weight::plain() const {
   memory dst(plain, engine(), bits.data());
   std::lock_guard lock(impl_->mu);
   memory& src = impl_->packed.front().second;
-  dnnl::reorder(src, dst).execute(stream(), src, dst);
-  stream().wait();
+  reorder(src, dst);
   return bits;
 }
 
@@ -210,12 +239,12 @@ void linear_bf16(float* y, i64 ldy, const float* x, i64 ldx, const Bf16Weight& w
   const i64 K = w.k(), N = w.n();
   if (M <= 0) return;
   count_flops(2.0 * static_cast<double>(M) * K * N);
-  std::vector<std::uint16_t>& xs = scratch(0);
-  xs.resize(static_cast<std::size_t>(M * K));
-  round_rows(xs.data(), x, M, K, ldx);
-  const auto p = linear_prim(M, K, N, ldy, b != nullptr, act);
+  const auto xs = bf16_buffer(M * K);
+  round_rows(xs.get(), x, M, K, ldx);
+  ThreadGrant grant;
+  const auto p = linear_prim(M, K, N, ldy, b != nullptr, act, grant);
   const memory& wm = w.impl().for_desc(p->pd.weights_desc());
-  memory src(p->pd.src_desc(), engine(), xs.data());
+  memory src(p->pd.src_desc(), engine(), xs.get());
   memory dst(p->pd.dst_desc(), engine(), y);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst}};
@@ -223,9 +252,7 @@ void linear_bf16(float* y, i64 ldy, const float* x, i64 ldx, const Bf16Weight& w
     const memory::desc bd({1, N}, dt::f32, memory::format_tag::ab);
     args.emplace(DNNL_ARG_BIAS, memory(bd, engine(), const_cast<float*>(b)));
   }
-  ThreadGrant grant;
-  p->prim.execute(stream(), args);
-  stream().wait();
+  run(p->prim, p->pd.scratchpad_desc(), std::move(args));
 }
 
 // ---- convolutions ----------------------------------------------------------------------------
@@ -235,7 +262,10 @@ namespace {
 struct ConvKey {
   i64 n, h, w, cin, cout, kh, kw, stride, pt, pb, pl, pr;
   bool bias;
-  auto tie() const { return std::tie(n, h, w, cin, cout, kh, kw, stride, pt, pb, pl, pr, bias); }
+  int threads;
+  auto tie() const {
+    return std::tie(n, h, w, cin, cout, kh, kw, stride, pt, pb, pl, pr, bias, threads);
+  }
   bool operator<(const ConvKey& o) const { return tie() < o.tie(); }
 };
 struct ConvPrim {
@@ -258,13 +288,13 @@ dnnl::convolution_forward::primitive_desc make_conv_pd(const ConvKey& k) {
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                         dnnl::algorithm::convolution_direct, src, wei, b, dst,
                                         strides, pl, pr),
-        engine());
+        user_scratchpad(), engine());
   }
   return dnnl::convolution_forward::primitive_desc(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                       dnnl::algorithm::convolution_direct, src, wei, dst, strides,
                                       pl, pr),
-      engine());
+      user_scratchpad(), engine());
 }
 
 std::shared_ptr<ConvPrim> conv_prim(const ConvKey& key) {
@@ -293,14 +323,12 @@ Bf16ConvWeight::Bf16ConvWeight(const float* ohwi, const float* b, i64 co, i64 ci
   const memory::desc plain({co, ci, h, w}, dt::bf16, memory::format_tag::ohwi);
   memory src(plain, engine(), bits.data());
   // The layout a 64 x 64 map prefers (others are reordered once on first use).
-  const ConvKey key{1, 64, 64, ci, co, h, w, 1, (h - 1) / 2, h / 2, (w - 1) / 2, w / 2, false};
+  ThreadGrant grant;
+  const ConvKey key{1, 64,          64,    ci,          co,    h,     w,
+                    1, (h - 1) / 2, h / 2, (w - 1) / 2, w / 2, false, grant.threads()};
   const auto pd = make_conv_pd(key);
   memory dst(pd.weights_desc(), engine());
-  {
-    ThreadGrant grant;
-    dnnl::reorder(src, dst).execute(stream(), src, dst);
-    stream().wait();
-  }
+  reorder(src, dst);
   impl_->packed.emplace_back(pd.weights_desc(), std::move(dst));
 }
 
@@ -319,8 +347,7 @@ std::vector<std::uint16_t> Bf16ConvWeight::plain() const {
   memory dst(plain, engine(), bits.data());
   std::lock_guard lock(impl_->mu);
   memory& src = impl_->packed.front().second;
-  dnnl::reorder(src, dst).execute(stream(), src, dst);
-  stream().wait();
+  reorder(src, dst);
   return bits;
 }
 
@@ -329,50 +356,44 @@ void conv2d_bf16(float* y, const float* x, i64 batch, i64 h, i64 w, const Bf16Co
   const i64 oh = (h + pt + pb - wt.kh) / stride + 1, ow = (w + pl + pr - wt.kw) / stride + 1;
   if (batch <= 0 || oh <= 0 || ow <= 0) return;
   count_flops(2.0 * static_cast<double>(batch * oh * ow) * wt.kh * wt.kw * wt.cin * wt.cout);
-  std::vector<std::uint16_t>& xs = scratch(0);
-  xs.resize(static_cast<std::size_t>(batch * h * w * wt.cin));
-  round_rows(xs.data(), x, batch * h * w, wt.cin, wt.cin);
-  const ConvKey key{batch,  h,  w,  wt.cin, wt.cout, wt.kh,           wt.kw,
-                    stride, pt, pb, pl,     pr,      !wt.bias.empty()};
+  const auto xs = bf16_buffer(batch * h * w * wt.cin);
+  round_rows(xs.get(), x, batch * h * w, wt.cin, wt.cin);
+  ThreadGrant grant;
+  const ConvKey key{batch, h,  w,  wt.cin, wt.cout,          wt.kh,          wt.kw, stride,
+                    pt,    pb, pl, pr,     !wt.bias.empty(), grant.threads()};
   const auto p = conv_prim(key);
   const memory& wm = wt.impl().for_desc(p->pd.weights_desc());
-  memory src(p->pd.src_desc(), engine(), xs.data());
+  memory src(p->pd.src_desc(), engine(), xs.get());
   memory dst(p->pd.dst_desc(), engine(), y);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst}};
   if (!wt.bias.empty())
     args.emplace(DNNL_ARG_BIAS,
                  memory(p->pd.bias_desc(), engine(), const_cast<float*>(wt.bias.data())));
-  ThreadGrant grant;
-  p->prim.execute(stream(), args);
-  stream().wait();
+  run(p->prim, p->pd.scratchpad_desc(), std::move(args));
 }
 
 void matmul_bf16(float* c, i64 ldc, const float* a, i64 lda, const float* b, i64 ldb, bool trans_b,
                  i64 M, i64 K, i64 N, float alpha) {
   if (M <= 0 || N <= 0) return;
   count_flops(2.0 * static_cast<double>(M) * K * N);
-  std::vector<std::uint16_t>& as = scratch(0);
-  std::vector<std::uint16_t>& bs = scratch(1);
-  as.resize(static_cast<std::size_t>(M * K));
-  bs.resize(static_cast<std::size_t>(K * N));
-  round_rows(as.data(), a, M, K, lda);
+  const auto as = bf16_buffer(M * K), bs = bf16_buffer(K * N);
+  round_rows(as.get(), a, M, K, lda);
   if (trans_b)
-    round_rows(bs.data(), b, N, K, ldb);  // [N, K]
+    round_rows(bs.get(), b, N, K, ldb);  // [N, K]
   else
-    round_rows(bs.data(), b, K, N, ldb);  // [K, N]
+    round_rows(bs.get(), b, K, N, ldb);  // [K, N]
   const memory::desc ad({M, K}, dt::bf16, memory::format_tag::ab);
   const memory::desc bd({K, N}, dt::bf16,
                         trans_b ? memory::format_tag::ba : memory::format_tag::ab);
   const memory::desc cd({M, N}, dt::f32, memory::dims{ldc, 1});
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = user_scratchpad();
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  ThreadGrant grant;
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr, engine());
   const dnnl::matmul prim(pd);
-  memory am(ad, engine(), as.data()), bm(bd, engine(), bs.data()), cm(cd, engine(), c);
-  ThreadGrant grant;
-  prim.execute(stream(), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-  stream().wait();
+  memory am(ad, engine(), as.get()), bm(bd, engine(), bs.get()), cm(cd, engine(), c);
+  run(prim, pd.scratchpad_desc(), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
 }
 
 void passive_omp_wait(char** argv) {

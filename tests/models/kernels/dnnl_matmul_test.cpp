@@ -159,6 +159,35 @@ TEST(DnnlConv, Bf16ConvMatchesScalarTwin) {
   }
 }
 
+// Convolutions of several shapes from several TBB threads at once: each needs its own
+// scratchpad, and a shape may append a weight layout while another call reads the first.
+TEST(DnnlConv, ConcurrentCallsOfSeveralShapesAgreeWithSerial) {
+  const std::int64_t cin = 24, cout = 32, k = 3;
+  const auto w = ktest::random_vec(static_cast<std::size_t>(cout * cin * k * k), 7, 0.2f);
+  ConvWeight fast = pack_conv_weight(w.data(), nullptr, cout, cin, k, k);
+  to_bf16(fast);
+  const ConvGeometry g = ConvGeometry::same(1);
+  struct Call {
+    std::int64_t h, w;
+    std::vector<float> x, serial, parallel;
+  };
+  std::vector<Call> calls;
+  for (int t = 0; t < 12; ++t) {
+    Call c{8 + 4 * (t % 3), 12 + 2 * (t % 4), {}, {}, {}};
+    c.x = ktest::random_vec(static_cast<std::size_t>(c.h * c.w * cin), 200 + t);
+    c.serial.resize(static_cast<std::size_t>(c.h * c.w * cout));
+    c.parallel.resize(c.serial.size());
+    calls.push_back(std::move(c));
+  }
+  for (Call& c : calls) conv2d(c.serial.data(), c.x.data(), 1, c.h, c.w, fast, g);
+  tbb::parallel_for(std::size_t{0}, calls.size(), [&](std::size_t t) {
+    Call& c = calls[t];
+    conv2d(c.parallel.data(), c.x.data(), 1, c.h, c.w, fast, g);
+  });
+  for (const Call& c : calls)
+    EXPECT_LE(ktest::nmse(c.parallel.data(), c.serial.data(), c.serial.size()), 1e-12);
+}
+
 TEST(DnnlMatmul, DescribesItself) {
   EXPECT_NE(std::string(dnnl_description()).find("oneDNN"), std::string::npos);
 }
