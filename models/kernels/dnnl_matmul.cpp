@@ -19,6 +19,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "models/core/dtype.h"
 #include "models/core/error.h"
@@ -68,6 +69,17 @@ class ThreadGrant {
   int threads_ = 1;
 };
 
+// oneDNN's process-wide primitive cache makes concurrent creators of one primitive wait on each
+// other inside the library, where ThreadSanitizer cannot see it. Creating primitives one at a time
+// (a cache hit costs microseconds) keeps that ordering visible; executions still run side by side.
+std::mutex g_create_mu;
+
+template <class Make>
+auto create(Make make) {
+  std::lock_guard lock(g_create_mu);
+  return make();
+}
+
 // Debian's oneDNN shares one library-managed scratchpad between primitives, so two calls
 // running at once would overwrite each other's temporaries. Every primitive here is therefore
 // created with a user scratchpad, and each execution brings its own.
@@ -90,8 +102,11 @@ void run(const dnnl::primitive& prim, const memory::desc& scratch_desc,
 }
 
 void reorder(const memory& src, const memory& dst) {
-  const dnnl::reorder::primitive_desc pd(src, dst, user_scratchpad());
-  run(dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
+  const auto [pd, prim] = create([&] {
+    const dnnl::reorder::primitive_desc d(src, dst, user_scratchpad());
+    return std::pair(d, dnnl::reorder(d));
+  });
+  run(prim, pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
 }
 
 inline std::uint16_t to_bf16(float f) {
@@ -172,8 +187,10 @@ std::shared_ptr<LinearPrim> linear_prim(i64 M, i64 K, i64 N, i64 ldy, bool bias,
     if (it != g_prims.end()) return it->second;
   }
   auto p = std::make_shared<LinearPrim>();
-  p->pd = make_linear_pd(M, K, N, ldy, bias, act);
-  p->prim = dnnl::matmul(p->pd);
+  create([&] {
+    p->pd = make_linear_pd(M, K, N, ldy, bias, act);
+    p->prim = dnnl::matmul(p->pd);
+  });
   std::unique_lock lock(g_prim_mu);
   return g_prims.emplace(key, std::move(p)).first->second;
 }
@@ -209,7 +226,7 @@ Bf16Weight::Bf16Weight(const float* w, i64 N, i64 K)
   const memory::desc plain({K, N}, dt::bf16, memory::format_tag::ba);
   memory src(plain, engine(), bits.data());
   ThreadGrant grant;
-  const auto pd = make_linear_pd(kPackRows, K, N, N, false, Act::kNone);
+  const auto pd = create([&] { return make_linear_pd(kPackRows, K, N, N, false, Act::kNone); });
   memory dst(pd.weights_desc(), engine());
   reorder(src, dst);
   impl_->packed.emplace_back(pd.weights_desc(), std::move(dst));
@@ -304,8 +321,10 @@ std::shared_ptr<ConvPrim> conv_prim(const ConvKey& key) {
     if (it != g_convs.end()) return it->second;
   }
   auto p = std::make_shared<ConvPrim>();
-  p->pd = make_conv_pd(key);
-  p->prim = dnnl::convolution_forward(p->pd);
+  create([&] {
+    p->pd = make_conv_pd(key);
+    p->prim = dnnl::convolution_forward(p->pd);
+  });
   std::unique_lock lock(g_conv_mu);
   return g_convs.emplace(key, std::move(p)).first->second;
 }
@@ -326,7 +345,7 @@ Bf16ConvWeight::Bf16ConvWeight(const float* ohwi, const float* b, i64 co, i64 ci
   ThreadGrant grant;
   const ConvKey key{1, 64,          64,    ci,          co,    h,     w,
                     1, (h - 1) / 2, h / 2, (w - 1) / 2, w / 2, false, grant.threads()};
-  const auto pd = make_conv_pd(key);
+  const auto pd = create([&] { return make_conv_pd(key); });
   memory dst(pd.weights_desc(), engine());
   reorder(src, dst);
   impl_->packed.emplace_back(pd.weights_desc(), std::move(dst));
@@ -390,8 +409,10 @@ void matmul_bf16(float* c, i64 ldc, const float* a, i64 lda, const float* b, i64
   dnnl::primitive_attr attr = user_scratchpad();
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
   ThreadGrant grant;
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr, engine());
-  const dnnl::matmul prim(pd);
+  const auto [pd, prim] = create([&] {
+    const dnnl::matmul::primitive_desc d(dnnl::matmul::desc(ad, bd, cd), attr, engine());
+    return std::pair(d, dnnl::matmul(d));
+  });
   memory am(ad, engine(), as.get()), bm(bd, engine(), bs.get()), cm(cd, engine(), c);
   run(prim, pd.scratchpad_desc(), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
 }

@@ -1,6 +1,7 @@
 // gen3d: run, validate and inspect 3D generation pipelines.
 
 #include <csignal>
+#include <string_view>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -22,10 +23,28 @@ extern "C" void on_sigint(int) {
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
 }
 
+// Whether this command line may run a network, and so needs oneDNN's OpenMP threads to sleep
+// between calls (bench_dit.h). The first word that is not an option names the command; `texture`
+// runs networks only with --models. The others skip the re-execution it costs (about 0.1 s).
+bool may_run_networks(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view word = argv[i];
+    if (word.starts_with('-')) continue;
+    if (word == "texture") {
+      for (int j = i + 1; j < argc; ++j)
+        if (std::string_view(argv[j]).starts_with("--models")) return true;
+      return false;
+    }
+    return word == "run" || word == "shape" || word == "batch" || word == "bench" ||
+           word == "cache-study";
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  gen3d::cli::passive_omp_wait(argv);  // oneDNN's OpenMP threads sleep between calls (bench_dit.h)
+  if (may_run_networks(argc, argv)) gen3d::cli::passive_omp_wait(argv);
   CLI::App app{"gen3d: native 3D generation pipelines (texgen, shapegen) on a oneTBB flow graph"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("gen3d ") + GEN3D_VERSION);
