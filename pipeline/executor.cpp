@@ -75,6 +75,33 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
   const std::vector<Action> action = plan(graph, options, keys, in_cache);
   if (cache)
     for (size_t i = 0; i < n; ++i) result.nodes[i].cache_key = keys[i].hex();
+  // The keys this run computes are claimed first, so that concurrent runs of this process (a
+  // batch's jobs on one mesh) compute each once: a run that finds one claimed waits here, on its
+  // own thread before any task starts, and plans again. Each claim is released when its node's
+  // result is stored or known not to be, and at the end whatever happened.
+  struct Claims {
+    StageCache* cache;
+    std::vector<CacheKey> keys;
+    ~Claims() {
+      for (const CacheKey& k : keys) cache->release(k);
+    }
+  } claims{cache, {}};
+  if (cache) {
+    std::vector<CacheKey> mine, busy;
+    for (size_t i = 0; i < n; ++i)
+      if (action[i] == Action::Run && graph.nodes[i].contract->cache != CachePolicy::Never &&
+          cache->has_codecs(graph.nodes[i]))
+        mine.push_back(keys[i]);
+    if (!cache->claim(mine, busy)) {
+      spdlog::info("stage cache: another run is computing {} of this run's nodes; waiting for it",
+                   busy.size());
+      auto span = profiler.span("wait for another run", "cache");
+      cache->wait_released(busy);
+      replan = true;
+      return result;
+    }
+    claims.keys = std::move(mine);
+  }
   // Recomputing node i from what is stored: its time plus that of the producers it would need
   // that are not stored themselves (an estimate: shared producers count once per path).
   std::vector<double> recompute_ms(n, 0.0);
@@ -103,7 +130,10 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
       const StageCacheOptions& co = cache->options();
       const double bytes = static_cast<double>(cache->estimate_bytes(result.outputs[i]));
       const double load_ms = bytes / (co.load_mb_per_s * 1e6) * 1e3;
-      if (cost < co.min_store_ms || cost < co.store_factor * load_ms) return;
+      if (cost < co.min_store_ms || cost < co.store_factor * load_ms) {
+        cache->release(keys[i]);
+        return;
+      }
     }
     stored[i] = 1;
     auto outputs = result.outputs[i];
@@ -113,6 +143,7 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
       const int64_t s0 = profiler.now_ns();
       const uint64_t bytes = cache->store(keys[i], nd, outputs, result.nodes[i].wall_ms);
       const double ms = static_cast<double>(profiler.now_ns() - s0) / 1e6;
+      cache->release(keys[i]);
       std::lock_guard lock(store_mutex);
       result.nodes[i].stored = bytes > 0;
       result.nodes[i].cache_bytes = bytes;
@@ -286,8 +317,8 @@ RunResult execute(const Graph& graph, Profiler& profiler, const ExecutorOptions&
   // cannot see: create it here, before any task logs, so the task spawns order it for every worker.
   spdlog::default_logger_raw();
   // A cache entry that vanished or was damaged after planning, under a node whose producers were
-  // elided: plan again (the entry is gone now, so its producers run). Each attempt removes one
-  // entry at least; past one attempt per node the run goes on without the cache.
+  // elided: plan again (the entry is gone now, so its producers run). Likewise after waiting for
+  // another run's claims. Past one attempt per node the run goes on without the cache.
   const size_t last = graph.nodes.size() + 1;
   for (size_t attempt = 0;; ++attempt) {
     ExecutorOptions o = options;
@@ -295,7 +326,7 @@ RunResult execute(const Graph& graph, Profiler& profiler, const ExecutorOptions&
     bool replan = false;
     RunResult result = execute_once(graph, profiler, o, state, replan);
     if (!replan || attempt == last) return result;
-    spdlog::debug("stage cache: an entry went missing during the run; planning again");
+    spdlog::debug("stage cache: planning again (an entry went missing, or another run settled)");
   }
 }
 

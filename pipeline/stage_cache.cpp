@@ -716,4 +716,31 @@ uint64_t parse_byte_size(const std::string& text) {
   return static_cast<uint64_t>(value * scale);
 }
 
+bool StageCache::claim(const std::vector<CacheKey>& keys, std::vector<CacheKey>& busy) {
+  std::lock_guard lock(claims_mutex_);
+  busy.clear();
+  for (const CacheKey& k : keys)
+    if (claims_.contains({k.hi, k.lo})) busy.push_back(k);
+  if (!busy.empty()) return false;
+  for (const CacheKey& k : keys) claims_.insert({k.hi, k.lo});
+  return true;
+}
+
+void StageCache::release(const CacheKey& key) {
+  {
+    std::lock_guard lock(claims_mutex_);
+    if (claims_.erase({key.hi, key.lo}) == 0) return;
+  }
+  claims_released_.notify_all();
+}
+
+void StageCache::wait_released(const std::vector<CacheKey>& keys) {
+  std::unique_lock lock(claims_mutex_);
+  claims_released_.wait(lock, [&] {
+    return std::none_of(keys.begin(), keys.end(), [&](const CacheKey& k) {
+      return claims_.contains({k.hi, k.lo});
+    });
+  });
+}
+
 }  // namespace gen3d::pipeline

@@ -17,6 +17,7 @@
 // size, modification and change time: unchanged files are not read again, and a rewrite that
 // restores size and modification time still changes the change time.
 
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -126,6 +127,16 @@ class StageCache {
 
   std::string entry_path(const CacheKey& key) const;
 
+  // One computation per key among the runs sharing this cache in a process (a batch's concurrent
+  // jobs on one mesh): a run claims the keys it will compute before its graph starts. When another
+  // run holds one of them, nothing is claimed, `busy` lists them, and the run waits (on its own
+  // thread, before any task starts) with wait_released, then plans again: what the other stored
+  // is loaded, what it did not store is computed. Claims are released once the node's result is
+  // stored or known not to be.
+  bool claim(const std::vector<CacheKey>& keys, std::vector<CacheKey>& busy);
+  void release(const CacheKey& key);
+  void wait_released(const std::vector<CacheKey>& keys);
+
  private:
   void hash_path(KeyHasher& h, const std::string& path, bool siblings);
   void hash_directory(KeyHasher& h, const std::string& dir);
@@ -135,6 +146,9 @@ class StageCache {
   std::mutex mutex_;
   std::map<std::string, CacheKey> file_memo_;  // this process: absolute path + stat -> hash
   std::set<std::string> warned_;
+  std::mutex claims_mutex_;
+  std::condition_variable claims_released_;
+  std::set<std::pair<uint64_t, uint64_t>> claims_;
 };
 
 // The default store: $GEN3D_CACHE_DIR, else $XDG_CACHE_HOME/gen3d, else ~/.cache/gen3d.

@@ -5,9 +5,12 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -63,6 +66,22 @@ class Sink final : public pipeline::Stage {
   void run(pipeline::StageContext& ctx) const override { ctx.in<Number>("v"); }
 };
 
+// A slow computation that counts how often it ran in this process.
+std::atomic<int> g_slow_runs{0};
+class SlowCount final : public pipeline::Stage {
+ public:
+  pipeline::StageContract contract() const override {
+    return pipeline::StageContract("test_slow_count", "a number that takes a while")
+        .output<Number>("value")
+        .param<double>("value", 1.0, pipeline::Range{-1e9, 1e9}, "the number");
+  }
+  void run(pipeline::StageContext& ctx) const override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ++g_slow_runs;
+    ctx.out("value", std::make_shared<Number>(Number{ctx.param<double>("value")}));
+  }
+};
+
 const pipeline::Registry& cache_registry() {
   static const pipeline::Registry reg = [] {
     pipeline::Registry r;
@@ -70,6 +89,7 @@ const pipeline::Registry& cache_registry() {
     r.add<ReadText>();
     r.add<Sink>();
     r.add<Moded>();
+    r.add<SlowCount>();
     r.add_codec<Number>(
         1, [](const Number& n, pipeline::ByteWriter& w) { w.f64(n.value); },
         [](pipeline::ByteReader& r) { return Number{r.f64()}; }, [](const Number&) { return 8; });
@@ -286,6 +306,34 @@ TEST(StageCache, UnneededNodesAreNeitherRunNorLoaded) {
   const Ran r = run(g, cache);
   EXPECT_EQ(with_status(r, NodeStatus::Cached), (std::set<std::string>{"x", "u"}));
   for (const auto& n : r.result.nodes) EXPECT_EQ(n.loaded, n.id == "x") << n.id;
+}
+
+// Two runs of one process on one cache at the same time (a batch's jobs on one mesh) compute a
+// shared node once: the second waits for the first's claim, then loads what it stored.
+TEST(StageCache, ConcurrentRunsComputeASharedNodeOnce) {
+  pipeline::StageCache cache(store_everything(temp_dir("stage_cache_single_flight")),
+                             cache_registry());
+  const auto shared = [](double job) {
+    return graph(R"({"nodes": [
+        {"id": "mesh", "stage": "test_slow_count", "params": {"value": 4}},
+        {"id": "job", "stage": "test_const", "params": {"value": )" +
+                 std::to_string(job) + R"(}},
+        {"id": "s", "stage": "test_add", "inputs": {"a": "mesh.value", "b": "job.value"}},
+        {"id": "out", "stage": "test_sink", "inputs": {"v": "s.sum"}}]})");
+  };
+  const auto g1 = shared(1), g2 = shared(2);
+  g_slow_runs = 0;
+  Ran r1, r2;
+  std::thread t1([&] { r1 = run(g1, cache); });
+  std::thread t2([&] { r2 = run(g2, cache); });
+  t1.join();
+  t2.join();
+  ASSERT_TRUE(r1.result.ok()) << r1.result.error.value_or("");
+  ASSERT_TRUE(r2.result.ok()) << r2.result.error.value_or("");
+  EXPECT_EQ(g_slow_runs.load(), 1);
+  EXPECT_EQ(r1.status.at("mesh") == NodeStatus::Cached, r2.status.at("mesh") == NodeStatus::Done);
+  EXPECT_EQ(r1.result.output<Number>(g1, "s", "sum")->value, 5.0);
+  EXPECT_EQ(r2.result.output<Number>(g2, "s", "sum")->value, 6.0);
 }
 
 TEST(StageCache, ByteSizesParse) {
