@@ -1,6 +1,7 @@
 #include "pipeline/executor.h"
 
 #include <algorithm>
+#include <memory>
 #include <mutex>
 
 #include <spdlog/spdlog.h>
@@ -108,6 +109,8 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
   std::vector<char> stored(n, 0);  // char, not bool: nodes on different threads set their own
   tbb::task_group stores;
   std::mutex store_mutex;
+  // What each node counted and gauged, stored with its entry and reported again when loaded.
+  const auto metrics = std::make_unique<MetricLog[]>(n);
 
   std::atomic<bool> cancel{false};
   std::mutex error_mutex;
@@ -141,7 +144,8 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
       const GraphNode& nd = graph.nodes[i];
       auto span = profiler.span("store " + nd.id, "cache", nd.id);
       const int64_t s0 = profiler.now_ns();
-      const uint64_t bytes = cache->store(keys[i], nd, outputs, result.nodes[i].wall_ms);
+      const uint64_t bytes =
+          cache->store(keys[i], nd, outputs, result.nodes[i].wall_ms, metrics[i].items());
       const double ms = static_cast<double>(profiler.now_ns() - s0) / 1e6;
       cache->release(keys[i]);
       std::lock_guard lock(store_mutex);
@@ -178,6 +182,12 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
       const int64_t l1 = profiler.now_ns();
       if (loaded) {
         result.outputs[i] = std::move(loaded->outputs);
+        for (const RecordedMetric& m : loaded->metrics) {
+          if (m.gauge)
+            profiler.gauge(m.name, m.value);
+          else
+            profiler.count(m.name, m.value);
+        }
         rec.thread = Profiler::thread_index();
         rec.start_ms = static_cast<double>(l0 - run_start) / 1e6;
         rec.wall_ms = static_cast<double>(l1 - l0) / 1e6;
@@ -211,6 +221,7 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
     w.shared = &state;
     w.cancel = &cancel;
     w.interrupt = options.interrupt;
+    if (cache) w.metrics = &metrics[i];
     StageContext ctx(std::move(w));
 
     rec.thread = Profiler::thread_index();

@@ -124,10 +124,12 @@ Profiler::Span StageContext::span(std::string name) const {
 
 void StageContext::count(std::string_view name, double delta) const {
   if (w_.profiler) w_.profiler->count(name, delta);
+  if (w_.metrics) w_.metrics->add(name, delta, false);
 }
 
 void StageContext::gauge(std::string_view name, double value) const {
   if (w_.profiler) w_.profiler->gauge(name, value);
+  if (w_.metrics) w_.metrics->add(name, value, true);
 }
 
 SharedState& StageContext::shared() const {

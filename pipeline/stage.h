@@ -257,6 +257,30 @@ class SharedState {
 
 // ---- Context -----------------------------------------------------------------------------------
 
+// What a node reported through count and gauge while it ran: kept with its cache entry and
+// reported again when the node is loaded instead of run.
+struct RecordedMetric {
+  std::string name;
+  double value = 0;  // a delta for counts, the level for gauges
+  bool gauge = false;
+};
+
+class MetricLog {
+ public:
+  void add(std::string_view name, double value, bool gauge) {
+    std::lock_guard lock(mutex_);
+    items_.push_back({std::string(name), value, gauge});
+  }
+  std::vector<RecordedMetric> items() const {
+    std::lock_guard lock(mutex_);
+    return items_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<RecordedMetric> items_;
+};
+
 // What a running stage sees: its inputs, validated params, outputs, profiler and shared state.
 class StageContext {
  public:
@@ -270,6 +294,7 @@ class StageContext {
     SharedState* shared = nullptr;
     const std::atomic<bool>* cancel = nullptr;     // set when another node failed
     const std::atomic<bool>* interrupt = nullptr;  // set from outside (SIGINT)
+    MetricLog* metrics = nullptr;                  // also records count and gauge calls
   };
   explicit StageContext(Wiring wiring) : w_(std::move(wiring)) {}
 

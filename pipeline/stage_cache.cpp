@@ -1,6 +1,8 @@
 #include "pipeline/stage_cache.h"
 
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -31,8 +33,49 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The GNU build id of the executable's notes (every stage is linked into it); empty without one.
+int read_build_id(dl_phdr_info* info, size_t, void* out) {
+  for (int k = 0; k < info->dlpi_phnum; ++k) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[k];
+    if (ph.p_type != PT_NOTE) continue;
+    const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+    const char* end = p + ph.p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
+      const char* name = p + sizeof(ElfW(Nhdr));
+      const char* desc = name + ((note->n_namesz + 3) & ~3u);
+      if (desc + note->n_descsz > end) break;
+      if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 &&
+          std::memcmp(name, "GNU", 4) == 0) {
+        static_cast<std::string*>(out)->assign(desc, note->n_descsz);
+        return 1;
+      }
+      p = desc + ((note->n_descsz + 3) & ~3u);
+    }
+  }
+  return 1;  // the first object is the executable; the libraries it loads are not ours
+}
+
+// What computes the values: a rebuilt or upgraded gen3d gets new keys, so it never trusts what an
+// older build stored. The build id, else the executable's path, size and modification time.
+const std::string& code_identity() {
+  static const std::string id = [] {
+    std::string out;
+    dl_iterate_phdr(read_build_id, &out);
+    if (!out.empty()) return out;
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    struct stat st {};
+    if (!ec && ::stat(exe.c_str(), &st) == 0)
+      out = fmt::format("{}:{}:{}.{}", exe.string(), st.st_size, st.st_mtim.tv_sec,
+                        st.st_mtim.tv_nsec);
+    return out;
+  }();
+  return id;
+}
+
 constexpr char kMagic[8] = {'G', '3', 'D', 'C', 'A', 'C', 'H', 'E'};
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;                       // 2: the node's counters and gauges
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 16 + 8 + 8 + 8;  // see write_entry
 constexpr const char* kEntrySuffix = ".g3c";
 
@@ -391,7 +434,8 @@ std::vector<CacheKey> StageCache::node_keys(const Graph& graph) {
     const GraphNode& node = graph.nodes[i];
     const StageContract& c = *node.contract;
     KeyHasher h;
-    h.text("gen3d-stage-cache/1");
+    h.text("gen3d-stage-cache/2");
+    h.text(code_identity());
     h.text(c.name);
     h.u64(static_cast<uint64_t>(c.version));
     for (const auto& [param_name, value] : node.params) {
@@ -484,11 +528,17 @@ uint64_t StageCache::estimate_bytes(
 
 uint64_t StageCache::store(const CacheKey& key, const GraphNode& node,
                            const std::map<std::string, Value, std::less<>>& outputs,
-                           double compute_ms) {
+                           double compute_ms, const std::vector<RecordedMetric>& metrics) {
   std::string payload;  // small fields; big arrays are written from the values themselves
   std::vector<ByteWriter::Borrowed> borrowed;
   try {
     ByteWriter w(payload, &borrowed);
+    w.u32(static_cast<uint32_t>(metrics.size()));
+    for (const RecordedMetric& m : metrics) {
+      w.str(m.name);
+      w.f64(m.value);
+      w.u8(m.gauge ? 1 : 0);
+    }
     w.u32(static_cast<uint32_t>(outputs.size()));
     for (const auto& [port, value] : outputs) {
       const PortCodec* codec = codecs_.codec(value.type);
@@ -567,6 +617,14 @@ std::optional<CachedOutputs> StageCache::load(const CacheKey& key, const GraphNo
     const std::string_view payload(bytes->data() + kHeaderBytes, size);
     if (checksum64(payload) != sum) throw CacheFormatError("checksum mismatch");
     ByteReader p(payload);
+    const uint32_t metric_count = p.u32();
+    for (uint32_t k = 0; k < metric_count; ++k) {
+      RecordedMetric m;
+      m.name = p.str();
+      m.value = p.f64();
+      m.gauge = p.u8() != 0;
+      out.metrics.push_back(std::move(m));
+    }
     const uint32_t count = p.u32();
     for (uint32_t k = 0; k < count; ++k) {
       const std::string port = p.str();

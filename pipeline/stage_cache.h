@@ -86,6 +86,7 @@ struct CachedOutputs {
   std::map<std::string, Value, std::less<>> outputs;
   double compute_ms = 0;  // how long the node took when it was stored
   uint64_t bytes = 0;     // entry size on disk
+  std::vector<RecordedMetric> metrics;  // what the node counted and gauged when it ran
 };
 
 class StageCache {
@@ -109,7 +110,8 @@ class StageCache {
   // Serializes and stores `outputs` (every output port of `node`); returns the bytes written, 0
   // when a port type has no codec. I/O errors are logged, never thrown.
   uint64_t store(const CacheKey& key, const GraphNode& node,
-                 const std::map<std::string, Value, std::less<>>& outputs, double compute_ms);
+                 const std::map<std::string, Value, std::less<>>& outputs, double compute_ms,
+                 const std::vector<RecordedMetric>& metrics = {});
   // Estimated serialized size of `outputs` (0 when a type has no codec).
   uint64_t estimate_bytes(const std::map<std::string, Value, std::less<>>& outputs) const;
   bool has_codecs(const GraphNode& node) const;

@@ -82,6 +82,20 @@ class SlowCount final : public pipeline::Stage {
   }
 };
 
+// A number that reports a gauge and a count, as stages report their figures.
+class Reporting final : public pipeline::Stage {
+ public:
+  pipeline::StageContract contract() const override {
+    return pipeline::StageContract("test_reporting", "a number with figures")
+        .output<Number>("value");
+  }
+  void run(pipeline::StageContext& ctx) const override {
+    ctx.gauge("test.level", 0.25);
+    ctx.count("test.items", 3);
+    ctx.out("value", std::make_shared<Number>(Number{2.0}));
+  }
+};
+
 const pipeline::Registry& cache_registry() {
   static const pipeline::Registry reg = [] {
     pipeline::Registry r;
@@ -90,6 +104,7 @@ const pipeline::Registry& cache_registry() {
     r.add<Sink>();
     r.add<Moded>();
     r.add<SlowCount>();
+    r.add<Reporting>();
     r.add_codec<Number>(
         1, [](const Number& n, pipeline::ByteWriter& w) { w.f64(n.value); },
         [](pipeline::ByteReader& r) { return Number{r.f64()}; }, [](const Number&) { return 8; });
@@ -334,6 +349,24 @@ TEST(StageCache, ConcurrentRunsComputeASharedNodeOnce) {
   EXPECT_EQ(r1.status.at("mesh") == NodeStatus::Cached, r2.status.at("mesh") == NodeStatus::Done);
   EXPECT_EQ(r1.result.output<Number>(g1, "s", "sum")->value, 5.0);
   EXPECT_EQ(r2.result.output<Number>(g2, "s", "sum")->value, 6.0);
+}
+
+// A node loaded from the cache reports the figures it reported when it ran.
+TEST(StageCache, LoadedNodesReportTheirFiguresAgain) {
+  pipeline::StageCache cache(store_everything(temp_dir("stage_cache_figures")), cache_registry());
+  const auto g = graph(R"({"nodes": [{"id": "r", "stage": "test_reporting"},
+      {"id": "out", "stage": "test_sink", "inputs": {"v": "r.value"}}]})");
+  for (int pass = 0; pass < 2; ++pass) {
+    pipeline::Profiler profiler;
+    pipeline::ExecutorOptions o;
+    o.cache = &cache;
+    const pipeline::RunResult r = pipeline::execute(g, profiler, o);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r.nodes[0].loaded, pass == 1);
+    const auto totals = profiler.counter_totals();
+    EXPECT_EQ(totals.at("test.level"), 0.25) << "pass " << pass;
+    EXPECT_EQ(totals.at("test.items"), 3.0) << "pass " << pass;
+  }
 }
 
 TEST(StageCache, ByteSizesParse) {
