@@ -240,72 +240,65 @@ void propagate_vertex_colors(const mesh::Mesh& mesh, const image::Image& tex,
     }
 }
 
-}  // namespace
-
-image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture,
-                             const std::vector<uint8_t>& trust, const Raster* uv_raster,
-                             const InpaintOptions& options, InpaintReport* report) {
-  const size_t texels = static_cast<size_t>(texture.width) * texture.height;
+void check_texture(const image::Image& texture, const std::vector<uint8_t>& trust) {
   if (texture.channels != 3 || texture.width != texture.height)
     throw RenderError("inpaint_texture: expected a square RGB texture");
-  if (trust.size() != texels) throw RenderError("inpaint_texture: trust mask size mismatch");
-  const bool reference = options.method == "reference";
-  if (options.fill != "propagate" && options.fill != "harmonic")
-    throw RenderError("inpaint_texture: unknown fill \"" + options.fill + "\"");
-  if (!reference && options.method != "charts")
-    throw RenderError("inpaint_texture: unknown method \"" + options.method + "\"");
-  if (!reference && (!uv_raster || uv_raster->pixel_count() != texels))
+  if (trust.size() != static_cast<size_t>(texture.width) * texture.height)
+    throw RenderError("inpaint_texture: trust mask size mismatch");
+}
+
+void check_uv(const image::Image& texture, const Raster* uv_raster) {
+  if (!uv_raster || uv_raster->pixel_count() != static_cast<size_t>(texture.width) * texture.height)
     throw RenderError(
         "inpaint_texture: the \"charts\" method needs the UV raster at the texture size");
-  const int flags = options.algorithm == "telea" ? cv::INPAINT_TELEA : cv::INPAINT_NS;
+}
 
-  InpaintReport r;
-  r.view_texels = count(trust);
-  image::Image tex = texture;
-  std::vector<uint8_t> known(trust.begin(), trust.end());
-  if (reference) {
-    if (options.vertex_inpaint && mesh.has_uvs())
-      r.vertices_unreached =
-          mesh::vertex_inpaint(mesh, tex, known, /*v_flipped=*/true).unreached_vertices;
-    // Every unpainted texel, background included, goes through cv::inpaint on the 8-bit image.
-    cv::Mat holes(texture.height, texture.width, CV_8U);
-    for (size_t i = 0; i < texels; ++i) holes.data[i] = known[i] ? 0 : 255;
-    r.vertex_texels = count(known) - r.view_texels;
-    r.image_texels = static_cast<size_t>(cv::countNonZero(holes));
-    cv::Mat filled;
-    cv::inpaint(to_u8_truncated(tex), holes, filled, options.radius, flags);
-    if (report) *report = r;
-    return from_u8(filled);
-  }
-
-  // Unpainted chart texels whose face has three coloured corners take the interpolated colour.
-  const Raster& uv = *uv_raster;
-  std::vector<uint8_t> charts(texels);
-  for (size_t i = 0; i < texels; ++i) charts[i] = uv.face_id[i] != 0;
-  r.chart_texels = count(charts);
-  std::vector<uint8_t> source(texels, static_cast<uint8_t>(TexelSource::background));
-  for (size_t i = 0; i < texels; ++i)
+// The initial per-texel sources of the "charts" method: views, chart texels still to fill, and
+// the background.
+std::vector<uint8_t> initial_sources(const std::vector<uint8_t>& known, const Raster& uv) {
+  std::vector<uint8_t> source(known.size(), static_cast<uint8_t>(TexelSource::background));
+  for (size_t i = 0; i < known.size(); ++i)
     if (known[i])
       source[i] = static_cast<uint8_t>(TexelSource::view);
-    else if (charts[i])
+    else if (uv.face_id[i] != 0)
       source[i] = static_cast<uint8_t>(TexelSource::filled);
-  std::vector<float> vertex_color;
-  std::vector<uint8_t> vertex_known;
-  if (options.vertex_inpaint && mesh.has_uvs() && options.fill == "harmonic") {
+  return source;
+}
+
+}  // namespace
+
+SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image& texture,
+                                      const std::vector<uint8_t>& trust, const Raster& uv,
+                                      const InpaintOptions& options) {
+  check_texture(texture, trust);
+  check_uv(texture, &uv);
+  if (options.fill != "propagate" && options.fill != "harmonic" && options.fill != "none")
+    throw RenderError("inpaint_texture: unknown fill \"" + options.fill + "\"");
+  SurfaceFillResult out;
+  out.size = texture.width;
+  if (!options.vertex_inpaint || !mesh.has_uvs() || options.fill == "none") return out;
+  const size_t texels = trust.size();
+  image::Image tex = texture;
+  std::vector<uint8_t> known(trust.begin(), trust.end());
+  std::vector<uint8_t> source = initial_sources(known, uv);
+  if (options.fill == "harmonic") {
     SurfaceFillOptions fill;
     fill.symmetry = options.symmetry;
     fill.max_iterations = options.max_iterations;
     SurfaceFillReport fr;
     fill_surface(mesh, tex, known, uv, source, fill, &fr);
-    r.vertices_unreached = fr.unreached_vertices;
-    r.mirrored_texels = fr.mirrored_texels;
-    r.symmetry_found = fr.plane.found;
-    r.symmetry_error = fr.plane.error;
-    r.fill_iterations = fr.iterations;
-  } else if (options.vertex_inpaint && mesh.has_uvs()) {
-    propagate_vertex_colors(mesh, tex, known, vertex_color, vertex_known, r.vertices_unreached);
+    out.vertices_unreached = fr.unreached_vertices;
+    out.mirrored_texels = fr.mirrored_texels;
+    out.symmetry_found = fr.plane.found;
+    out.symmetry_error = fr.plane.error;
+    out.fill_iterations = fr.iterations;
+  } else {
+    // Unpainted chart texels whose face has three coloured corners take the interpolated colour.
+    std::vector<float> vertex_color;
+    std::vector<uint8_t> vertex_known;
+    propagate_vertex_colors(mesh, tex, known, vertex_color, vertex_known, out.vertices_unreached);
     for (size_t i = 0; i < texels; ++i) {
-      if (known[i] || !charts[i]) continue;
+      if (known[i] || !uv.face_id[i]) continue;
       const mesh::Tri& corners = mesh.uv_faces[static_cast<size_t>(uv.face_id[i] - 1)];
       if (!vertex_known[corners[0]] || !vertex_known[corners[1]] || !vertex_known[corners[2]])
         continue;
@@ -318,7 +311,90 @@ image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture
       known[i] = 1;
     }
   }
+  for (size_t i = 0; i < texels; ++i) {
+    if (!known[i] || trust[i]) continue;
+    out.texels.push_back(static_cast<uint32_t>(i));
+    out.colors.insert(out.colors.end(), tex.pixels.begin() + i * 3, tex.pixels.begin() + i * 3 + 3);
+    out.sources.push_back(source[i]);
+  }
+  return out;
+}
+
+image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture,
+                             const std::vector<uint8_t>& trust, const Raster* uv_raster,
+                             const InpaintOptions& options, InpaintReport* report) {
+  check_texture(texture, trust);
+  const bool reference = options.method == "reference";
+  if (options.fill != "propagate" && options.fill != "harmonic" && options.fill != "none")
+    throw RenderError("inpaint_texture: unknown fill \"" + options.fill + "\"");
+  if (!reference && options.method != "charts")
+    throw RenderError("inpaint_texture: unknown method \"" + options.method + "\"");
+  if (!reference) {
+    check_uv(texture, uv_raster);
+    const SurfaceFillResult filled = fill_unseen_surface(mesh, texture, trust, *uv_raster, options);
+    return inpaint_texture(texture, trust, *uv_raster, filled, options, report);
+  }
+  const size_t texels = trust.size();
+  const int flags = options.algorithm == "telea" ? cv::INPAINT_TELEA : cv::INPAINT_NS;
+  InpaintReport r;
+  r.view_texels = count(trust);
+  image::Image tex = texture;
+  std::vector<uint8_t> known(trust.begin(), trust.end());
+  if (options.vertex_inpaint && mesh.has_uvs())
+    r.vertices_unreached =
+        mesh::vertex_inpaint(mesh, tex, known, /*v_flipped=*/true).unreached_vertices;
+  // Every unpainted texel, background included, goes through cv::inpaint on the 8-bit image.
+  cv::Mat holes(texture.height, texture.width, CV_8U);
+  for (size_t i = 0; i < texels; ++i) holes.data[i] = known[i] ? 0 : 255;
   r.vertex_texels = count(known) - r.view_texels;
+  r.image_texels = static_cast<size_t>(cv::countNonZero(holes));
+  cv::Mat filled;
+  cv::inpaint(to_u8_truncated(tex), holes, filled, options.radius, flags);
+  if (report) *report = r;
+  return from_u8(filled);
+}
+
+image::Image inpaint_texture(const image::Image& texture, const std::vector<uint8_t>& trust,
+                             const Raster& uv, const SurfaceFillResult& filled,
+                             const InpaintOptions& options, InpaintReport* report) {
+  check_texture(texture, trust);
+  check_uv(texture, &uv);
+  if (options.method != "charts")
+    throw RenderError(
+        "inpaint_texture: a surface fill done beforehand needs the \"charts\" method");
+  const size_t texels = trust.size();
+  if (filled.size != texture.width || filled.colors.size() != filled.texels.size() * 3 ||
+      filled.sources.size() != filled.texels.size())
+    throw RenderError("inpaint_texture: the surface fill was made for a " +
+                      std::to_string(filled.size) + " x " + std::to_string(filled.size) +
+                      " texture, this one is " + std::to_string(texture.width) + " x " +
+                      std::to_string(texture.height));
+  const int flags = options.algorithm == "telea" ? cv::INPAINT_TELEA : cv::INPAINT_NS;
+
+  InpaintReport r;
+  r.view_texels = count(trust);
+  image::Image tex = texture;
+  std::vector<uint8_t> known(trust.begin(), trust.end());
+  std::vector<uint8_t> charts(texels);
+  for (size_t i = 0; i < texels; ++i) charts[i] = uv.face_id[i] != 0;
+  r.chart_texels = count(charts);
+  std::vector<uint8_t> source = initial_sources(known, uv);
+  for (size_t k = 0; k < filled.texels.size(); ++k) {
+    const size_t i = filled.texels[k];
+    if (i >= texels || known[i] || !charts[i])
+      throw RenderError(
+          "inpaint_texture: the surface fill does not match this texture (it fills texel " +
+          std::to_string(i) + ", which is painted or outside the charts)");
+    std::copy_n(filled.colors.begin() + k * 3, 3, tex.pixels.begin() + i * 3);
+    known[i] = 1;
+    source[i] = filled.sources[k];
+  }
+  r.vertices_unreached = filled.vertices_unreached;
+  r.mirrored_texels = filled.mirrored_texels;
+  r.symmetry_found = filled.symmetry_found;
+  r.symmetry_error = filled.symmetry_error;
+  r.fill_iterations = filled.fill_iterations;
+  r.vertex_texels = filled.texels.size();
   // What is left inside the charts goes to OpenCV inpainting.
   cv::Mat holes(texture.height, texture.width, CV_8U);
   for (size_t i = 0; i < texels; ++i) holes.data[i] = (!known[i] && charts[i]) ? 255 : 0;

@@ -26,7 +26,9 @@ struct InpaintOptions {
   bool vertex_inpaint = true;    // propagate colours over mesh connectivity first
   // "charts" only: how unpainted surface is filled before image inpainting.
   // "propagate": breadth-first vertex propagation (inverse-distance, then the reached mean);
-  // "harmonic": render/surface_fill.h (symmetry mirror, then a smooth harmonic fill).
+  // "harmonic": render/surface_fill.h (symmetry mirror, then a smooth harmonic fill);
+  // "none": no surface fill here (it was done beforehand: fill_unseen_surface and the overload of
+  // inpaint_texture that takes its result).
   std::string fill = "propagate";
   bool symmetry = true;      // "harmonic": mirror seen colour across a detected symmetry plane
   int max_iterations = 400;  // "harmonic": cap of the solver
@@ -47,12 +49,40 @@ struct InpaintReport {
   std::vector<uint8_t> sources;
 };
 
+// The unseen chart texels the surface fill coloured ("charts" method), as a list: everything the
+// rest of the inpainting needs from it, and small next to the atlas.
+struct SurfaceFillResult {
+  int size = 0;                  // the texture's width and height
+  std::vector<uint32_t> texels;  // row-major indices of the texels it filled, ascending
+  std::vector<float> colors;     // RGB per filled texel
+  std::vector<uint8_t> sources;  // TexelSource per filled texel
+  size_t vertices_unreached = 0;
+  size_t mirrored_texels = 0;
+  bool symmetry_found = false;
+  double symmetry_error = 0;
+  int fill_iterations = 0;
+};
+
+// The surface fill of the "charts" method alone (options.fill, vertex_inpaint, symmetry,
+// max_iterations; "none" or no vertex_inpaint fills nothing). Arguments as for inpaint_texture;
+// uv_raster is required.
+SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image& texture,
+                                      const std::vector<uint8_t>& trust, const Raster& uv_raster,
+                                      const InpaintOptions& options = {});
+
 // mesh: as the render library holds it (normalized, v flipped).
 // texture: T x T x 3 merged bake in [0, 1]; trust: T x T, non-zero where views painted;
 // uv_raster: the mesh's UV-space raster at T x T (rasterize_uv; required by "charts", ignored by
 // "reference"). Returns the filled texture (RGB float); fills `report` when given.
 image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture,
                              const std::vector<uint8_t>& trust, const Raster* uv_raster,
+                             const InpaintOptions& options = {}, InpaintReport* report = nullptr);
+
+// The rest of the "charts" method after fill_unseen_surface: the same result as inpaint_texture
+// with the options the fill ran with (options.fill and the fill's own options are not read here;
+// the report combines the fill's counts with the inpainting's).
+image::Image inpaint_texture(const image::Image& texture, const std::vector<uint8_t>& trust,
+                             const Raster& uv_raster, const SurfaceFillResult& filled,
                              const InpaintOptions& options = {}, InpaintReport* report = nullptr);
 
 }  // namespace gen3d::render

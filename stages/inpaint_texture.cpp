@@ -1,6 +1,7 @@
 // inpaint_texture: fills the texels no view painted, and puts the texture on the mesh.
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <spdlog/spdlog.h>
 
@@ -30,15 +31,43 @@ image::Image source_map(const std::vector<uint8_t>& sources, int size) {
   return out;
 }
 
+// With the fill done upstream, the fill's parameters belong to that node: one set here would be
+// silently ignored, so it is refused with the name of the place it moved to.
+void check_fill_upstream(const render::InpaintOptions& options) {
+  const render::InpaintOptions defaults;
+  std::string moved;
+  if (options.fill != "none")
+    moved = "fill (" + options.fill + "): set the fill_surface node's method";
+  else if (options.vertex_inpaint != defaults.vertex_inpaint)
+    moved = "vertex_inpaint: set the fill_surface node's method to none";
+  else if (options.symmetry != defaults.symmetry)
+    moved = "symmetry: set it on the fill_surface node";
+  else if (options.max_iterations != defaults.max_iterations)
+    moved = "max_iterations: set it on the fill_surface node";
+  if (!moved.empty())
+    throw std::invalid_argument(
+        "the surface fill comes from the `filled` input (a fill_surface node, `fill` in the "
+        "shipped texgen configs), so this node's fill parameters do not apply: " +
+        moved + " (e.g. --set fill.method=propagate)");
+  if (options.method != "charts")
+    throw std::invalid_argument(
+        "the `filled` input needs method charts; the reference method does its own vertex "
+        "inpainting (leave `filled` unconnected)");
+}
+
 class InpaintTexture final : public pipeline::Stage {
  public:
   StageContract contract() const override {
     return StageContract("inpaint_texture",
                          "Fill unpainted texels: vertex propagation, then image inpainting inside "
                          "the charts, gutter dilation and a background fill.")
-        .semantics_version(2)  // 2: the sources output
+        .semantics_version(3)  // 2: the sources output; 3: the fill input, a faster fill
         .input<mesh::Mesh>("mesh", "normalized, with UVs")
         .input<render::MergeResult>("merged")
+        .optional_input<render::SurfaceFillResult>(
+            "filled",
+            "the surface fill done beforehand by a fill_surface node (then `fill` is none and "
+            "the fill's parameters are set on that node)")
         .output<mesh::Mesh>("mesh", "the mesh with its new base-colour texture")
         .output<image::Image>("texture")
         .output<render::InpaintReport>("report")
@@ -48,9 +77,10 @@ class InpaintTexture final : public pipeline::Stage {
         .param<double>("radius", 3.0, Range{1.0, 64.0}, "OpenCV inpainting radius (texels)")
         .param<int>("gutter", 4, Range{0, 64}, "texels dilated around the charts")
         .param<bool>("vertex_inpaint", true, "propagate colours over the mesh first")
-        .choice("fill", "propagate", {"propagate", "harmonic"},
+        .choice("fill", "propagate", {"propagate", "harmonic", "none"},
                 "charts: unseen surface by breadth-first vertex propagation, or by a smooth "
-                "harmonic fill on the welded mesh (continuous across seams, low frequencies only)")
+                "harmonic fill on the welded mesh (continuous across seams, low frequencies only); "
+                "none: no fill here (done by the fill_surface node on the `filled` input)")
         .param<bool>("symmetry", true,
                      "harmonic: unseen texels whose mirror image across a detected symmetry plane "
                      "was seen take that colour")
@@ -72,13 +102,21 @@ class InpaintTexture final : public pipeline::Stage {
     options.fill = ctx.param<std::string>("fill");
     options.symmetry = ctx.param<bool>("symmetry");
     options.max_iterations = ctx.param<int>("max_iterations");
+    const bool upstream = ctx.has_input("filled");
+    if (upstream) check_fill_upstream(options);
     std::shared_ptr<const render::Raster> uv;
     if (options.method == "charts") uv = raster_cache(ctx).get_uv(*m, size, size);
     auto report = std::make_shared<render::InpaintReport>();
-    image::Image rgb = merged->texture;
-    if (rgb.channels != 3) rgb = image::composite_over(rgb, 0, 0, 0);
+    const image::Image composed = merged->texture.channels == 3
+                                      ? image::Image()
+                                      : image::composite_over(merged->texture, 0, 0, 0);
+    const image::Image& rgb = composed.pixels.empty() ? merged->texture : composed;
     auto texture = std::make_shared<image::Image>(
-        render::inpaint_texture(*m, rgb, merged->trust_mask, uv.get(), options, report.get()));
+        upstream ? render::inpaint_texture(rgb, merged->trust_mask, *uv,
+                                           *ctx.in<render::SurfaceFillResult>("filled"), options,
+                                           report.get())
+                 : render::inpaint_texture(*m, rgb, merged->trust_mask, uv.get(), options,
+                                           report.get()));
     auto textured = std::make_shared<mesh::Mesh>(*m);
     textured->texture = texture;  // the new texture covers every face: one material now
     textured->materials.clear();

@@ -291,6 +291,34 @@ render::InpaintReport load_inpaint_report(ByteReader& r) {
   return rep;
 }
 
+void save_surface_fill(const render::SurfaceFillResult& f, ByteWriter& w) {
+  w.i64(f.size);
+  w.vec(f.texels);
+  w.vec(f.colors);
+  w.vec(f.sources);
+  w.u64(f.vertices_unreached);
+  w.u64(f.mirrored_texels);
+  w.boolean(f.symmetry_found);
+  w.f64(f.symmetry_error);
+  w.i64(f.fill_iterations);
+}
+
+render::SurfaceFillResult load_surface_fill(ByteReader& r) {
+  render::SurfaceFillResult f;
+  f.size = static_cast<int>(r.i64());
+  f.texels = r.vec<uint32_t>();
+  f.colors = r.vec<float>();
+  f.sources = r.vec<uint8_t>();
+  if (f.size < 0 || f.colors.size() != f.texels.size() * 3 || f.sources.size() != f.texels.size())
+    throw CacheFormatError("surface fill lists of different lengths");
+  f.vertices_unreached = static_cast<size_t>(r.u64());
+  f.mirrored_texels = static_cast<size_t>(r.u64());
+  f.symmetry_found = r.boolean();
+  f.symmetry_error = r.f64();
+  f.fill_iterations = static_cast<int>(r.i64());
+  return f;
+}
+
 void save_tensor(const models::Tensor& t, ByteWriter& w) {
   w.boolean(!t.empty());
   if (t.empty()) return;
@@ -355,6 +383,10 @@ void register_port_codecs(pipeline::Registry& registry) {
   registry.add_codec<render::InpaintReport>(
       2, save_inpaint_report, load_inpaint_report,
       [](const render::InpaintReport& rep) { return 80 + rep.sources.size(); });
+  registry.add_codec<render::SurfaceFillResult>(
+      1, save_surface_fill, load_surface_fill, [](const render::SurfaceFillResult& f) {
+        return 41 + vec_bytes(f.texels) + vec_bytes(f.colors) + vec_bytes(f.sources);
+      });
   registry.add_codec<TextReport>(
       1, [](const TextReport& t, ByteWriter& w) { w.str(t.text); },
       [](ByteReader& r) { return TextReport{r.str()}; },

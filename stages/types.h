@@ -34,6 +34,7 @@ GEN3D_PORT_TYPE(gen3d::stages::ImageList, "ImageList");
 GEN3D_PORT_TYPE(gen3d::stages::BakeList, "BakeList");
 GEN3D_PORT_TYPE(gen3d::render::MergeResult, "MergedTexture");
 GEN3D_PORT_TYPE(gen3d::render::InpaintReport, "InpaintReport");
+GEN3D_PORT_TYPE(gen3d::render::SurfaceFillResult, "SurfaceFill");
 GEN3D_PORT_TYPE(gen3d::stages::TextReport, "TextReport");
 
 #include "models/core/tensor.h"

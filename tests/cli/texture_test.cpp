@@ -253,6 +253,50 @@ TEST(TextureCommand, SigkillNeverLeavesAHalfWrittenOutput) {
 // `gen3d bench single-image` on the shipped textured box: one JSON line with every branch's
 // per-view PSNR; the current single-image methods keep the seen view near the all-views ceiling
 // and do better than the earlier ones on the unseen sides.
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The shipped config fills the unseen surface in its own node (so changing the image inpainting
+// does not redo it); the same config with one inpaint_texture node doing both writes the same GLB.
+TEST(TextureCommand, TheFillNodeGivesTheSameGlbAsOneInpaintNode) {
+  const std::string dir = temp_dir("texture_fill_split");
+  const std::string args = "--image " + kFront + kSmall + "--no-cache ";
+  for (const std::string method : {"harmonic", "propagate"}) {
+    SCOPED_TRACE(method);
+    json c = dumped_config(args + "-o " + dir + "/unused.glb");
+    ASSERT_TRUE(node_of(c, "fill") && node_of(c, "inpaint"));
+    EXPECT_EQ((*node_of(c, "fill"))["stage"], "fill_surface");
+    json single = json::array();
+    for (json n : c["nodes"]) {
+      if (n["id"] == "fill") continue;
+      if (n["id"] == "inpaint") {
+        n["inputs"].erase("filled");
+        n["params"]["fill"] = method;
+      }
+      single.push_back(n);
+    }
+    c["nodes"] = single;
+    c["vars"]["out"] = dir + "/single_" + method + ".glb";
+    { std::ofstream(dir + "/single.json") << c.dump(2); }
+    const auto one = run_gen3d("run " + dir + "/single.json --no-cache");
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    const auto split = run_gen3d("texture --mesh " + kSpider + " " + args + "-o " + dir +
+                                 "/split_" + method + ".glb --set fill.method=" + method);
+    ASSERT_EQ(split.exit_code, 0) << split.output;
+    const std::string a = file_bytes(dir + "/single_" + method + ".glb");
+    EXPECT_GT(a.size(), 1000u);
+    EXPECT_TRUE(a == file_bytes(dir + "/split_" + method + ".glb")) << "the GLBs differ";
+  }
+  // The fill's parameters moved to the fill node: set on inpaint they are refused by name.
+  const auto moved = run_gen3d("texture --mesh " + kSpider + " " + args + "-o " + dir +
+                               "/moved.glb --set inpaint.fill=propagate");
+  EXPECT_NE(moved.exit_code, 0);
+  EXPECT_NE(moved.output.find("fill.method=propagate"), std::string::npos) << moved.output;
+  EXPECT_FALSE(fs::exists(dir + "/moved.glb"));
+}
+
 TEST(BenchSingleImage, PrintsOneJsonLineWithEveryBranch) {
   const auto r = run_gen3d("bench single-image --mesh assets/meshes/BoxTextured.glb --size 256");
   ASSERT_EQ(r.exit_code, 0) << r.output;

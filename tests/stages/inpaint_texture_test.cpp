@@ -121,6 +121,98 @@ TEST(InpaintTexture, OptionsChangeWhatFillsTheHoles) {
   expect_red_blue_blends(*ref.texture, chart_mask(), 2.0f / 255);
 }
 
+// inpaint_texture alone against fill_surface feeding inpaint_texture, with the same parameters.
+struct SplitRun {
+  Inpainted single, split;
+  std::shared_ptr<const Image> single_sources, split_sources;
+};
+
+SplitRun single_and_split(std::shared_ptr<const render::MergeResult> merged,
+                          const std::string& fill, const std::string& algorithm) {
+  SplitRun out;
+  pipeline::StageRunner one = runner("inpaint_texture");
+  one.input<mesh::Mesh>("mesh", smooth_sphere()).input<render::MergeResult>("merged", merged);
+  one.param("fill", fill).param("algorithm", algorithm);
+  one.run();
+  out.single = {one.output<mesh::Mesh>("mesh"), one.output<Image>("texture"),
+                one.output<render::InpaintReport>("report")};
+  out.single_sources = one.output<Image>("sources");
+
+  pipeline::StageRunner fill_node = runner("fill_surface");
+  fill_node.input<mesh::Mesh>("mesh", smooth_sphere()).input<render::MergeResult>("merged", merged);
+  fill_node.param("method", fill);
+  fill_node.run();
+  const auto filled = fill_node.output<render::SurfaceFillResult>("filled");
+  EXPECT_TRUE(filled);
+  pipeline::StageRunner finish = runner("inpaint_texture");
+  finish.input<mesh::Mesh>("mesh", smooth_sphere())
+      .input<render::MergeResult>("merged", merged)
+      .input<render::SurfaceFillResult>("filled", filled);
+  finish.param("fill", "none").param("algorithm", algorithm);
+  finish.run();
+  out.split = {finish.output<mesh::Mesh>("mesh"), finish.output<Image>("texture"),
+               finish.output<render::InpaintReport>("report")};
+  out.split_sources = finish.output<Image>("sources");
+  return out;
+}
+
+TEST(InpaintTexture, AFillNodeUpstreamGivesTheSameTextureAsOneNode) {
+  // Red from the front and blue from the right: most of the sphere is left to fill.
+  const auto merged =
+      bake_and_merge(level_views({0, 90}), {solid(kSize, kRed), solid(kSize, kBlue)}, kSize).merged;
+  for (const std::string fill : {"harmonic", "propagate"})
+    for (const std::string algorithm : {"ns", "telea"}) {
+      SCOPED_TRACE(fill + " " + algorithm);
+      const SplitRun run = single_and_split(merged, fill, algorithm);
+      ASSERT_TRUE(run.single.texture && run.split.texture);
+      EXPECT_EQ(run.single.texture->pixels, run.split.texture->pixels);
+      EXPECT_EQ(run.single_sources->pixels, run.split_sources->pixels);
+      const render::InpaintReport &a = *run.single.report, &b = *run.split.report;
+      EXPECT_GT(a.vertex_texels, 0u);
+      EXPECT_EQ(a.sources, b.sources);
+      EXPECT_EQ(a.chart_texels, b.chart_texels);
+      EXPECT_EQ(a.view_texels, b.view_texels);
+      EXPECT_EQ(a.vertex_texels, b.vertex_texels);
+      EXPECT_EQ(a.image_texels, b.image_texels);
+      EXPECT_EQ(a.gutter_texels, b.gutter_texels);
+      EXPECT_EQ(a.vertices_unreached, b.vertices_unreached);
+      EXPECT_EQ(a.mirrored_texels, b.mirrored_texels);
+      EXPECT_EQ(a.symmetry_found, b.symmetry_found);
+      EXPECT_EQ(a.fill_iterations, b.fill_iterations);
+    }
+}
+
+TEST(InpaintTexture, FillParametersMovedUpstreamAreRefusedByName) {
+  const auto merged = red_front_blue_back();
+  pipeline::StageRunner fill_node = runner("fill_surface");
+  fill_node.input<mesh::Mesh>("mesh", smooth_sphere()).input<render::MergeResult>("merged", merged);
+  fill_node.run();
+  const auto filled = fill_node.output<render::SurfaceFillResult>("filled");
+  const auto finish = [&](const char* param, const nlohmann::json& value) {
+    pipeline::StageRunner r = runner("inpaint_texture");
+    r.input<mesh::Mesh>("mesh", smooth_sphere())
+        .input<render::MergeResult>("merged", merged)
+        .input<render::SurfaceFillResult>("filled", filled);
+    r.param("fill", "none").param(param, value);
+    return error_of([&] { r.run(); });
+  };
+  EXPECT_NE(finish("fill", "propagate").find("fill.method=propagate"), std::string::npos);
+  EXPECT_NE(finish("symmetry", false).find("symmetry"), std::string::npos);
+  EXPECT_NE(finish("max_iterations", 5).find("max_iterations"), std::string::npos);
+  EXPECT_NE(finish("method", "reference").find("charts"), std::string::npos);
+  EXPECT_EQ(finish("algorithm", "telea"), "");
+  // A fill made for another texture size is refused, not misread.
+  render::SurfaceFillResult other = *filled;
+  other.size = kSize * 2;
+  pipeline::StageRunner r = runner("inpaint_texture");
+  r.input<mesh::Mesh>("mesh", smooth_sphere())
+      .input<render::MergeResult>("merged", merged)
+      .input<render::SurfaceFillResult>(
+          "filled", std::make_shared<const render::SurfaceFillResult>(std::move(other)));
+  r.param("fill", "none");
+  EXPECT_NE(error_of([&] { r.run(); }).find("128 x 128"), std::string::npos);
+}
+
 TEST(InpaintTexture, RefusesBadInputs) {
   pipeline::StageRunner r = runner("inpaint_texture");
   EXPECT_NE(error_of([&] { r.param("radius", 0.5); }).find("/params/radius"), std::string::npos);

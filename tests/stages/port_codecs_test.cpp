@@ -84,8 +84,8 @@ TEST(PortCodecs, EveryPortTypeHasOne) {
         pipeline::port_type<mesh::NormalizeTransform>(), pipeline::port_type<render::ViewSet>(),
         pipeline::port_type<stages::ImageList>(), pipeline::port_type<stages::BakeList>(),
         pipeline::port_type<render::MergeResult>(), pipeline::port_type<render::InpaintReport>(),
-        pipeline::port_type<stages::TextReport>(), pipeline::port_type<models::Tensor>(),
-        pipeline::port_type<models::VolumeGrid>()})
+        pipeline::port_type<render::SurfaceFillResult>(), pipeline::port_type<stages::TextReport>(),
+        pipeline::port_type<models::Tensor>(), pipeline::port_type<models::VolumeGrid>()})
     EXPECT_NE(codecs().codec(t), nullptr) << t.name;
 }
 
@@ -186,6 +186,37 @@ TEST(PortCodecs, TexturesViewsAndReportsRoundTrip) {
   EXPECT_EQ(tb.multiplier_f64, t.multiplier_f64);
 
   EXPECT_EQ(load<stages::TextReport>(save(stages::TextReport{"a table\n"})).text, "a table\n");
+}
+
+TEST(PortCodecs, SurfaceFillRoundTripsBitForBit) {
+  render::SurfaceFillResult f;
+  f.size = 16;
+  f.texels = {3, 17, 250};
+  f.colors = {0.1f, 0.2f, 0.3f, 1.0f / 3.0f, 0.0f, 1.0f, -0.0f, 0.5f, 0.25f};
+  f.sources = {2, 3, 4};
+  f.vertices_unreached = 9;
+  f.mirrored_texels = 1;
+  f.symmetry_found = true;
+  f.symmetry_error = 0.0625;
+  f.fill_iterations = 82;
+  const std::string bytes = save(f);
+  const auto back = load<render::SurfaceFillResult>(bytes);
+  EXPECT_EQ(back.size, 16);
+  EXPECT_EQ(back.texels, f.texels);
+  EXPECT_EQ(std::memcmp(back.colors.data(), f.colors.data(), sizeof(float) * 9), 0);
+  EXPECT_EQ(back.sources, f.sources);
+  EXPECT_EQ(back.vertices_unreached, 9u);
+  EXPECT_EQ(back.mirrored_texels, 1u);
+  EXPECT_TRUE(back.symmetry_found);
+  EXPECT_EQ(back.symmetry_error, 0.0625);
+  EXPECT_EQ(back.fill_iterations, 82);
+  expect_truncations_refused<render::SurfaceFillResult>(bytes);
+  // Lists of different lengths are refused, not read past.
+  render::SurfaceFillResult bad = f;
+  bad.sources.pop_back();
+  ByteReader r(save(bad));
+  EXPECT_THROW(codecs().codec(pipeline::port_type<render::SurfaceFillResult>())->load(r),
+               pipeline::CacheFormatError);
 }
 
 TEST(PortCodecs, TensorsAndGridsRoundTrip) {
