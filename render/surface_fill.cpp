@@ -1,12 +1,16 @@
 #include "render/surface_fill.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
 #include <Eigen/Eigenvalues>
 #include <Eigen/IterativeLinearSolvers>
 #include <Eigen/SparseCore>
@@ -74,6 +78,54 @@ Bounds bounds_of(const mesh::Mesh& mesh) {
   }
   return b;
 }
+
+// A 64^3 bit grid over the mesh's bounds (grown by `margin`) marking boxes; `any` tells whether
+// a box touches a marked cell. Conservative: a box that meets a marked one always answers true.
+class CoarseGrid {
+ public:
+  static constexpr int kN = 64;
+  CoarseGrid(const Bounds& box, double margin)
+      : lo_(box.lo - Vector3d::Constant(margin)),
+        cell_(std::max((box.hi - box.lo).maxCoeff() + 2 * margin, 1e-12) / kN),
+        bits_(static_cast<size_t>(kN) * kN * kN / 64, 0) {}
+  void mark(const Vector3d& lo, const Vector3d& hi) {
+    int a[3], b[3];
+    if (!range(lo, hi, a, b)) return;
+    for (int x = a[0]; x <= b[0]; ++x)
+      for (int y = a[1]; y <= b[1]; ++y)
+        for (int z = a[2]; z <= b[2]; ++z) {
+          const size_t i = (static_cast<size_t>(x) * kN + y) * kN + z;
+          bits_[i >> 6] |= uint64_t{1} << (i & 63);
+        }
+  }
+  bool any(const Vector3d& lo, const Vector3d& hi) const {
+    int a[3], b[3];
+    if (!range(lo, hi, a, b)) return false;
+    for (int x = a[0]; x <= b[0]; ++x)
+      for (int y = a[1]; y <= b[1]; ++y)
+        for (int z = a[2]; z <= b[2]; ++z) {
+          const size_t i = (static_cast<size_t>(x) * kN + y) * kN + z;
+          if (bits_[i >> 6] >> (i & 63) & 1) return true;
+        }
+    return false;
+  }
+
+ private:
+  // The cells a box covers, clamped to the grid (false: it misses the grid).
+  bool range(const Vector3d& lo, const Vector3d& hi, int* a, int* b) const {
+    for (int k = 0; k < 3; ++k) {
+      const double l = std::floor((lo[k] - lo_[k]) / cell_),
+                   h = std::floor((hi[k] - lo_[k]) / cell_);
+      if (h < 0 || l >= kN) return false;
+      a[k] = static_cast<int>(std::max(l, 0.0));
+      b[k] = static_cast<int>(std::min(h, double{kN - 1}));
+    }
+    return true;
+  }
+  Vector3d lo_;
+  double cell_;
+  std::vector<uint64_t> bits_;
+};
 
 // Weld equal positions: welded index per vertex and the number of welded vertices.
 std::vector<uint32_t> weld_positions(const mesh::Mesh& mesh, size_t& count) {
@@ -228,8 +280,9 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
     return (vec(mesh.positions[f[1]]) - a).cross(vec(mesh.positions[f[2]]) - a).normalized();
   };
 
-  // 0. Near the seen surface (the texels a bake leaves out at silhouette edges and grazing angles):
-  // the nearest seen colours, ring by ring inside the charts, as local as image inpainting.
+  // 0. Near the seen surface (the texels a bake leaves out at silhouette edges and grazing
+  // angles): the nearest seen colours, ring by ring inside the charts, as local as image
+  // inpainting.
   {
     const int w = tex.width, h = tex.height;
     const int rings = std::max(2, w / 128);
@@ -277,13 +330,18 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       ring.swap(next_ring);
     }
   }
-  // 1. Mirror: an unknown chart texel whose mirror image lies on a painted texel takes its colour.
-  // Of the planes within tolerance (a box has three), the one that recovers the most texels wins.
+  // 1. Mirror: an unknown chart texel whose mirror image lies on a painted texel takes its
+  // colour. Of the planes within tolerance (a box has three), the one that recovers the most
+  // texels wins.
   if (options.symmetry) {
+    // Per face: whether it holds unknown (bit 0) and painted (bit 1) chart texels.
+    std::vector<uint8_t> holds(mesh.faces.size(), 0);
     size_t chart = 0, painted = 0;
     for (size_t i = 0; i < texels; ++i) {
-      chart += uv.face_id[i] != 0;
-      painted += uv.face_id[i] != 0 && known[i];
+      if (!uv.face_id[i]) continue;
+      ++chart;
+      painted += known[i] != 0;
+      holds[static_cast<size_t>(uv.face_id[i] - 1)] |= known[i] ? 2 : 1;
     }
     std::vector<SymmetryPlane> planes;
     for (const SymmetryPlane& p : symmetry_candidates(mesh)) {
@@ -298,31 +356,88 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
         const Vector3d a = vec(mesh.positions[t[0]]);
         area += 0.5 * (vec(mesh.positions[t[1]]) - a).cross(vec(mesh.positions[t[2]]) - a).norm();
       }
+      const double spacing = std::sqrt(area / static_cast<double>(chart));
+      const Bounds box = bounds_of(mesh);
+      // Most unknown texels' mirror images fall where nothing was seen (the back mirrors onto
+      // the back): whole faces are turned away first, on a coarse grid of the faces holding
+      // painted texels, so only the few faces near a painted mirror image are looked at per
+      // texel.
+      const double margin = spacing * 1.01 + 1e-6 * box.diagonal();
+      CoarseGrid coarse(box, margin);
+      std::vector<std::array<Vector3d, 2>> face_box(mesh.faces.size());
+      tbb::parallel_for(size_t{0}, mesh.faces.size(), [&](size_t f) {
+        Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
+        for (int k = 0; k < 3; ++k) {
+          lo = lo.cwiseMin(vec(mesh.positions[mesh.faces[f][k]]));
+          hi = hi.cwiseMax(vec(mesh.positions[mesh.faces[f][k]]));
+        }
+        face_box[f] = {lo, hi};
+      });
+      for (size_t f = 0; f < mesh.faces.size(); ++f)
+        if (holds[f] & 2) coarse.mark(face_box[f][0], face_box[f][1]);
+      // Per face with unknown texels, one bit per plane: its mirror image is near a painted face.
+      std::vector<uint8_t> near_painted(mesh.faces.size(), 0);
+      tbb::parallel_for(size_t{0}, mesh.faces.size(), [&](size_t f) {
+        if (!(holds[f] & 1)) return;
+        for (size_t p = 0; p < planes.size(); ++p) {
+          Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
+          for (int k = 0; k < 3; ++k) {
+            const Vector3d q = reflect(vec(mesh.positions[mesh.faces[f][k]]), planes[p]);
+            lo = lo.cwiseMin(q);
+            hi = hi.cwiseMax(q);
+          }
+          if (coarse.any(lo - Vector3d::Constant(margin), hi + Vector3d::Constant(margin)))
+            near_painted[f] |= static_cast<uint8_t>(1u << p);
+        }
+      });
+      // The painted faces near one of those mirror images: only their texels are hashed.
+      CoarseGrid reached(box, margin);
+      for (size_t f = 0; f < mesh.faces.size(); ++f) {
+        if (!near_painted[f]) continue;
+        for (size_t p = 0; p < planes.size(); ++p) {
+          if (!(near_painted[f] >> p & 1)) continue;
+          Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
+          for (int k = 0; k < 3; ++k) {
+            const Vector3d q = reflect(vec(mesh.positions[mesh.faces[f][k]]), planes[p]);
+            lo = lo.cwiseMin(q);
+            hi = hi.cwiseMax(q);
+          }
+          reached.mark(lo, hi);
+        }
+      }
+      std::vector<uint8_t> needed(mesh.faces.size(), 0);
+      tbb::parallel_for(size_t{0}, mesh.faces.size(), [&](size_t f) {
+        needed[f] = (holds[f] & 2) && reached.any(face_box[f][0] - Vector3d::Constant(margin),
+                                                  face_box[f][1] + Vector3d::Constant(margin));
+      });
+
       // Painted texels in cells of two texel spacings, sorted by cell; a mirror image looks for
       // the nearest within one spacing, so at most 2 x 2 x 2 cells.
       CellKey grid;
-      const double spacing = std::sqrt(area / static_cast<double>(chart));
       grid.cell = 2.0 * spacing;
-      grid.origin = bounds_of(mesh).lo - Vector3d::Constant(grid.cell);
+      grid.origin = box.lo - Vector3d::Constant(grid.cell);
       std::vector<Eigen::Vector3f> normal(mesh.faces.size());
       for (size_t f = 0; f < mesh.faces.size(); ++f) normal[f] = face_normal(f).cast<float>();
       std::vector<std::pair<uint64_t, uint32_t>> hashed;
-      hashed.reserve(painted);
       std::vector<Eigen::Vector3f> where(texels);
       std::vector<uint32_t> unknown;
-      tbb::parallel_for(size_t{0}, texels, [&](size_t i) {
-        if (uv.face_id[i]) where[i] = position(i).cast<float>();
-      });
       for (size_t i = 0; i < texels; ++i) {
         if (!uv.face_id[i]) continue;
-        if (!known[i]) {
+        const size_t f = static_cast<size_t>(uv.face_id[i] - 1);
+        if (known[i]) {
+          if (needed[f]) hashed.emplace_back(0, static_cast<uint32_t>(i));
+        } else if (near_painted[f]) {
           unknown.push_back(static_cast<uint32_t>(i));
-          continue;
         }
-        hashed.emplace_back(CellKey::key(grid.coord(where[i][0], 0), grid.coord(where[i][1], 1),
-                                         grid.coord(where[i][2], 2)),
-                            static_cast<uint32_t>(i));
       }
+      tbb::parallel_for(size_t{0}, hashed.size(), [&](size_t k) {
+        const uint32_t i = hashed[k].second;
+        where[i] = position(i).cast<float>();
+        hashed[k].first = CellKey::key(grid.coord(where[i][0], 0), grid.coord(where[i][1], 1),
+                                       grid.coord(where[i][2], 2));
+      });
+      tbb::parallel_for(size_t{0}, unknown.size(),
+                        [&](size_t k) { where[unknown[k]] = position(unknown[k]).cast<float>(); });
       std::sort(hashed.begin(), hashed.end());
       std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cell_range;
       // Occupied cells also in a bit set, so the many mirror images that fall where nothing was
@@ -390,17 +505,28 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
             }
         return pick;
       };
-      size_t best_gain = 0;
+      const auto face_of = [&](uint32_t i) { return static_cast<size_t>(uv.face_id[i] - 1); };
+      size_t best_gain = 0, best = 0;
       const size_t stride = std::max<size_t>(1, unknown.size() / 20000);
-      for (const SymmetryPlane& p : planes) {
-        size_t gain = 0;
-        for (size_t k = 0; k < unknown.size(); k += stride) gain += mirror_of(unknown[k], p) >= 0;
-        if (gain > best_gain) best_gain = gain, r.plane = p, r.plane.found = true;
+      for (size_t p = 0; p < planes.size(); ++p) {
+        const size_t gain = tbb::parallel_reduce(
+            tbb::blocked_range<size_t>(0, (unknown.size() + stride - 1) / stride), size_t{0},
+            [&](const tbb::blocked_range<size_t>& range, size_t n) {
+              for (size_t s = range.begin(); s < range.end(); ++s) {
+                const uint32_t i = unknown[s * stride];
+                n += (near_painted[face_of(i)] >> p & 1) && mirror_of(i, planes[p]) >= 0;
+              }
+              return n;
+            },
+            std::plus<size_t>());
+        if (gain > best_gain) best_gain = gain, best = p, r.plane = planes[p], r.plane.found = true;
       }
       if (r.plane.found) {
         std::vector<int64_t> found(unknown.size());
-        tbb::parallel_for(size_t{0}, unknown.size(),
-                          [&](size_t k) { found[k] = mirror_of(unknown[k], r.plane); });
+        tbb::parallel_for(size_t{0}, unknown.size(), [&](size_t k) {
+          found[k] =
+              (near_painted[face_of(unknown[k])] >> best & 1) ? mirror_of(unknown[k], r.plane) : -1;
+        });
         for (size_t k = 0; k < unknown.size(); ++k) {
           if (found[k] < 0) continue;
           const size_t i = unknown[k], j = static_cast<size_t>(found[k]);
@@ -463,8 +589,8 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
     }
     color.swap(next);
   }
-  // 4. Harmonic fill of the unseen vertices (uniform graph Laplacian, seen vertices fixed), started
-  // from a breadth-first propagation; parts with no seen vertex get the seen mean colour.
+  // 4. Harmonic fill of the unseen vertices (uniform graph Laplacian, seen vertices fixed),
+  // started from a breadth-first propagation; parts with no seen vertex get the seen mean colour.
   std::vector<uint8_t> reached = seen;
   std::vector<uint32_t> frontier;
   for (size_t p = 0; p < nv; ++p)
@@ -537,7 +663,8 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
     }
     if (!r.converged)
       spdlog::warn(
-          "surface fill: the harmonic solve stopped at its cap of {} iterations (relative residual "
+          "surface fill: the harmonic solve stopped at its cap of {} iterations (relative "
+          "residual "
           "{:.2g} for {} unseen vertices): the fill is smooth but not fully converged",
           options.max_iterations, r.residual, unknowns.size());
   }
