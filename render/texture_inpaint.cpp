@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
 #include <opencv2/imgproc.hpp>
 #include <opencv2/photo.hpp>
 
@@ -33,40 +37,56 @@ image::Image from_u8(const cv::Mat& m) {
 }
 
 // Average of the known 8-neighbours, one ring per pass: the gutter gets the charts' edge colours.
-size_t dilate_rings(image::Image& tex, std::vector<uint8_t>& known, int rings) {
+// A texel of a ring reads only texels known before the ring, so rows run in parallel and the
+// result is the same as texel by texel. The ring's texels become `known`, with source `gutter`.
+size_t dilate_rings(image::Image& tex, std::vector<uint8_t>& known, std::vector<uint8_t>& source,
+                    int rings) {
   const int w = tex.width, h = tex.height;
   size_t filled = 0;
-  std::vector<uint32_t> ring;
+  std::vector<uint8_t> ring(known.size(), 0);
   for (int pass = 0; pass < rings; ++pass) {
-    ring.clear();
-    for (int y = 0; y < h; ++y)
-      for (int x = 0; x < w; ++x) {
-        if (known[static_cast<size_t>(y) * w + x]) continue;
-        float sum[3] = {0, 0, 0};
-        int n = 0;
-        for (int dy = -1; dy <= 1; ++dy)
-          for (int dx = -1; dx <= 1; ++dx) {
-            const int nx = x + dx, ny = y + dy;
-            if (nx < 0 || ny < 0 || nx >= w || ny >= h || !known[static_cast<size_t>(ny) * w + nx])
-              continue;
-            const float* p = tex.at(nx, ny);
-            for (int c = 0; c < 3; ++c) sum[c] += p[c];
-            ++n;
-          }
-        if (n == 0) continue;
-        float* q = tex.at(x, y);
-        for (int c = 0; c < 3; ++c) q[c] = sum[c] / n;
-        ring.push_back(static_cast<uint32_t>(y * w + x));
-      }
-    if (ring.empty()) break;
-    for (uint32_t i : ring) known[i] = 1;
-    filled += ring.size();
+    const size_t added = tbb::parallel_reduce(
+        tbb::blocked_range<int>(0, h), size_t{0},
+        [&](const tbb::blocked_range<int>& rows, size_t n) {
+          for (int y = rows.begin(); y < rows.end(); ++y)
+            for (int x = 0; x < w; ++x) {
+              if (known[static_cast<size_t>(y) * w + x]) continue;
+              float sum[3] = {0, 0, 0};
+              int count = 0;
+              for (int dy = -1; dy <= 1; ++dy)
+                for (int dx = -1; dx <= 1; ++dx) {
+                  const int nx = x + dx, ny = y + dy;
+                  if (nx < 0 || ny < 0 || nx >= w || ny >= h ||
+                      !known[static_cast<size_t>(ny) * w + nx])
+                    continue;
+                  const float* p = tex.at(nx, ny);
+                  for (int c = 0; c < 3; ++c) sum[c] += p[c];
+                  ++count;
+                }
+              if (count == 0) continue;
+              float* q = tex.at(x, y);
+              for (int c = 0; c < 3; ++c) q[c] = sum[c] / count;
+              ring[static_cast<size_t>(y) * w + x] = 1;
+              ++n;
+            }
+          return n;
+        },
+        std::plus<size_t>());
+    if (added == 0) break;
+    tbb::parallel_for(size_t{0}, known.size(), [&](size_t i) {
+      if (!ring[i]) return;
+      ring[i] = 0;
+      known[i] = 1;
+      source[i] = static_cast<uint8_t>(TexelSource::gutter);
+    });
+    filled += added;
   }
   return filled;
 }
 
 // Push-pull: average known texels down a pyramid, then fill unknown texels from the coarser level
-// on the way up. Smooth, O(texels), never leaves a hole.
+// on the way up. Smooth, O(texels), never leaves a hole. Parallel over rows; every coarse texel
+// sums its fine texels in row order, so the result does not depend on the thread count.
 void push_pull_fill(image::Image& tex, const std::vector<uint8_t>& known) {
   struct Level {
     int w, h;
@@ -81,25 +101,29 @@ void push_pull_fill(image::Image& tex, const std::vector<uint8_t>& known) {
     Level coarse{(fine.w + 1) / 2, (fine.h + 1) / 2, {}, {}};
     coarse.rgb.assign(static_cast<size_t>(coarse.w) * coarse.h * 3, 0.0f);
     coarse.weight.assign(static_cast<size_t>(coarse.w) * coarse.h, 0.0f);
-    for (int y = 0; y < fine.h; ++y)
-      for (int x = 0; x < fine.w; ++x) {
-        const size_t f = static_cast<size_t>(y) * fine.w + x;
-        const size_t c = static_cast<size_t>(y / 2) * coarse.w + x / 2;
-        const float wgt = fine.weight[f];
-        for (int k = 0; k < 3; ++k) coarse.rgb[c * 3 + k] += fine.rgb[f * 3 + k] * wgt;
-        coarse.weight[c] += wgt;
+    tbb::parallel_for(0, coarse.h, [&](int cy) {
+      for (int y = 2 * cy; y < std::min(2 * cy + 2, fine.h); ++y)
+        for (int x = 0; x < fine.w; ++x) {
+          const size_t f = static_cast<size_t>(y) * fine.w + x;
+          const size_t c = static_cast<size_t>(cy) * coarse.w + x / 2;
+          const float wgt = fine.weight[f];
+          for (int k = 0; k < 3; ++k) coarse.rgb[c * 3 + k] += fine.rgb[f * 3 + k] * wgt;
+          coarse.weight[c] += wgt;
+        }
+      for (int cx = 0; cx < coarse.w; ++cx) {
+        const size_t c = static_cast<size_t>(cy) * coarse.w + cx;
+        if (coarse.weight[c] > 0) {
+          for (int k = 0; k < 3; ++k) coarse.rgb[c * 3 + k] /= coarse.weight[c];
+          coarse.weight[c] = 1.0f;
+        }
       }
-    for (size_t c = 0; c < coarse.weight.size(); ++c)
-      if (coarse.weight[c] > 0) {
-        for (int k = 0; k < 3; ++k) coarse.rgb[c * 3 + k] /= coarse.weight[c];
-        coarse.weight[c] = 1.0f;
-      }
+    });
     levels.push_back(std::move(coarse));
   }
   for (size_t l = levels.size() - 1; l-- > 0;) {
     Level& fine = levels[l];
     const Level& coarse = levels[l + 1];
-    for (int y = 0; y < fine.h; ++y)
+    tbb::parallel_for(0, fine.h, [&](int y) {
       for (int x = 0; x < fine.w; ++x) {
         const size_t f = static_cast<size_t>(y) * fine.w + x;
         if (fine.weight[f] > 0) {
@@ -113,6 +137,7 @@ void push_pull_fill(image::Image& tex, const std::vector<uint8_t>& known) {
         for (int k = 0; k < 3; ++k) fine.rgb[f * 3 + k] = coarse.rgb[c * 3 + k];
         fine.weight[f] = 1.0f;
       }
+    });
   }
   tex.pixels = std::move(levels[0].rgb);
 }
@@ -311,11 +336,16 @@ SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image
       known[i] = 1;
     }
   }
-  for (size_t i = 0; i < texels; ++i) {
+  size_t n = 0;
+  for (size_t i = 0; i < texels; ++i) n += known[i] && !trust[i];
+  out.texels.resize(n);
+  out.colors.resize(n * 3);
+  out.sources.resize(n);
+  for (size_t i = 0, k = 0; i < texels; ++i) {
     if (!known[i] || trust[i]) continue;
-    out.texels.push_back(static_cast<uint32_t>(i));
-    out.colors.insert(out.colors.end(), tex.pixels.begin() + i * 3, tex.pixels.begin() + i * 3 + 3);
-    out.sources.push_back(source[i]);
+    out.texels[k] = static_cast<uint32_t>(i);
+    std::copy_n(tex.pixels.begin() + i * 3, 3, out.colors.begin() + k * 3);
+    out.sources[k++] = source[i];
   }
   return out;
 }
@@ -428,12 +458,7 @@ image::Image inpaint_texture(const image::Image& texture, const std::vector<uint
     // Nothing trusted inside the charts at all: nothing to inpaint from; push-pull fills below.
     r.image_texels = 0;
   }
-  {
-    const std::vector<uint8_t> before = known;
-    r.gutter_texels = dilate_rings(tex, known, options.gutter);
-    for (size_t i = 0; i < texels; ++i)
-      if (known[i] && !before[i]) source[i] = static_cast<uint8_t>(TexelSource::gutter);
-  }
+  r.gutter_texels = dilate_rings(tex, known, source, options.gutter);
   push_pull_fill(tex, known);
   r.sources = std::move(source);
   if (report) *report = r;
