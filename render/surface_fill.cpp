@@ -15,684 +15,680 @@
 #include <Eigen/IterativeLinearSolvers>
 #include <Eigen/SparseCore>
 
-    namespace gen3d::render {
-  namespace {
+namespace gen3d::render {
+namespace {
 
-  using Eigen::Vector3d;
+using Eigen::Vector3d;
 
-  Vector3d vec(const mesh::Vec3& p) {
-    return {p[0], p[1], p[2]};
+Vector3d vec(const mesh::Vec3& p) {
+  return {p[0], p[1], p[2]};
+}
+
+Vector3d reflect(const Vector3d& p, const SymmetryPlane& plane) {
+  const Vector3d n = vec(plane.normal), c = vec(plane.point);
+  return p - 2.0 * (p - c).dot(n) * n;
+}
+
+// Distance from p to triangle abc (closest point by regions, Ericson's method).
+double point_triangle_distance(const Vector3d& p, const Vector3d& a, const Vector3d& b,
+                               const Vector3d& c) {
+  const Vector3d ab = b - a, ac = c - a, ap = p - a;
+  const double d1 = ab.dot(ap), d2 = ac.dot(ap);
+  if (d1 <= 0 && d2 <= 0) return ap.norm();
+  const Vector3d bp = p - b;
+  const double d3 = ab.dot(bp), d4 = ac.dot(bp);
+  if (d3 >= 0 && d4 <= d3) return bp.norm();
+  const double vc = d1 * d4 - d3 * d2;
+  if (vc <= 0 && d1 >= 0 && d3 <= 0) return (p - (a + ab * (d1 / (d1 - d3)))).norm();
+  const Vector3d cp = p - c;
+  const double d5 = ab.dot(cp), d6 = ac.dot(cp);
+  if (d6 >= 0 && d5 <= d6) return cp.norm();
+  const double vb = d5 * d2 - d1 * d6;
+  if (vb <= 0 && d2 >= 0 && d6 <= 0) return (p - (a + ac * (d2 / (d2 - d6)))).norm();
+  const double va = d3 * d6 - d5 * d4;
+  if (va <= 0 && (d4 - d3) >= 0 && (d5 - d6) >= 0)
+    return (p - (b + (c - b) * ((d4 - d3) / ((d4 - d3) + (d5 - d6))))).norm();
+  const double denom = 1.0 / (va + vb + vc);
+  return (p - (a + ab * (vb * denom) + ac * (vc * denom))).norm();
+}
+
+// A uniform grid of cells keyed by their integer coordinates.
+struct CellKey {
+  double cell = 1;
+  Vector3d origin = Vector3d::Zero();
+  int64_t coord(double v, int axis) const {
+    return static_cast<int64_t>(std::floor((v - origin[axis]) / cell));
   }
-
-  Vector3d reflect(const Vector3d& p, const SymmetryPlane& plane) {
-    const Vector3d n = vec(plane.normal), c = vec(plane.point);
-    return p - 2.0 * (p - c).dot(n) * n;
+  static uint64_t key(int64_t x, int64_t y, int64_t z) {
+    return (static_cast<uint64_t>(x & 0x1FFFFF) << 42) |
+           (static_cast<uint64_t>(y & 0x1FFFFF) << 21) | static_cast<uint64_t>(z & 0x1FFFFF);
   }
+};
 
-  // Distance from p to triangle abc (closest point by regions, Ericson's method).
-  double point_triangle_distance(const Vector3d& p, const Vector3d& a, const Vector3d& b,
-                                 const Vector3d& c) {
-    const Vector3d ab = b - a, ac = c - a, ap = p - a;
-    const double d1 = ab.dot(ap), d2 = ac.dot(ap);
-    if (d1 <= 0 && d2 <= 0) return ap.norm();
-    const Vector3d bp = p - b;
-    const double d3 = ab.dot(bp), d4 = ac.dot(bp);
-    if (d3 >= 0 && d4 <= d3) return bp.norm();
-    const double vc = d1 * d4 - d3 * d2;
-    if (vc <= 0 && d1 >= 0 && d3 <= 0) return (p - (a + ab * (d1 / (d1 - d3)))).norm();
-    const Vector3d cp = p - c;
-    const double d5 = ab.dot(cp), d6 = ac.dot(cp);
-    if (d6 >= 0 && d5 <= d6) return cp.norm();
-    const double vb = d5 * d2 - d1 * d6;
-    if (vb <= 0 && d2 >= 0 && d6 <= 0) return (p - (a + ac * (d2 / (d2 - d6)))).norm();
-    const double va = d3 * d6 - d5 * d4;
-    if (va <= 0 && (d4 - d3) >= 0 && (d5 - d6) >= 0)
-      return (p - (b + (c - b) * ((d4 - d3) / ((d4 - d3) + (d5 - d6))))).norm();
-    const double denom = 1.0 / (va + vb + vc);
-    return (p - (a + ab * (vb * denom) + ac * (vc * denom))).norm();
+struct Bounds {
+  Vector3d lo, hi;
+  double diagonal() const { return (hi - lo).norm(); }
+};
+
+Bounds bounds_of(const mesh::Mesh& mesh) {
+  Bounds b{Vector3d::Constant(1e30), Vector3d::Constant(-1e30)};
+  for (const auto& p : mesh.positions) {
+    b.lo = b.lo.cwiseMin(vec(p));
+    b.hi = b.hi.cwiseMax(vec(p));
   }
+  return b;
+}
 
-  // A uniform grid of cells keyed by their integer coordinates.
-  struct CellKey {
-    double cell = 1;
-    Vector3d origin = Vector3d::Zero();
-    int64_t coord(double v, int axis) const {
-      return static_cast<int64_t>(std::floor((v - origin[axis]) / cell));
-    }
-    static uint64_t key(int64_t x, int64_t y, int64_t z) {
-      return (static_cast<uint64_t>(x & 0x1FFFFF) << 42) |
-             (static_cast<uint64_t>(y & 0x1FFFFF) << 21) | static_cast<uint64_t>(z & 0x1FFFFF);
-    }
-  };
-
-  struct Bounds {
-    Vector3d lo, hi;
-    double diagonal() const { return (hi - lo).norm(); }
-  };
-
-  Bounds bounds_of(const mesh::Mesh& mesh) {
-    Bounds b{Vector3d::Constant(1e30), Vector3d::Constant(-1e30)};
-    for (const auto& p : mesh.positions) {
-      b.lo = b.lo.cwiseMin(vec(p));
-      b.hi = b.hi.cwiseMax(vec(p));
-    }
-    return b;
-  }
-
-  // A 64^3 bit grid over the mesh's bounds (grown by `margin`) marking boxes; `any` tells whether
-  // a box touches a marked cell. Conservative: a box that meets a marked one always answers true.
-  class CoarseGrid {
-   public:
-    static constexpr int kN = 64;
-    CoarseGrid(const Bounds& box, double margin)
-        : lo_(box.lo - Vector3d::Constant(margin)),
-          cell_(std::max((box.hi - box.lo).maxCoeff() + 2 * margin, 1e-12) / kN),
-          bits_(static_cast<size_t>(kN) * kN * kN / 64, 0) {}
-    void mark(const Vector3d& lo, const Vector3d& hi) {
-      int a[3], b[3];
-      if (!range(lo, hi, a, b)) return;
-      for (int x = a[0]; x <= b[0]; ++x)
-        for (int y = a[1]; y <= b[1]; ++y)
-          for (int z = a[2]; z <= b[2]; ++z) {
-            const size_t i = (static_cast<size_t>(x) * kN + y) * kN + z;
-            bits_[i >> 6] |= uint64_t{1} << (i & 63);
-          }
-    }
-    bool any(const Vector3d& lo, const Vector3d& hi) const {
-      int a[3], b[3];
-      if (!range(lo, hi, a, b)) return false;
-      for (int x = a[0]; x <= b[0]; ++x)
-        for (int y = a[1]; y <= b[1]; ++y)
-          for (int z = a[2]; z <= b[2]; ++z) {
-            const size_t i = (static_cast<size_t>(x) * kN + y) * kN + z;
-            if (bits_[i >> 6] >> (i & 63) & 1) return true;
-          }
-      return false;
-    }
-
-   private:
-    // The cells a box covers, clamped to the grid (false: it misses the grid).
-    bool range(const Vector3d& lo, const Vector3d& hi, int* a, int* b) const {
-      for (int k = 0; k < 3; ++k) {
-        const double l = std::floor((lo[k] - lo_[k]) / cell_),
-                     h = std::floor((hi[k] - lo_[k]) / cell_);
-        if (h < 0 || l >= kN) return false;
-        a[k] = static_cast<int>(std::max(l, 0.0));
-        b[k] = static_cast<int>(std::min(h, double{kN - 1}));
-      }
-      return true;
-    }
-    Vector3d lo_;
-    double cell_;
-    std::vector<uint64_t> bits_;
-  };
-
-  // Weld equal positions: welded index per vertex and the number of welded vertices.
-  std::vector<uint32_t> weld_positions(const mesh::Mesh& mesh, size_t& count) {
-    std::vector<uint32_t> order(mesh.positions.size());
-    std::iota(order.begin(), order.end(), 0u);
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      return mesh.positions[a] < mesh.positions[b] ||
-             (mesh.positions[a] == mesh.positions[b] && a < b);
-    });
-    std::vector<uint32_t> weld(mesh.positions.size());
-    count = 0;
-    for (size_t i = 0; i < order.size(); ++i) {
-      if (i == 0 || mesh.positions[order[i]] != mesh.positions[order[i - 1]]) ++count;
-      weld[order[i]] = static_cast<uint32_t>(count - 1);
-    }
-    return weld;
-  }
-
-  }  // namespace
-
-  std::vector<SymmetryPlane> symmetry_candidates(const mesh::Mesh& mesh) {
-    std::vector<SymmetryPlane> out;
-    if (mesh.faces.empty()) return out;
-    const Bounds box = bounds_of(mesh);
-    const double diag = box.diagonal();
-    if (!(diag > 0)) return out;
-    // Area centroid and covariance.
-    double total = 0;
-    Vector3d centroid = Vector3d::Zero();
-    std::vector<double> area(mesh.faces.size());
-    for (size_t f = 0; f < mesh.faces.size(); ++f) {
-      const Vector3d a = vec(mesh.positions[mesh.faces[f][0]]),
-                     b = vec(mesh.positions[mesh.faces[f][1]]),
-                     c = vec(mesh.positions[mesh.faces[f][2]]);
-      area[f] = 0.5 * (b - a).cross(c - a).norm();
-      total += area[f];
-      centroid += area[f] * (a + b + c) / 3.0;
-    }
-    if (!(total > 0)) return out;
-    centroid /= total;
-    Eigen::Matrix3d cov = Eigen::Matrix3d::Zero();
-    for (size_t f = 0; f < mesh.faces.size(); ++f)
-      for (int k = 0; k < 3; ++k) {
-        const Vector3d d = vec(mesh.positions[mesh.faces[f][k]]) - centroid;
-        cov += area[f] / 3.0 * d * d.transpose();
-      }
-    std::vector<Vector3d> normals = {Vector3d::UnitX(), Vector3d::UnitY(), Vector3d::UnitZ()};
-    Eigen::SelfAdjointEigenSolver<Eigen::Matrix3d> eig(cov);
-    for (int k = 0; k < 3; ++k) {
-      const Vector3d n = eig.eigenvectors().col(k).normalized();
-      bool dup = false;
-      for (const auto& m : normals) dup |= std::fabs(m.dot(n)) > 0.999;
-      if (!dup) normals.push_back(n);
-    }
-
-    // Triangles hashed into cells of diag / 64 by their bounding boxes (large triangles in at most
-    // 4096 cells; beyond that the cell is coarsened for them).
-    CellKey grid;
-    grid.cell = diag / 64.0;
-    grid.origin = box.lo;
-    std::unordered_map<uint64_t, std::vector<uint32_t>> cells;
-    for (size_t f = 0; f < mesh.faces.size(); ++f) {
-      Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
-      for (int k = 0; k < 3; ++k) {
-        lo = lo.cwiseMin(vec(mesh.positions[mesh.faces[f][k]]));
-        hi = hi.cwiseMax(vec(mesh.positions[mesh.faces[f][k]]));
-      }
-      for (int64_t x = grid.coord(lo[0], 0); x <= grid.coord(hi[0], 0); ++x)
-        for (int64_t y = grid.coord(lo[1], 1); y <= grid.coord(hi[1], 1); ++y)
-          for (int64_t z = grid.coord(lo[2], 2); z <= grid.coord(hi[2], 2); ++z)
-            cells[CellKey::key(x, y, z)].push_back(static_cast<uint32_t>(f));
-    }
-    const auto distance_to_surface = [&](const Vector3d& p) {
-      double d = 2.0 * grid.cell;  // "far": at least two cells away
-      const int64_t cx = grid.coord(p[0], 0), cy = grid.coord(p[1], 1), cz = grid.coord(p[2], 2);
-      for (int64_t x = cx - 1; x <= cx + 1; ++x)
-        for (int64_t y = cy - 1; y <= cy + 1; ++y)
-          for (int64_t z = cz - 1; z <= cz + 1; ++z) {
-            const auto it = cells.find(CellKey::key(x, y, z));
-            if (it == cells.end()) continue;
-            for (uint32_t f : it->second)
-              d = std::min(d, point_triangle_distance(p, vec(mesh.positions[mesh.faces[f][0]]),
-                                                      vec(mesh.positions[mesh.faces[f][1]]),
-                                                      vec(mesh.positions[mesh.faces[f][2]])));
-          }
-      return d;
-    };
-    // Area-weighted surface samples: a deterministic low-discrepancy walk over the faces.
-    constexpr int kSamples = 2048;
-    std::vector<Vector3d> samples;
-    {
-      double acc = 0;
-      const double step = total / kSamples;
-      double next = step * 0.5;
-      uint32_t r = 1;
-      for (size_t f = 0; f < mesh.faces.size() && samples.size() < kSamples; ++f) {
-        acc += area[f];
-        while (next < acc && samples.size() < kSamples) {
-          r = r * 1664525u + 1013904223u;
-          double u = (r >> 8) / double(1 << 24);
-          r = r * 1664525u + 1013904223u;
-          double v = (r >> 8) / double(1 << 24);
-          if (u + v > 1) u = 1 - u, v = 1 - v;
-          const Vector3d a = vec(mesh.positions[mesh.faces[f][0]]),
-                         b = vec(mesh.positions[mesh.faces[f][1]]),
-                         c = vec(mesh.positions[mesh.faces[f][2]]);
-          samples.push_back(a + u * (b - a) + v * (c - a));
-          next += step;
+// A 64^3 bit grid over the mesh's bounds (grown by `margin`) marking boxes; `any` tells whether
+// a box touches a marked cell. Conservative: a box that meets a marked one always answers true.
+class CoarseGrid {
+ public:
+  static constexpr int kN = 64;
+  CoarseGrid(const Bounds& box, double margin)
+      : lo_(box.lo - Vector3d::Constant(margin)),
+        cell_(std::max((box.hi - box.lo).maxCoeff() + 2 * margin, 1e-12) / kN),
+        bits_(static_cast<size_t>(kN) * kN * kN / 64, 0) {}
+  void mark(const Vector3d& lo, const Vector3d& hi) {
+    int a[3], b[3];
+    if (!range(lo, hi, a, b)) return;
+    for (int x = a[0]; x <= b[0]; ++x)
+      for (int y = a[1]; y <= b[1]; ++y)
+        for (int z = a[2]; z <= b[2]; ++z) {
+          const size_t i = (static_cast<size_t>(x) * kN + y) * kN + z;
+          bits_[i >> 6] |= uint64_t{1} << (i & 63);
         }
-      }
-    }
-    for (const Vector3d& n : normals) {
-      SymmetryPlane plane;
-      plane.normal = {static_cast<float>(n[0]), static_cast<float>(n[1]), static_cast<float>(n[2])};
-      plane.point = {static_cast<float>(centroid[0]), static_cast<float>(centroid[1]),
-                     static_cast<float>(centroid[2])};
-      std::vector<double> d(samples.size());
-      tbb::parallel_for(size_t{0}, samples.size(),
-                        [&](size_t k) { d[k] = distance_to_surface(reflect(samples[k], plane)); });
-      std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
-      plane.error = d[d.size() / 2] / diag;
-      out.push_back(plane);
-    }
-    return out;
+  }
+  bool any(const Vector3d& lo, const Vector3d& hi) const {
+    int a[3], b[3];
+    if (!range(lo, hi, a, b)) return false;
+    for (int x = a[0]; x <= b[0]; ++x)
+      for (int y = a[1]; y <= b[1]; ++y)
+        for (int z = a[2]; z <= b[2]; ++z) {
+          const size_t i = (static_cast<size_t>(x) * kN + y) * kN + z;
+          if (bits_[i >> 6] >> (i & 63) & 1) return true;
+        }
+    return false;
   }
 
-  SymmetryPlane detect_symmetry(const mesh::Mesh& mesh, double tolerance) {
-    SymmetryPlane best;
-    for (const SymmetryPlane& p : symmetry_candidates(mesh))
-      if (!best.found || p.error < best.error) {
-        best = p;
-        best.found = true;
-      }
-    best.found = best.found && best.error <= tolerance;
-    return best;
+ private:
+  // The cells a box covers, clamped to the grid (false: it misses the grid).
+  bool range(const Vector3d& lo, const Vector3d& hi, int* a, int* b) const {
+    for (int k = 0; k < 3; ++k) {
+      const double l = std::floor((lo[k] - lo_[k]) / cell_),
+                   h = std::floor((hi[k] - lo_[k]) / cell_);
+      if (h < 0 || l >= kN) return false;
+      a[k] = static_cast<int>(std::max(l, 0.0));
+      b[k] = static_cast<int>(std::min(h, double{kN - 1}));
+    }
+    return true;
+  }
+  Vector3d lo_;
+  double cell_;
+  std::vector<uint64_t> bits_;
+};
+
+// Weld equal positions: welded index per vertex and the number of welded vertices.
+std::vector<uint32_t> weld_positions(const mesh::Mesh& mesh, size_t& count) {
+  std::vector<uint32_t> order(mesh.positions.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return mesh.positions[a] < mesh.positions[b] ||
+           (mesh.positions[a] == mesh.positions[b] && a < b);
+  });
+  std::vector<uint32_t> weld(mesh.positions.size());
+  count = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i == 0 || mesh.positions[order[i]] != mesh.positions[order[i - 1]]) ++count;
+    weld[order[i]] = static_cast<uint32_t>(count - 1);
+  }
+  return weld;
+}
+
+}  // namespace
+
+std::vector<SymmetryPlane> symmetry_candidates(const mesh::Mesh& mesh) {
+  std::vector<SymmetryPlane> out;
+  if (mesh.faces.empty()) return out;
+  const Bounds box = bounds_of(mesh);
+  const double diag = box.diagonal();
+  if (!(diag > 0)) return out;
+  // Area centroid and covariance.
+  double total = 0;
+  Vector3d centroid = Vector3d::Zero();
+  std::vector<double> area(mesh.faces.size());
+  for (size_t f = 0; f < mesh.faces.size(); ++f) {
+    const Vector3d a = vec(mesh.positions[mesh.faces[f][0]]),
+                   b = vec(mesh.positions[mesh.faces[f][1]]),
+                   c = vec(mesh.positions[mesh.faces[f][2]]);
+    area[f] = 0.5 * (b - a).cross(c - a).norm();
+    total += area[f];
+    centroid += area[f] * (a + b + c) / 3.0;
+  }
+  if (!(total > 0)) return out;
+  centroid /= total;
+  Eigen::Matrix3d cov = Eigen::Matrix3d::Zero();
+  for (size_t f = 0; f < mesh.faces.size(); ++f)
+    for (int k = 0; k < 3; ++k) {
+      const Vector3d d = vec(mesh.positions[mesh.faces[f][k]]) - centroid;
+      cov += area[f] / 3.0 * d * d.transpose();
+    }
+  std::vector<Vector3d> normals = {Vector3d::UnitX(), Vector3d::UnitY(), Vector3d::UnitZ()};
+  Eigen::SelfAdjointEigenSolver<Eigen::Matrix3d> eig(cov);
+  for (int k = 0; k < 3; ++k) {
+    const Vector3d n = eig.eigenvectors().col(k).normalized();
+    bool dup = false;
+    for (const auto& m : normals) dup |= std::fabs(m.dot(n)) > 0.999;
+    if (!dup) normals.push_back(n);
   }
 
-  void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t>& known,
-                    const Raster& uv, std::vector<uint8_t>& source,
-                    const SurfaceFillOptions& options, SurfaceFillReport* report) {
-    SurfaceFillReport r;
-    const size_t texels = known.size();
-    const auto position = [&](size_t i) {
-      const mesh::Tri& f = mesh.faces[static_cast<size_t>(uv.face_id[i] - 1)];
-      Vector3d p = Vector3d::Zero();
-      for (int k = 0; k < 3; ++k) p += double(uv.bary[i * 3 + k]) * vec(mesh.positions[f[k]]);
-      return p;
-    };
-    const auto face_normal = [&](size_t face) {
-      const mesh::Tri& f = mesh.faces[face];
-      const Vector3d a = vec(mesh.positions[f[0]]);
-      return (vec(mesh.positions[f[1]]) - a).cross(vec(mesh.positions[f[2]]) - a).normalized();
-    };
+  // Triangles hashed into cells of diag / 64 by their bounding boxes (large triangles in at most
+  // 4096 cells; beyond that the cell is coarsened for them).
+  CellKey grid;
+  grid.cell = diag / 64.0;
+  grid.origin = box.lo;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> cells;
+  for (size_t f = 0; f < mesh.faces.size(); ++f) {
+    Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
+    for (int k = 0; k < 3; ++k) {
+      lo = lo.cwiseMin(vec(mesh.positions[mesh.faces[f][k]]));
+      hi = hi.cwiseMax(vec(mesh.positions[mesh.faces[f][k]]));
+    }
+    for (int64_t x = grid.coord(lo[0], 0); x <= grid.coord(hi[0], 0); ++x)
+      for (int64_t y = grid.coord(lo[1], 1); y <= grid.coord(hi[1], 1); ++y)
+        for (int64_t z = grid.coord(lo[2], 2); z <= grid.coord(hi[2], 2); ++z)
+          cells[CellKey::key(x, y, z)].push_back(static_cast<uint32_t>(f));
+  }
+  const auto distance_to_surface = [&](const Vector3d& p) {
+    double d = 2.0 * grid.cell;  // "far": at least two cells away
+    const int64_t cx = grid.coord(p[0], 0), cy = grid.coord(p[1], 1), cz = grid.coord(p[2], 2);
+    for (int64_t x = cx - 1; x <= cx + 1; ++x)
+      for (int64_t y = cy - 1; y <= cy + 1; ++y)
+        for (int64_t z = cz - 1; z <= cz + 1; ++z) {
+          const auto it = cells.find(CellKey::key(x, y, z));
+          if (it == cells.end()) continue;
+          for (uint32_t f : it->second)
+            d = std::min(d, point_triangle_distance(p, vec(mesh.positions[mesh.faces[f][0]]),
+                                                    vec(mesh.positions[mesh.faces[f][1]]),
+                                                    vec(mesh.positions[mesh.faces[f][2]])));
+        }
+    return d;
+  };
+  // Area-weighted surface samples: a deterministic low-discrepancy walk over the faces.
+  constexpr int kSamples = 2048;
+  std::vector<Vector3d> samples;
+  {
+    double acc = 0;
+    const double step = total / kSamples;
+    double next = step * 0.5;
+    uint32_t r = 1;
+    for (size_t f = 0; f < mesh.faces.size() && samples.size() < kSamples; ++f) {
+      acc += area[f];
+      while (next < acc && samples.size() < kSamples) {
+        r = r * 1664525u + 1013904223u;
+        double u = (r >> 8) / double(1 << 24);
+        r = r * 1664525u + 1013904223u;
+        double v = (r >> 8) / double(1 << 24);
+        if (u + v > 1) u = 1 - u, v = 1 - v;
+        const Vector3d a = vec(mesh.positions[mesh.faces[f][0]]),
+                       b = vec(mesh.positions[mesh.faces[f][1]]),
+                       c = vec(mesh.positions[mesh.faces[f][2]]);
+        samples.push_back(a + u * (b - a) + v * (c - a));
+        next += step;
+      }
+    }
+  }
+  for (const Vector3d& n : normals) {
+    SymmetryPlane plane;
+    plane.normal = {static_cast<float>(n[0]), static_cast<float>(n[1]), static_cast<float>(n[2])};
+    plane.point = {static_cast<float>(centroid[0]), static_cast<float>(centroid[1]),
+                   static_cast<float>(centroid[2])};
+    std::vector<double> d(samples.size());
+    tbb::parallel_for(size_t{0}, samples.size(),
+                      [&](size_t k) { d[k] = distance_to_surface(reflect(samples[k], plane)); });
+    std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
+    plane.error = d[d.size() / 2] / diag;
+    out.push_back(plane);
+  }
+  return out;
+}
 
-    // 0. Near the seen surface (the texels a bake leaves out at silhouette edges and grazing
-    // angles): the nearest seen colours, ring by ring inside the charts, as local as image
-    // inpainting.
-    {
-      const int w = tex.width, h = tex.height;
-      const int rings = std::max(2, w / 128);
-      std::vector<uint32_t> ring, next_ring;
-      std::vector<uint8_t> queued(texels, 0);
-      const auto push_neighbours = [&](size_t i, std::vector<uint32_t>& out) {
-        const int x = static_cast<int>(i % w), y = static_cast<int>(i / w);
+SymmetryPlane detect_symmetry(const mesh::Mesh& mesh, double tolerance) {
+  SymmetryPlane best;
+  for (const SymmetryPlane& p : symmetry_candidates(mesh))
+    if (!best.found || p.error < best.error) {
+      best = p;
+      best.found = true;
+    }
+  best.found = best.found && best.error <= tolerance;
+  return best;
+}
+
+void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t>& known,
+                  const Raster& uv, std::vector<uint8_t>& source, const SurfaceFillOptions& options,
+                  SurfaceFillReport* report) {
+  SurfaceFillReport r;
+  const size_t texels = known.size();
+  const auto position = [&](size_t i) {
+    const mesh::Tri& f = mesh.faces[static_cast<size_t>(uv.face_id[i] - 1)];
+    Vector3d p = Vector3d::Zero();
+    for (int k = 0; k < 3; ++k) p += double(uv.bary[i * 3 + k]) * vec(mesh.positions[f[k]]);
+    return p;
+  };
+  const auto face_normal = [&](size_t face) {
+    const mesh::Tri& f = mesh.faces[face];
+    const Vector3d a = vec(mesh.positions[f[0]]);
+    return (vec(mesh.positions[f[1]]) - a).cross(vec(mesh.positions[f[2]]) - a).normalized();
+  };
+
+  // 0. Near the seen surface (the texels a bake leaves out at silhouette edges and grazing
+  // angles): the nearest seen colours, ring by ring inside the charts, as local as image
+  // inpainting.
+  {
+    const int w = tex.width, h = tex.height;
+    const int rings = std::max(2, w / 128);
+    std::vector<uint32_t> ring, next_ring;
+    std::vector<uint8_t> queued(texels, 0);
+    const auto push_neighbours = [&](size_t i, std::vector<uint32_t>& out) {
+      const int x = static_cast<int>(i % w), y = static_cast<int>(i / w);
+      for (int dy = -1; dy <= 1; ++dy)
+        for (int dx = -1; dx <= 1; ++dx) {
+          const int nx = x + dx, ny = y + dy;
+          if (nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
+          const size_t j = static_cast<size_t>(ny) * w + nx;
+          if (known[j] || queued[j] || !uv.face_id[j]) continue;
+          queued[j] = 1;
+          out.push_back(static_cast<uint32_t>(j));
+        }
+    };
+    for (size_t i = 0; i < texels; ++i)
+      if (known[i] && uv.face_id[i]) push_neighbours(i, ring);
+    std::vector<float> colors;
+    for (int pass = 0; pass < rings && !ring.empty(); ++pass) {
+      colors.assign(ring.size() * 3, 0.0f);
+      tbb::parallel_for(size_t{0}, ring.size(), [&](size_t k) {
+        const int x = static_cast<int>(ring[k] % w), y = static_cast<int>(ring[k] / w);
+        int n = 0;
         for (int dy = -1; dy <= 1; ++dy)
           for (int dx = -1; dx <= 1; ++dx) {
             const int nx = x + dx, ny = y + dy;
             if (nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
             const size_t j = static_cast<size_t>(ny) * w + nx;
-            if (known[j] || queued[j] || !uv.face_id[j]) continue;
-            queued[j] = 1;
-            out.push_back(static_cast<uint32_t>(j));
-          }
-      };
-      for (size_t i = 0; i < texels; ++i)
-        if (known[i] && uv.face_id[i]) push_neighbours(i, ring);
-      std::vector<float> colors;
-      for (int pass = 0; pass < rings && !ring.empty(); ++pass) {
-        colors.assign(ring.size() * 3, 0.0f);
-        tbb::parallel_for(size_t{0}, ring.size(), [&](size_t k) {
-          const int x = static_cast<int>(ring[k] % w), y = static_cast<int>(ring[k] / w);
-          int n = 0;
-          for (int dy = -1; dy <= 1; ++dy)
-            for (int dx = -1; dx <= 1; ++dx) {
-              const int nx = x + dx, ny = y + dy;
-              if (nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
-              const size_t j = static_cast<size_t>(ny) * w + nx;
-              if (!known[j] || !uv.face_id[j]) continue;
-              for (int c = 0; c < 3; ++c) colors[k * 3 + c] += tex.pixels[j * 3 + c];
-              ++n;
-            }
-          for (int c = 0; c < 3; ++c) colors[k * 3 + c] /= static_cast<float>(std::max(n, 1));
-        });
-        next_ring.clear();
-        for (size_t k = 0; k < ring.size(); ++k) {
-          for (int c = 0; c < 3; ++c) tex.pixels[size_t{ring[k]} * 3 + c] = colors[k * 3 + c];
-          known[ring[k]] = 1;
-          source[ring[k]] = static_cast<uint8_t>(TexelSource::inpainted);
-          ++r.near_texels;
-        }
-        for (uint32_t i : ring) push_neighbours(i, next_ring);
-        ring.swap(next_ring);
-      }
-    }
-    // 1. Mirror: an unknown chart texel whose mirror image lies on a painted texel takes its
-    // colour. Of the planes within tolerance (a box has three), the one that recovers the most
-    // texels wins.
-    if (options.symmetry) {
-      // Per face: whether it holds unknown (bit 0) and painted (bit 1) chart texels.
-      std::vector<uint8_t> holds(mesh.faces.size(), 0);
-      size_t chart = 0, painted = 0;
-      for (size_t i = 0; i < texels; ++i) {
-        if (!uv.face_id[i]) continue;
-        ++chart;
-        painted += known[i] != 0;
-        holds[static_cast<size_t>(uv.face_id[i] - 1)] |= known[i] ? 2 : 1;
-      }
-      std::vector<SymmetryPlane> planes;
-      for (const SymmetryPlane& p : symmetry_candidates(mesh)) {
-        if (!r.plane.found || p.error < r.plane.error) r.plane = p, r.plane.found = true;
-        if (p.error <= options.symmetry_tolerance) planes.push_back(p);
-      }
-      r.plane.found = false;
-      if (!planes.empty() && painted > 0 && painted < chart) {
-        double area = 0;
-        for (size_t f = 0; f < mesh.faces.size(); ++f) {
-          const mesh::Tri& t = mesh.faces[f];
-          const Vector3d a = vec(mesh.positions[t[0]]);
-          area += 0.5 * (vec(mesh.positions[t[1]]) - a).cross(vec(mesh.positions[t[2]]) - a).norm();
-        }
-        const double spacing = std::sqrt(area / static_cast<double>(chart));
-        const Bounds box = bounds_of(mesh);
-        // Most unknown texels' mirror images fall where nothing was seen (the back mirrors onto
-        // the back): whole faces are turned away first, on a coarse grid of the faces holding
-        // painted texels, so only the few faces near a painted mirror image are looked at per
-        // texel.
-        const double margin = spacing * 1.01 + 1e-6 * box.diagonal();
-        CoarseGrid coarse(box, margin);
-        std::vector<std::array<Vector3d, 2>> face_box(mesh.faces.size());
-        tbb::parallel_for(size_t{0}, mesh.faces.size(), [&](size_t f) {
-          Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
-          for (int k = 0; k < 3; ++k) {
-            lo = lo.cwiseMin(vec(mesh.positions[mesh.faces[f][k]]));
-            hi = hi.cwiseMax(vec(mesh.positions[mesh.faces[f][k]]));
-          }
-          face_box[f] = {lo, hi};
-        });
-        for (size_t f = 0; f < mesh.faces.size(); ++f)
-          if (holds[f] & 2) coarse.mark(face_box[f][0], face_box[f][1]);
-        // Per face with unknown texels, one bit per plane: its mirror image is near a painted face.
-        std::vector<uint8_t> near_painted(mesh.faces.size(), 0);
-        tbb::parallel_for(size_t{0}, mesh.faces.size(), [&](size_t f) {
-          if (!(holds[f] & 1)) return;
-          for (size_t p = 0; p < planes.size(); ++p) {
-            Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
-            for (int k = 0; k < 3; ++k) {
-              const Vector3d q = reflect(vec(mesh.positions[mesh.faces[f][k]]), planes[p]);
-              lo = lo.cwiseMin(q);
-              hi = hi.cwiseMax(q);
-            }
-            if (coarse.any(lo - Vector3d::Constant(margin), hi + Vector3d::Constant(margin)))
-              near_painted[f] |= static_cast<uint8_t>(1u << p);
-          }
-        });
-        // The painted faces near one of those mirror images: only their texels are hashed.
-        CoarseGrid reached(box, margin);
-        for (size_t f = 0; f < mesh.faces.size(); ++f) {
-          if (!near_painted[f]) continue;
-          for (size_t p = 0; p < planes.size(); ++p) {
-            if (!(near_painted[f] >> p & 1)) continue;
-            Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
-            for (int k = 0; k < 3; ++k) {
-              const Vector3d q = reflect(vec(mesh.positions[mesh.faces[f][k]]), planes[p]);
-              lo = lo.cwiseMin(q);
-              hi = hi.cwiseMax(q);
-            }
-            reached.mark(lo, hi);
-          }
-        }
-        std::vector<uint8_t> needed(mesh.faces.size(), 0);
-        tbb::parallel_for(size_t{0}, mesh.faces.size(), [&](size_t f) {
-          needed[f] = (holds[f] & 2) && reached.any(face_box[f][0] - Vector3d::Constant(margin),
-                                                    face_box[f][1] + Vector3d::Constant(margin));
-        });
-
-        // Painted texels in cells of two texel spacings, sorted by cell; a mirror image looks for
-        // the nearest within one spacing, so at most 2 x 2 x 2 cells.
-        CellKey grid;
-        grid.cell = 2.0 * spacing;
-        grid.origin = box.lo - Vector3d::Constant(grid.cell);
-        std::vector<Eigen::Vector3f> normal(mesh.faces.size());
-        for (size_t f = 0; f < mesh.faces.size(); ++f) normal[f] = face_normal(f).cast<float>();
-        std::vector<std::pair<uint64_t, uint32_t>> hashed;
-        std::vector<Eigen::Vector3f> where(texels);
-        std::vector<uint32_t> unknown;
-        for (size_t i = 0; i < texels; ++i) {
-          if (!uv.face_id[i]) continue;
-          const size_t f = static_cast<size_t>(uv.face_id[i] - 1);
-          if (known[i]) {
-            if (needed[f]) hashed.emplace_back(0, static_cast<uint32_t>(i));
-          } else if (near_painted[f]) {
-            unknown.push_back(static_cast<uint32_t>(i));
-          }
-        }
-        tbb::parallel_for(size_t{0}, hashed.size(), [&](size_t k) {
-          const uint32_t i = hashed[k].second;
-          where[i] = position(i).cast<float>();
-          hashed[k].first = CellKey::key(grid.coord(where[i][0], 0), grid.coord(where[i][1], 1),
-                                         grid.coord(where[i][2], 2));
-        });
-        tbb::parallel_for(size_t{0}, unknown.size(), [&](size_t k) {
-          where[unknown[k]] = position(unknown[k]).cast<float>();
-        });
-        std::sort(hashed.begin(), hashed.end());
-        std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cell_range;
-        // Occupied cells also in a bit set, so the many mirror images that fall where nothing was
-        // seen are turned away without a hash-map lookup.
-        std::vector<uint64_t> occupied(1 << 18, 0);
-        const auto bit = [](uint64_t key) {
-          return static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ull) >> 40);  // 24 bits
-        };
-        for (size_t k = 0; k < hashed.size();) {
-          size_t e = k;
-          while (e < hashed.size() && hashed[e].first == hashed[k].first) ++e;
-          cell_range[hashed[k].first] = {static_cast<uint32_t>(k), static_cast<uint32_t>(e)};
-          const uint32_t b = bit(hashed[k].first);
-          occupied[b >> 6] |= uint64_t{1} << (b & 63);
-          k = e;
-        }
-        const auto maybe_occupied = [&](uint64_t key) {
-          const uint32_t b = bit(key);
-          return (occupied[b >> 6] >> (b & 63)) & 1;
-        };
-        // The painted texel nearest to texel i's mirror image (facing the same way), or -1.
-        const auto mirror_of = [&](uint32_t i, const SymmetryPlane& plane) -> int64_t {
-          const Vector3d n = vec(plane.normal);
-          const Vector3d q = reflect(where[i].cast<double>(), plane);
-          const Vector3d m = normal[static_cast<size_t>(uv.face_id[i] - 1)].cast<double>();
-          const Eigen::Vector3f qn = (m - 2.0 * m.dot(n) * n).cast<float>();
-          const Eigen::Vector3f qf = q.cast<float>();
-          int64_t lo[3], hi[3];
-          for (int k = 0; k < 3; ++k) {
-            lo[k] = grid.coord(q[k] - spacing, k);
-            hi[k] = grid.coord(q[k] + spacing, k);
-          }
-          float best = static_cast<float>(spacing * spacing);
-          const float close = static_cast<float>(0.25 * spacing * spacing);
-          // Most mirror images find a texel within half a spacing in their own cell: look there
-          // first, then in every cell within one spacing.
-          const uint64_t own_key =
-              CellKey::key(grid.coord(q[0], 0), grid.coord(q[1], 1), grid.coord(q[2], 2));
-          if (const auto own =
-                  maybe_occupied(own_key) ? cell_range.find(own_key) : cell_range.end();
-              own != cell_range.end())
-            for (uint32_t k = own->second.first; k < own->second.second; ++k) {
-              const uint32_t j = hashed[k].second;
-              if ((where[j] - qf).squaredNorm() < close &&
-                  normal[static_cast<size_t>(uv.face_id[j] - 1)].dot(qn) > 0)
-                return j;
-            }
-          int64_t pick = -1;
-          for (int64_t x = lo[0]; x <= hi[0]; ++x)
-            for (int64_t y = lo[1]; y <= hi[1]; ++y)
-              for (int64_t z = lo[2]; z <= hi[2]; ++z) {
-                const uint64_t key = CellKey::key(x, y, z);
-                if (!maybe_occupied(key)) continue;
-                const auto it = cell_range.find(key);
-                if (it == cell_range.end()) continue;
-                for (uint32_t k = it->second.first; k < it->second.second; ++k) {
-                  const uint32_t j = hashed[k].second;
-                  const float d = (where[j] - qf).squaredNorm();
-                  if (d >= best) continue;
-                  if (normal[static_cast<size_t>(uv.face_id[j] - 1)].dot(qn) <= 0)
-                    continue;  // the other side of a thin part
-                  best = d;
-                  pick = j;
-                  if (d < close) return pick;  // near enough: no need for the nearest
-                }
-              }
-          return pick;
-        };
-        const auto face_of = [&](uint32_t i) { return static_cast<size_t>(uv.face_id[i] - 1); };
-        size_t best_gain = 0, best = 0;
-        const size_t stride = std::max<size_t>(1, unknown.size() / 20000);
-        for (size_t p = 0; p < planes.size(); ++p) {
-          const size_t gain = tbb::parallel_reduce(
-              tbb::blocked_range<size_t>(0, (unknown.size() + stride - 1) / stride), size_t{0},
-              [&](const tbb::blocked_range<size_t>& range, size_t n) {
-                for (size_t s = range.begin(); s < range.end(); ++s) {
-                  const uint32_t i = unknown[s * stride];
-                  n += (near_painted[face_of(i)] >> p & 1) && mirror_of(i, planes[p]) >= 0;
-                }
-                return n;
-              },
-              std::plus<size_t>());
-          if (gain > best_gain)
-            best_gain = gain, best = p, r.plane = planes[p], r.plane.found = true;
-        }
-        if (r.plane.found) {
-          std::vector<int64_t> found(unknown.size());
-          tbb::parallel_for(size_t{0}, unknown.size(), [&](size_t k) {
-            found[k] = (near_painted[face_of(unknown[k])] >> best & 1)
-                           ? mirror_of(unknown[k], r.plane)
-                           : -1;
-          });
-          for (size_t k = 0; k < unknown.size(); ++k) {
-            if (found[k] < 0) continue;
-            const size_t i = unknown[k], j = static_cast<size_t>(found[k]);
-            for (int c = 0; c < 3; ++c) tex.pixels[i * 3 + c] = tex.pixels[j * 3 + c];
-            known[i] = 1;
-            source[i] = static_cast<uint8_t>(TexelSource::mirrored);
-            ++r.mirrored_texels;
-          }
-        }
-      }
-    }
-    // 2. Seen colour per welded vertex: every known chart texel adds its colour to its face's
-    // corners with its barycentric weights (so a low-poly face seen only inside still gives its
-    // corners a colour), which also averages away detail smaller than the faces.
-    size_t nv = 0;
-    const std::vector<uint32_t> weld = weld_positions(mesh, nv);
-    std::vector<Vector3d> color(nv, Vector3d::Zero());
-    std::vector<double> weight(nv, 0.0);
-    for (size_t i = 0; i < texels; ++i) {
-      if (!uv.face_id[i] || !known[i]) continue;
-      const mesh::Tri& f = mesh.faces[static_cast<size_t>(uv.face_id[i] - 1)];
-      const float* c = tex.pixels.data() + i * 3;
-      for (int k = 0; k < 3; ++k) {
-        const double b = uv.bary[i * 3 + k];
-        color[weld[f[k]]] += b * Vector3d(c[0], c[1], c[2]);
-        weight[weld[f[k]]] += b;
-      }
-    }
-    std::vector<uint8_t> seen(nv, 0);
-    for (size_t p = 0; p < nv; ++p)
-      if (weight[p] > 1e-3) {
-        color[p] /= weight[p];
-        seen[p] = 1;
-        ++r.seen_vertices;
-      }
-    std::vector<std::vector<uint32_t>> adjacent(nv);
-    for (const mesh::Tri& f : mesh.faces)
-      for (int k = 0; k < 3; ++k) {
-        const uint32_t a = weld[f[k]], b = weld[f[(k + 1) % 3]];
-        if (a == b) continue;
-        adjacent[a].push_back(b);
-        adjacent[b].push_back(a);
-      }
-    for (auto& a : adjacent) {
-      std::sort(a.begin(), a.end());
-      a.erase(std::unique(a.begin(), a.end()), a.end());
-    }
-
-    // 3. Low frequencies only: the seen colours are smoothed among seen neighbours before they
-    // become the boundary, so a small dark feature does not set the colour of a whole side.
-    for (int pass = 0; pass < options.smoothing_passes; ++pass) {
-      std::vector<Vector3d> next = color;
-      for (size_t p = 0; p < nv; ++p) {
-        if (!seen[p]) continue;
-        Vector3d sum = Vector3d::Zero();
-        int n = 0;
-        for (uint32_t q : adjacent[p])
-          if (seen[q]) sum += color[q], ++n;
-        if (n > 0) next[p] = 0.5 * color[p] + 0.5 * sum / n;
-      }
-      color.swap(next);
-    }
-    // 4. Harmonic fill of the unseen vertices (uniform graph Laplacian, seen vertices fixed),
-    // started from a breadth-first propagation; parts with no seen vertex get the seen mean colour.
-    std::vector<uint8_t> reached = seen;
-    std::vector<uint32_t> frontier;
-    for (size_t p = 0; p < nv; ++p)
-      if (seen[p]) frontier.push_back(static_cast<uint32_t>(p));
-    std::vector<uint32_t> next;
-    std::vector<uint8_t> in_layer(nv, 0);
-    while (!frontier.empty()) {
-      next.clear();
-      for (uint32_t p : frontier)
-        for (uint32_t q : adjacent[p])
-          if (!reached[q] && !in_layer[q]) {
-            in_layer[q] = 1;
-            next.push_back(q);
-          }
-      // Each new vertex takes the mean of its neighbours reached in earlier layers.
-      for (uint32_t q : next) {
-        Vector3d sum = Vector3d::Zero();
-        int n = 0;
-        for (uint32_t s : adjacent[q])
-          if (reached[s]) sum += color[s], ++n;
-        if (n > 0) color[q] = sum / n;
-      }
-      for (uint32_t q : next) reached[q] = 1, in_layer[q] = 0;
-      frontier.swap(next);
-    }
-    Vector3d mean = Vector3d::Zero();
-    for (size_t p = 0; p < nv; ++p)
-      if (seen[p]) mean += color[p];
-    if (r.seen_vertices > 0) mean /= static_cast<double>(r.seen_vertices);
-    std::vector<int64_t> unknown_index(nv, -1);
-    std::vector<uint32_t> unknowns;
-    for (size_t p = 0; p < nv; ++p) {
-      if (seen[p]) continue;
-      if (!reached[p]) {
-        color[p] = mean;
-        ++r.unreached_vertices;
-        continue;
-      }
-      unknown_index[p] = static_cast<int64_t>(unknowns.size());
-      unknowns.push_back(static_cast<uint32_t>(p));
-    }
-    r.solved_vertices = unknowns.size();
-    if (!unknowns.empty() && r.seen_vertices > 0) {
-      const auto n = static_cast<Eigen::Index>(unknowns.size());
-      std::vector<Eigen::Triplet<double>> triplets;
-      Eigen::MatrixXd b = Eigen::MatrixXd::Zero(n, 3), x0(n, 3);
-      for (Eigen::Index i = 0; i < n; ++i) {
-        const uint32_t p = unknowns[static_cast<size_t>(i)];
-        triplets.emplace_back(i, i, static_cast<double>(adjacent[p].size()));
-        for (uint32_t q : adjacent[p]) {
-          if (unknown_index[q] >= 0)
-            triplets.emplace_back(i, unknown_index[q], -1.0);
-          else
-            b.row(i) += color[q].transpose();
-        }
-        x0.row(i) = color[p].transpose();
-      }
-      Eigen::SparseMatrix<double> a(n, n);
-      a.setFromTriplets(triplets.begin(), triplets.end());
-      Eigen::ConjugateGradient<Eigen::SparseMatrix<double>, Eigen::Lower | Eigen::Upper> cg;
-      cg.setMaxIterations(options.max_iterations);
-      cg.setTolerance(options.tolerance);
-      cg.compute(a);
-      for (int c = 0; c < 3; ++c) {
-        const Eigen::VectorXd x = cg.solveWithGuess(b.col(c), x0.col(c));
-        r.iterations = std::max(r.iterations, static_cast<int>(cg.iterations()));
-        r.residual = std::max(r.residual, cg.error());
-        r.converged &= cg.info() == Eigen::Success;
-        for (Eigen::Index i = 0; i < n; ++i) color[unknowns[static_cast<size_t>(i)]][c] = x[i];
-      }
-      if (!r.converged)
-        spdlog::warn(
-            "surface fill: the harmonic solve stopped at its cap of {} iterations (relative "
-            "residual "
-            "{:.2g} for {} unseen vertices): the fill is smooth but not fully converged",
-            options.max_iterations, r.residual, unknowns.size());
-    }
-    // 5. Unknown chart texels: the vertex colours interpolated over their face.
-    r.filled_texels = tbb::parallel_reduce(
-        tbb::blocked_range<size_t>(0, texels), size_t{0},
-        [&](const tbb::blocked_range<size_t>& range, size_t n) {
-          for (size_t i = range.begin(); i < range.end(); ++i) {
-            if (known[i] || !uv.face_id[i]) continue;
-            const mesh::Tri& f = mesh.faces[static_cast<size_t>(uv.face_id[i] - 1)];
-            float* q = tex.pixels.data() + i * 3;
-            for (int c = 0; c < 3; ++c) {
-              double v = 0;
-              for (int k = 0; k < 3; ++k) v += uv.bary[i * 3 + k] * color[weld[f[k]]][c];
-              q[c] = static_cast<float>(std::clamp(v, 0.0, 1.0));
-            }
-            known[i] = 1;
-            source[i] = static_cast<uint8_t>(TexelSource::filled);
+            if (!known[j] || !uv.face_id[j]) continue;
+            for (int c = 0; c < 3; ++c) colors[k * 3 + c] += tex.pixels[j * 3 + c];
             ++n;
           }
-          return n;
-        },
-        std::plus<size_t>());
-    if (report) *report = r;
+        for (int c = 0; c < 3; ++c) colors[k * 3 + c] /= static_cast<float>(std::max(n, 1));
+      });
+      next_ring.clear();
+      for (size_t k = 0; k < ring.size(); ++k) {
+        for (int c = 0; c < 3; ++c) tex.pixels[size_t{ring[k]} * 3 + c] = colors[k * 3 + c];
+        known[ring[k]] = 1;
+        source[ring[k]] = static_cast<uint8_t>(TexelSource::inpainted);
+        ++r.near_texels;
+      }
+      for (uint32_t i : ring) push_neighbours(i, next_ring);
+      ring.swap(next_ring);
+    }
   }
+  // 1. Mirror: an unknown chart texel whose mirror image lies on a painted texel takes its
+  // colour. Of the planes within tolerance (a box has three), the one that recovers the most
+  // texels wins.
+  if (options.symmetry) {
+    // Per face: whether it holds unknown (bit 0) and painted (bit 1) chart texels.
+    std::vector<uint8_t> holds(mesh.faces.size(), 0);
+    size_t chart = 0, painted = 0;
+    for (size_t i = 0; i < texels; ++i) {
+      if (!uv.face_id[i]) continue;
+      ++chart;
+      painted += known[i] != 0;
+      holds[static_cast<size_t>(uv.face_id[i] - 1)] |= known[i] ? 2 : 1;
+    }
+    std::vector<SymmetryPlane> planes;
+    for (const SymmetryPlane& p : symmetry_candidates(mesh)) {
+      if (!r.plane.found || p.error < r.plane.error) r.plane = p, r.plane.found = true;
+      if (p.error <= options.symmetry_tolerance) planes.push_back(p);
+    }
+    r.plane.found = false;
+    if (!planes.empty() && painted > 0 && painted < chart) {
+      double area = 0;
+      for (size_t f = 0; f < mesh.faces.size(); ++f) {
+        const mesh::Tri& t = mesh.faces[f];
+        const Vector3d a = vec(mesh.positions[t[0]]);
+        area += 0.5 * (vec(mesh.positions[t[1]]) - a).cross(vec(mesh.positions[t[2]]) - a).norm();
+      }
+      const double spacing = std::sqrt(area / static_cast<double>(chart));
+      const Bounds box = bounds_of(mesh);
+      // Most unknown texels' mirror images fall where nothing was seen (the back mirrors onto
+      // the back): whole faces are turned away first, on a coarse grid of the faces holding
+      // painted texels, so only the few faces near a painted mirror image are looked at per
+      // texel.
+      const double margin = spacing * 1.01 + 1e-6 * box.diagonal();
+      CoarseGrid coarse(box, margin);
+      std::vector<std::array<Vector3d, 2>> face_box(mesh.faces.size());
+      tbb::parallel_for(size_t{0}, mesh.faces.size(), [&](size_t f) {
+        Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
+        for (int k = 0; k < 3; ++k) {
+          lo = lo.cwiseMin(vec(mesh.positions[mesh.faces[f][k]]));
+          hi = hi.cwiseMax(vec(mesh.positions[mesh.faces[f][k]]));
+        }
+        face_box[f] = {lo, hi};
+      });
+      for (size_t f = 0; f < mesh.faces.size(); ++f)
+        if (holds[f] & 2) coarse.mark(face_box[f][0], face_box[f][1]);
+      // Per face with unknown texels, one bit per plane: its mirror image is near a painted face.
+      std::vector<uint8_t> near_painted(mesh.faces.size(), 0);
+      tbb::parallel_for(size_t{0}, mesh.faces.size(), [&](size_t f) {
+        if (!(holds[f] & 1)) return;
+        for (size_t p = 0; p < planes.size(); ++p) {
+          Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
+          for (int k = 0; k < 3; ++k) {
+            const Vector3d q = reflect(vec(mesh.positions[mesh.faces[f][k]]), planes[p]);
+            lo = lo.cwiseMin(q);
+            hi = hi.cwiseMax(q);
+          }
+          if (coarse.any(lo - Vector3d::Constant(margin), hi + Vector3d::Constant(margin)))
+            near_painted[f] |= static_cast<uint8_t>(1u << p);
+        }
+      });
+      // The painted faces near one of those mirror images: only their texels are hashed.
+      CoarseGrid reached(box, margin);
+      for (size_t f = 0; f < mesh.faces.size(); ++f) {
+        if (!near_painted[f]) continue;
+        for (size_t p = 0; p < planes.size(); ++p) {
+          if (!(near_painted[f] >> p & 1)) continue;
+          Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
+          for (int k = 0; k < 3; ++k) {
+            const Vector3d q = reflect(vec(mesh.positions[mesh.faces[f][k]]), planes[p]);
+            lo = lo.cwiseMin(q);
+            hi = hi.cwiseMax(q);
+          }
+          reached.mark(lo, hi);
+        }
+      }
+      std::vector<uint8_t> needed(mesh.faces.size(), 0);
+      tbb::parallel_for(size_t{0}, mesh.faces.size(), [&](size_t f) {
+        needed[f] = (holds[f] & 2) && reached.any(face_box[f][0] - Vector3d::Constant(margin),
+                                                  face_box[f][1] + Vector3d::Constant(margin));
+      });
+
+      // Painted texels in cells of two texel spacings, sorted by cell; a mirror image looks for
+      // the nearest within one spacing, so at most 2 x 2 x 2 cells.
+      CellKey grid;
+      grid.cell = 2.0 * spacing;
+      grid.origin = box.lo - Vector3d::Constant(grid.cell);
+      std::vector<Eigen::Vector3f> normal(mesh.faces.size());
+      for (size_t f = 0; f < mesh.faces.size(); ++f) normal[f] = face_normal(f).cast<float>();
+      std::vector<std::pair<uint64_t, uint32_t>> hashed;
+      std::vector<Eigen::Vector3f> where(texels);
+      std::vector<uint32_t> unknown;
+      for (size_t i = 0; i < texels; ++i) {
+        if (!uv.face_id[i]) continue;
+        const size_t f = static_cast<size_t>(uv.face_id[i] - 1);
+        if (known[i]) {
+          if (needed[f]) hashed.emplace_back(0, static_cast<uint32_t>(i));
+        } else if (near_painted[f]) {
+          unknown.push_back(static_cast<uint32_t>(i));
+        }
+      }
+      tbb::parallel_for(size_t{0}, hashed.size(), [&](size_t k) {
+        const uint32_t i = hashed[k].second;
+        where[i] = position(i).cast<float>();
+        hashed[k].first = CellKey::key(grid.coord(where[i][0], 0), grid.coord(where[i][1], 1),
+                                       grid.coord(where[i][2], 2));
+      });
+      tbb::parallel_for(size_t{0}, unknown.size(),
+                        [&](size_t k) { where[unknown[k]] = position(unknown[k]).cast<float>(); });
+      std::sort(hashed.begin(), hashed.end());
+      std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cell_range;
+      // Occupied cells also in a bit set, so the many mirror images that fall where nothing was
+      // seen are turned away without a hash-map lookup.
+      std::vector<uint64_t> occupied(1 << 18, 0);
+      const auto bit = [](uint64_t key) {
+        return static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ull) >> 40);  // 24 bits
+      };
+      for (size_t k = 0; k < hashed.size();) {
+        size_t e = k;
+        while (e < hashed.size() && hashed[e].first == hashed[k].first) ++e;
+        cell_range[hashed[k].first] = {static_cast<uint32_t>(k), static_cast<uint32_t>(e)};
+        const uint32_t b = bit(hashed[k].first);
+        occupied[b >> 6] |= uint64_t{1} << (b & 63);
+        k = e;
+      }
+      const auto maybe_occupied = [&](uint64_t key) {
+        const uint32_t b = bit(key);
+        return (occupied[b >> 6] >> (b & 63)) & 1;
+      };
+      // The painted texel nearest to texel i's mirror image (facing the same way), or -1.
+      const auto mirror_of = [&](uint32_t i, const SymmetryPlane& plane) -> int64_t {
+        const Vector3d n = vec(plane.normal);
+        const Vector3d q = reflect(where[i].cast<double>(), plane);
+        const Vector3d m = normal[static_cast<size_t>(uv.face_id[i] - 1)].cast<double>();
+        const Eigen::Vector3f qn = (m - 2.0 * m.dot(n) * n).cast<float>();
+        const Eigen::Vector3f qf = q.cast<float>();
+        int64_t lo[3], hi[3];
+        for (int k = 0; k < 3; ++k) {
+          lo[k] = grid.coord(q[k] - spacing, k);
+          hi[k] = grid.coord(q[k] + spacing, k);
+        }
+        float best = static_cast<float>(spacing * spacing);
+        const float close = static_cast<float>(0.25 * spacing * spacing);
+        // Most mirror images find a texel within half a spacing in their own cell: look there
+        // first, then in every cell within one spacing.
+        const uint64_t own_key =
+            CellKey::key(grid.coord(q[0], 0), grid.coord(q[1], 1), grid.coord(q[2], 2));
+        if (const auto own = maybe_occupied(own_key) ? cell_range.find(own_key) : cell_range.end();
+            own != cell_range.end())
+          for (uint32_t k = own->second.first; k < own->second.second; ++k) {
+            const uint32_t j = hashed[k].second;
+            if ((where[j] - qf).squaredNorm() < close &&
+                normal[static_cast<size_t>(uv.face_id[j] - 1)].dot(qn) > 0)
+              return j;
+          }
+        int64_t pick = -1;
+        for (int64_t x = lo[0]; x <= hi[0]; ++x)
+          for (int64_t y = lo[1]; y <= hi[1]; ++y)
+            for (int64_t z = lo[2]; z <= hi[2]; ++z) {
+              const uint64_t key = CellKey::key(x, y, z);
+              if (!maybe_occupied(key)) continue;
+              const auto it = cell_range.find(key);
+              if (it == cell_range.end()) continue;
+              for (uint32_t k = it->second.first; k < it->second.second; ++k) {
+                const uint32_t j = hashed[k].second;
+                const float d = (where[j] - qf).squaredNorm();
+                if (d >= best) continue;
+                if (normal[static_cast<size_t>(uv.face_id[j] - 1)].dot(qn) <= 0)
+                  continue;  // the other side of a thin part
+                best = d;
+                pick = j;
+                if (d < close) return pick;  // near enough: no need for the nearest
+              }
+            }
+        return pick;
+      };
+      const auto face_of = [&](uint32_t i) { return static_cast<size_t>(uv.face_id[i] - 1); };
+      size_t best_gain = 0, best = 0;
+      const size_t stride = std::max<size_t>(1, unknown.size() / 20000);
+      for (size_t p = 0; p < planes.size(); ++p) {
+        const size_t gain = tbb::parallel_reduce(
+            tbb::blocked_range<size_t>(0, (unknown.size() + stride - 1) / stride), size_t{0},
+            [&](const tbb::blocked_range<size_t>& range, size_t n) {
+              for (size_t s = range.begin(); s < range.end(); ++s) {
+                const uint32_t i = unknown[s * stride];
+                n += (near_painted[face_of(i)] >> p & 1) && mirror_of(i, planes[p]) >= 0;
+              }
+              return n;
+            },
+            std::plus<size_t>());
+        if (gain > best_gain) best_gain = gain, best = p, r.plane = planes[p], r.plane.found = true;
+      }
+      if (r.plane.found) {
+        std::vector<int64_t> found(unknown.size());
+        tbb::parallel_for(size_t{0}, unknown.size(), [&](size_t k) {
+          found[k] =
+              (near_painted[face_of(unknown[k])] >> best & 1) ? mirror_of(unknown[k], r.plane) : -1;
+        });
+        for (size_t k = 0; k < unknown.size(); ++k) {
+          if (found[k] < 0) continue;
+          const size_t i = unknown[k], j = static_cast<size_t>(found[k]);
+          for (int c = 0; c < 3; ++c) tex.pixels[i * 3 + c] = tex.pixels[j * 3 + c];
+          known[i] = 1;
+          source[i] = static_cast<uint8_t>(TexelSource::mirrored);
+          ++r.mirrored_texels;
+        }
+      }
+    }
+  }
+  // 2. Seen colour per welded vertex: every known chart texel adds its colour to its face's
+  // corners with its barycentric weights (so a low-poly face seen only inside still gives its
+  // corners a colour), which also averages away detail smaller than the faces.
+  size_t nv = 0;
+  const std::vector<uint32_t> weld = weld_positions(mesh, nv);
+  std::vector<Vector3d> color(nv, Vector3d::Zero());
+  std::vector<double> weight(nv, 0.0);
+  for (size_t i = 0; i < texels; ++i) {
+    if (!uv.face_id[i] || !known[i]) continue;
+    const mesh::Tri& f = mesh.faces[static_cast<size_t>(uv.face_id[i] - 1)];
+    const float* c = tex.pixels.data() + i * 3;
+    for (int k = 0; k < 3; ++k) {
+      const double b = uv.bary[i * 3 + k];
+      color[weld[f[k]]] += b * Vector3d(c[0], c[1], c[2]);
+      weight[weld[f[k]]] += b;
+    }
+  }
+  std::vector<uint8_t> seen(nv, 0);
+  for (size_t p = 0; p < nv; ++p)
+    if (weight[p] > 1e-3) {
+      color[p] /= weight[p];
+      seen[p] = 1;
+      ++r.seen_vertices;
+    }
+  std::vector<std::vector<uint32_t>> adjacent(nv);
+  for (const mesh::Tri& f : mesh.faces)
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t a = weld[f[k]], b = weld[f[(k + 1) % 3]];
+      if (a == b) continue;
+      adjacent[a].push_back(b);
+      adjacent[b].push_back(a);
+    }
+  for (auto& a : adjacent) {
+    std::sort(a.begin(), a.end());
+    a.erase(std::unique(a.begin(), a.end()), a.end());
+  }
+
+  // 3. Low frequencies only: the seen colours are smoothed among seen neighbours before they
+  // become the boundary, so a small dark feature does not set the colour of a whole side.
+  for (int pass = 0; pass < options.smoothing_passes; ++pass) {
+    std::vector<Vector3d> next = color;
+    for (size_t p = 0; p < nv; ++p) {
+      if (!seen[p]) continue;
+      Vector3d sum = Vector3d::Zero();
+      int n = 0;
+      for (uint32_t q : adjacent[p])
+        if (seen[q]) sum += color[q], ++n;
+      if (n > 0) next[p] = 0.5 * color[p] + 0.5 * sum / n;
+    }
+    color.swap(next);
+  }
+  // 4. Harmonic fill of the unseen vertices (uniform graph Laplacian, seen vertices fixed),
+  // started from a breadth-first propagation; parts with no seen vertex get the seen mean colour.
+  std::vector<uint8_t> reached = seen;
+  std::vector<uint32_t> frontier;
+  for (size_t p = 0; p < nv; ++p)
+    if (seen[p]) frontier.push_back(static_cast<uint32_t>(p));
+  std::vector<uint32_t> next;
+  std::vector<uint8_t> in_layer(nv, 0);
+  while (!frontier.empty()) {
+    next.clear();
+    for (uint32_t p : frontier)
+      for (uint32_t q : adjacent[p])
+        if (!reached[q] && !in_layer[q]) {
+          in_layer[q] = 1;
+          next.push_back(q);
+        }
+    // Each new vertex takes the mean of its neighbours reached in earlier layers.
+    for (uint32_t q : next) {
+      Vector3d sum = Vector3d::Zero();
+      int n = 0;
+      for (uint32_t s : adjacent[q])
+        if (reached[s]) sum += color[s], ++n;
+      if (n > 0) color[q] = sum / n;
+    }
+    for (uint32_t q : next) reached[q] = 1, in_layer[q] = 0;
+    frontier.swap(next);
+  }
+  Vector3d mean = Vector3d::Zero();
+  for (size_t p = 0; p < nv; ++p)
+    if (seen[p]) mean += color[p];
+  if (r.seen_vertices > 0) mean /= static_cast<double>(r.seen_vertices);
+  std::vector<int64_t> unknown_index(nv, -1);
+  std::vector<uint32_t> unknowns;
+  for (size_t p = 0; p < nv; ++p) {
+    if (seen[p]) continue;
+    if (!reached[p]) {
+      color[p] = mean;
+      ++r.unreached_vertices;
+      continue;
+    }
+    unknown_index[p] = static_cast<int64_t>(unknowns.size());
+    unknowns.push_back(static_cast<uint32_t>(p));
+  }
+  r.solved_vertices = unknowns.size();
+  if (!unknowns.empty() && r.seen_vertices > 0) {
+    const auto n = static_cast<Eigen::Index>(unknowns.size());
+    std::vector<Eigen::Triplet<double>> triplets;
+    Eigen::MatrixXd b = Eigen::MatrixXd::Zero(n, 3), x0(n, 3);
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const uint32_t p = unknowns[static_cast<size_t>(i)];
+      triplets.emplace_back(i, i, static_cast<double>(adjacent[p].size()));
+      for (uint32_t q : adjacent[p]) {
+        if (unknown_index[q] >= 0)
+          triplets.emplace_back(i, unknown_index[q], -1.0);
+        else
+          b.row(i) += color[q].transpose();
+      }
+      x0.row(i) = color[p].transpose();
+    }
+    Eigen::SparseMatrix<double> a(n, n);
+    a.setFromTriplets(triplets.begin(), triplets.end());
+    Eigen::ConjugateGradient<Eigen::SparseMatrix<double>, Eigen::Lower | Eigen::Upper> cg;
+    cg.setMaxIterations(options.max_iterations);
+    cg.setTolerance(options.tolerance);
+    cg.compute(a);
+    for (int c = 0; c < 3; ++c) {
+      const Eigen::VectorXd x = cg.solveWithGuess(b.col(c), x0.col(c));
+      r.iterations = std::max(r.iterations, static_cast<int>(cg.iterations()));
+      r.residual = std::max(r.residual, cg.error());
+      r.converged &= cg.info() == Eigen::Success;
+      for (Eigen::Index i = 0; i < n; ++i) color[unknowns[static_cast<size_t>(i)]][c] = x[i];
+    }
+    if (!r.converged)
+      spdlog::warn(
+          "surface fill: the harmonic solve stopped at its cap of {} iterations (relative "
+          "residual "
+          "{:.2g} for {} unseen vertices): the fill is smooth but not fully converged",
+          options.max_iterations, r.residual, unknowns.size());
+  }
+  // 5. Unknown chart texels: the vertex colours interpolated over their face.
+  r.filled_texels = tbb::parallel_reduce(
+      tbb::blocked_range<size_t>(0, texels), size_t{0},
+      [&](const tbb::blocked_range<size_t>& range, size_t n) {
+        for (size_t i = range.begin(); i < range.end(); ++i) {
+          if (known[i] || !uv.face_id[i]) continue;
+          const mesh::Tri& f = mesh.faces[static_cast<size_t>(uv.face_id[i] - 1)];
+          float* q = tex.pixels.data() + i * 3;
+          for (int c = 0; c < 3; ++c) {
+            double v = 0;
+            for (int k = 0; k < 3; ++k) v += uv.bary[i * 3 + k] * color[weld[f[k]]][c];
+            q[c] = static_cast<float>(std::clamp(v, 0.0, 1.0));
+          }
+          known[i] = 1;
+          source[i] = static_cast<uint8_t>(TexelSource::filled);
+          ++n;
+        }
+        return n;
+      },
+      std::plus<size_t>());
+  if (report) *report = r;
+}
 
 }  // namespace gen3d::render
