@@ -78,17 +78,18 @@ BENCHMARK(BM_Linear)
     ->MeasureProcessCPUTime();
 
 // ---------------- Attention ----------------
-// Args: batch, heads, L, D, variant (0 ref, 1 fast). Packed DiT qkv layout, self-attention.
+// Args: batch, heads, L, D, variant (0 ref, 1 fast float32, 2 fast bf16). Packed DiT qkv layout,
+// self-attention.
 void BM_Attention(benchmark::State& st) {
   const i64 B = st.range(0), nh = st.range(1), L = st.range(2), D = st.range(3);
-  const bool fast = st.range(4) == 1;
+  const bool fast = st.range(4) >= 1;
   const i64 H = nh * D;
   auto qkv = rnd(static_cast<std::size_t>(B * L * 3 * H), 4);
   std::vector<float> o(static_cast<std::size_t>(B * L * H));
   const kernels::HeadsView q{qkv.data(), L * 3 * H, 3 * H, D},
       k{qkv.data() + H, L * 3 * H, 3 * H, D}, v{qkv.data() + 2 * H, L * 3 * H, 3 * H, D};
   const kernels::HeadsOut out{o.data(), L * H, H, D};
-  const kernels::AttentionShape s{B, nh, L, L, D, 0.0f};
+  const kernels::AttentionShape s{B, nh, L, L, D, 0.0f, st.range(4) == 2};
   for (auto _ : st) {
     if (fast) {
       kernels::attention(out, q, k, v, s);
@@ -98,13 +99,17 @@ void BM_Attention(benchmark::State& st) {
     benchmark::DoNotOptimize(o.data());
   }
   set_flops(st, 4.0 * B * nh * L * L * D);
-  st.SetLabel(fast ? "fast_online_softmax" : "ref");
+  st.SetLabel(st.range(4) == 2 ? "fast_online_softmax_bf16" : fast ? "fast_online_softmax" : "ref");
 }
 BENCHMARK(BM_Attention)
     ->ArgNames({"B", "heads", "L", "D", "variant"})
     ->Args({1, 16, 512, 64, 0})
     ->Args({1, 16, 512, 64, 1})
+    ->Args({1, 16, 512, 64, 2})
     ->Args({2, 16, 2048, 64, 1})
+    ->Args({2, 16, 2048, 64, 2})
+    ->Args({1, 5, 6144, 64, 1})  // a texture UNet's multiview attention (one view row, 512 px)
+    ->Args({1, 5, 6144, 64, 2})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MeasureProcessCPUTime();

@@ -33,6 +33,8 @@ std::uint16_t float_to_half(float f);
 // bfloat16 -> float (exact) and float -> bfloat16 (round to nearest even).
 float bf16_to_float(std::uint16_t b);
 std::uint16_t float_to_bf16(float f);
+// float_to_bf16 over `n` values (vectorized: every GEMM with bf16 activations rounds them).
+void round_to_bf16(const float* src, std::size_t n, std::uint16_t* dst);
 
 // Widen `n` aligned IEEE halves to float32 (vectorized; the F16-weight GEMM uses it per panel).
 void widen_f16(const std::uint16_t* src, std::size_t n, float* dst);

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "models/core/blas_threads.h"
+#include "models/core/dtype.h"
+#include "models/kernels/dnnl_matmul.h"
 #include "models/kernels/flops.h"
 
 namespace gen3d::models::kernels {
@@ -26,11 +28,13 @@ constexpr std::int64_t kBlockK = 256;
 
 // exp(x) for x <= 0 (softmax after max subtraction): range reduction x = n ln2 + r, degree-7
 // Taylor polynomial on |r| <= ln2/2 (relative error < 1e-7, about 1 ulp), 2^n from the exponent
-// bits. Branch-free so the loop below vectorizes; inputs below -87 flush to 0.
+// bits. n is rounded by adding 1.5 * 2^23 (its low mantissa bits then hold n), so the loop below
+// has no float-to-int conversion and vectorizes at any width; inputs below -87 flush to 0.
 inline float exp_nonpositive(float x) {
   const float xc = x > -87.0f ? x : -87.0f;
-  const float t = xc * 1.4426950408889634f;
-  const float n = static_cast<float>(static_cast<int>(t - 0.5f));  // round to nearest for t <= 0
+  constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23
+  const float tn = xc * 1.4426950408889634f + kShifter;
+  const float n = tn - kShifter;
   const float r = (xc - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
@@ -40,14 +44,18 @@ inline float exp_nonpositive(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const float scale =
-      std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<int>(n) + 127) << 23);
+  const float scale = std::bit_cast<float>((std::bit_cast<std::uint32_t>(tn) + 127u) << 23);
   return x < -87.0f ? 0.0f : p * scale;
 }
 
+// The softmax loops are most of an attention's time once its products run in bf16; the binary
+// stays portable (x86-64 baseline), so they are also compiled for AVX2 and AVX-512 and the loader
+// picks the widest this CPU runs.
+#define GEN3D_VECTOR_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
+
 // s[j] = exp(s[j] - m) for j < n; returns the sum. Two loops so both vectorize (the sum uses
 // 8 partial sums; a single float accumulator would pin the loop to sequential order).
-float exp_shift_sum(float* s, std::int64_t n, float m) {
+GEN3D_VECTOR_CLONES float exp_shift_sum(float* s, std::int64_t n, float m) {
   for (std::int64_t j = 0; j < n; ++j) s[j] = exp_nonpositive(s[j] - m);
   float part[8] = {};
   std::int64_t j = 0;
@@ -57,6 +65,19 @@ float exp_shift_sum(float* s, std::int64_t n, float m) {
   for (; j < n; ++j) sum += s[j];
   for (float p : part) sum += p;
   return sum;
+}
+
+// The largest of s[0..n) (n >= 1), with 8 partial maxima so it vectorizes.
+GEN3D_VECTOR_CLONES float max_of(const float* s, std::int64_t n) {
+  float part[8];
+  std::fill_n(part, 8, -INFINITY);
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int u = 0; u < 8; ++u) part[u] = part[u] > s[j + u] ? part[u] : s[j + u];
+  float m = -INFINITY;
+  for (; j < n; ++j) m = m > s[j] ? m : s[j];
+  for (float p : part) m = m > p ? m : p;
+  return m;
 }
 
 float effective_scale(const AttentionShape& s) {
@@ -94,8 +115,7 @@ void attend_block(const HeadsOut& out, const HeadsView& q, const HeadsView& k, c
                 static_cast<int>(kBlockK));
     for (std::int64_t i = 0; i < nq; ++i) {
       float* srow = S + i * kBlockK;
-      float m_blk = -INFINITY;
-      for (std::int64_t j = 0; j < nk; ++j) m_blk = std::max(m_blk, srow[j]);
+      const float m_blk = max_of(srow, nk);
       const float m_old = w.row_max[static_cast<std::size_t>(i)];
       const float m_new = std::max(m_old, m_blk);
       const float sum = exp_shift_sum(srow, nk, m_new);
@@ -113,6 +133,79 @@ void attend_block(const HeadsOut& out, const HeadsView& q, const HeadsView& k, c
                 static_cast<int>(D), static_cast<int>(nk), 1.0f, S, static_cast<int>(kBlockK),
                 vb + k0 * v.token_stride, static_cast<int>(v.token_stride), 1.0f, O,
                 static_cast<int>(D));
+  }
+  for (std::int64_t i = 0; i < nq; ++i) {
+    const float inv = 1.0f / w.row_sum[static_cast<std::size_t>(i)];
+    float* dst =
+        out.data + b * out.batch_stride + h * out.head_stride + (q0 + i) * out.token_stride;
+    for (std::int64_t d = 0; d < D; ++d) dst[d] = O[i * D + d] * inv;
+  }
+}
+
+// Keys and values of every (batch, head), rounded to bf16 once per call: [batch, heads, kv, D].
+struct Bf16KV {
+  std::vector<std::uint16_t> k, v;
+};
+
+Bf16KV round_kv(const HeadsView& k, const HeadsView& v, const AttentionShape& s) {
+  const std::int64_t L = s.kv_len, D = s.head_dim;
+  Bf16KV kv;
+  kv.k.resize(static_cast<std::size_t>(s.batch * s.heads * L * D));
+  kv.v.resize(kv.k.size());
+  tbb::parallel_for(std::int64_t{0}, s.batch * s.heads * L, [&](std::int64_t row) {
+    const std::int64_t t = row % L, h = (row / L) % s.heads, b = row / (L * s.heads);
+    const auto at = static_cast<std::size_t>(row * D);
+    round_to_bf16(k.data + b * k.batch_stride + h * k.head_stride + t * k.token_stride,
+                  static_cast<std::size_t>(D), kv.k.data() + at);
+    round_to_bf16(v.data + b * v.batch_stride + h * v.head_stride + t * v.token_stride,
+                  static_cast<std::size_t>(D), kv.v.data() + at);
+  });
+  return kv;
+}
+
+struct Bf16Scratch {
+  std::vector<std::uint16_t> q;  // [kBlockQ, D]
+  std::vector<std::uint16_t> p;  // [kBlockQ, kBlockK] softmax weights
+};
+
+// attend_block with bf16 block products: S = Q K^T and O += P V on oneDNN, one thread each.
+void attend_block_bf16(const HeadsOut& out, const HeadsView& q, const Bf16KV& kv,
+                       const AttentionShape& s, float scale, std::int64_t b, std::int64_t h,
+                       std::int64_t q0, std::int64_t nq, Scratch& w, Bf16Scratch& wb) {
+  const std::int64_t D = s.head_dim, L = s.kv_len;
+  w.scores.resize(static_cast<std::size_t>(kBlockQ * kBlockK));
+  w.acc.assign(static_cast<std::size_t>(nq * D), 0.0f);
+  w.row_max.assign(static_cast<std::size_t>(nq), -INFINITY);
+  w.row_sum.assign(static_cast<std::size_t>(nq), 0.0f);
+  wb.q.resize(static_cast<std::size_t>(kBlockQ * D));
+  wb.p.resize(static_cast<std::size_t>(kBlockQ * kBlockK));
+  for (std::int64_t i = 0; i < nq; ++i)
+    round_to_bf16(q.data + b * q.batch_stride + h * q.head_stride + (q0 + i) * q.token_stride,
+                  static_cast<std::size_t>(D), wb.q.data() + i * D);
+  const std::uint16_t* kb = kv.k.data() + (b * s.heads + h) * L * D;
+  const std::uint16_t* vb = kv.v.data() + (b * s.heads + h) * L * D;
+  float* S = w.scores.data();
+  float* O = w.acc.data();
+  for (std::int64_t k0 = 0; k0 < L; k0 += kBlockK) {
+    const std::int64_t nk = std::min(kBlockK, L - k0);
+    gemm_bf16_serial(S, kBlockK, wb.q.data(), D, kb + k0 * D, D, true, nq, D, nk, scale, false);
+    for (std::int64_t i = 0; i < nq; ++i) {
+      float* srow = S + i * kBlockK;
+      const float m_blk = max_of(srow, nk);
+      const float m_old = w.row_max[static_cast<std::size_t>(i)];
+      const float m_new = std::max(m_old, m_blk);
+      const float sum = exp_shift_sum(srow, nk, m_new);
+      if (m_old != m_new) {
+        const float corr = std::exp(m_old - m_new);
+        w.row_sum[static_cast<std::size_t>(i)] *= corr;
+        float* orow = O + i * D;
+        for (std::int64_t d = 0; d < D; ++d) orow[d] *= corr;
+      }
+      w.row_sum[static_cast<std::size_t>(i)] += sum;
+      w.row_max[static_cast<std::size_t>(i)] = m_new;
+      round_to_bf16(srow, static_cast<std::size_t>(nk), wb.p.data() + i * kBlockK);
+    }
+    gemm_bf16_serial(O, D, wb.p.data(), kBlockK, vb + k0 * D, D, false, nq, nk, D, 1.0f, true);
   }
   for (std::int64_t i = 0; i < nq; ++i) {
     const float inv = 1.0f / w.row_sum[static_cast<std::size_t>(i)];
@@ -141,13 +234,18 @@ void attention(const HeadsOut& out, const HeadsView& q, const HeadsView& k, cons
   const std::int64_t q_blocks = (s.q_len + kBlockQ - 1) / kBlockQ;
   const std::int64_t tasks = s.batch * s.heads * q_blocks;
   static tbb::enumerable_thread_specific<Scratch> scratch;
+  static tbb::enumerable_thread_specific<Bf16Scratch> bf16_scratch;
+  const Bf16KV kv = s.bf16 ? round_kv(k, v, s) : Bf16KV{};
   auto run = [&](std::int64_t task) {
     const std::int64_t qb = task % q_blocks;
     const std::int64_t h = (task / q_blocks) % s.heads;
     const std::int64_t b = task / (q_blocks * s.heads);
     const std::int64_t q0 = qb * kBlockQ;
-    attend_block(out, q, k, v, s, scale, b, h, q0, std::min(kBlockQ, s.q_len - q0),
-                 scratch.local());
+    const std::int64_t nq = std::min(kBlockQ, s.q_len - q0);
+    if (s.bf16)
+      attend_block_bf16(out, q, kv, s, scale, b, h, q0, nq, scratch.local(), bf16_scratch.local());
+    else
+      attend_block(out, q, k, v, s, scale, b, h, q0, nq, scratch.local());
   };
   if (tasks == 1 || s.q_len * s.kv_len * s.head_dim * s.batch * s.heads < (1 << 16)) {
     for (std::int64_t t = 0; t < tasks; ++t) run(t);

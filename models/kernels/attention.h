@@ -2,8 +2,8 @@
 // Multi-head softmax attention o = softmax(q k^T * scale) v over strided head views, so packed qkv
 // Linear outputs are read in place (DiT (3, heads, D) columns, VAE (heads, 3, D) columns).
 // ref:: scores one query at a time against all keys (double accumulation). The fast path is
-// blocked over keys with an online softmax (never materializes Lq x Lk), uses BLAS for the
-// block products, and is TBB-parallel over batch x heads x query blocks.
+// blocked over keys with an online softmax (never materializes Lq x Lk), uses BLAS (float32) or
+// oneDNN (bf16) for the block products, and is TBB-parallel over batch x heads x query blocks.
 
 #include <cstdint>
 
@@ -31,6 +31,10 @@ struct AttentionShape {
   std::int64_t kv_len = 0;
   std::int64_t head_dim = 0;
   float scale = 0.0f;  // 0 means 1 / sqrt(head_dim)
+  // The two block products take bf16 operands (q, k, v and the softmax weights rounded), with
+  // float32 accumulation; the online softmax stays float32. Networks set it when their projection
+  // layers run in bf16.
+  bool bf16 = false;
 };
 
 void attention(const HeadsOut& out, const HeadsView& q, const HeadsView& k, const HeadsView& v,

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <cstddef>
 #include <cstdlib>
 #include <deque>
@@ -109,19 +108,10 @@ void reorder(const memory& src, const memory& dst) {
   run(prim, pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
 }
 
-inline std::uint16_t to_bf16(float f) {
-  std::uint32_t x = std::bit_cast<std::uint32_t>(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<std::uint16_t>(x >> 16);
-}
-
 // Rounds rows x cols floats (row stride ld) into a contiguous bf16 buffer.
 void round_rows(std::uint16_t* dst, const float* src, i64 rows, i64 cols, i64 ld) {
   auto row = [&](i64 r) {
-    const float* s = src + r * ld;
-    std::uint16_t* d = dst + r * cols;
-    for (i64 c = 0; c < cols; ++c) d[c] = to_bf16(s[c]);
+    round_to_bf16(src + r * ld, static_cast<std::size_t>(cols), dst + r * cols);
   };
   if (rows * cols < (i64{1} << 16)) {
     for (i64 r = 0; r < rows; ++r) row(r);
@@ -415,6 +405,59 @@ void matmul_bf16(float* c, i64 ldc, const float* a, i64 lda, const float* b, i64
   });
   memory am(ad, engine(), as.get()), bm(bd, engine(), bs.get()), cm(cd, engine(), c);
   run(prim, pd.scratchpad_desc(), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+}
+
+namespace {
+
+// Serial bf16 GEMMs by shape, strides and epilogue.
+using GemmKey = std::tuple<i64, i64, i64, i64, i64, i64, bool, float, bool>;
+struct GemmPrim {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+};
+std::shared_mutex g_gemm_mu;
+std::map<GemmKey, std::shared_ptr<GemmPrim>> g_gemms;
+
+std::shared_ptr<GemmPrim> gemm_prim(const GemmKey& key) {
+  {
+    std::shared_lock lock(g_gemm_mu);
+    auto it = g_gemms.find(key);
+    if (it != g_gemms.end()) return it->second;
+  }
+  const auto [M, K, N, lda, ldb, ldc, trans_b, alpha, accumulate] = key;
+  auto p = std::make_shared<GemmPrim>();
+  create([&] {
+    const memory::desc ad({M, K}, dt::bf16, memory::dims{lda, 1});
+    const memory::desc bd({K, N}, dt::bf16, trans_b ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+    const memory::desc cd({M, N}, dt::f32, memory::dims{ldc, 1});
+    dnnl::primitive_attr attr = user_scratchpad();
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    if (accumulate) {
+      dnnl::post_ops po;
+      po.append_sum(1.0f);
+      attr.set_post_ops(po);
+    }
+    omp_set_num_threads(1);  // split for one thread: it runs on the caller alone
+    p->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(ad, bd, cd), attr, engine());
+    p->prim = dnnl::matmul(p->pd);
+  });
+  std::unique_lock lock(g_gemm_mu);
+  return g_gemms.emplace(key, std::move(p)).first->second;
+}
+
+}  // namespace
+
+void gemm_bf16_serial(float* c, i64 ldc, const std::uint16_t* a, i64 lda, const std::uint16_t* b,
+                      i64 ldb, bool trans_b, i64 M, i64 K, i64 N, float alpha, bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  const auto p = gemm_prim({M, K, N, lda, ldb, ldc, trans_b, alpha, accumulate});
+  // oneDNN reads the calling thread's OpenMP thread count when it runs: one, as it was split.
+  omp_set_num_threads(1);
+  memory am(p->pd.src_desc(), engine(), const_cast<std::uint16_t*>(a));
+  memory bm(p->pd.weights_desc(), engine(), const_cast<std::uint16_t*>(b));
+  memory cm(p->pd.dst_desc(), engine(), c);
+  run(p->prim, p->pd.scratchpad_desc(),
+      {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
 }
 
 void passive_omp_wait(char** argv) {

@@ -76,6 +76,13 @@ void matmul_bf16(float* c, std::int64_t ldc, const float* a, std::int64_t lda, c
                  std::int64_t ldb, bool trans_b, std::int64_t M, std::int64_t K, std::int64_t N,
                  float alpha = 1.0f);
 
+// c[M, N] (row stride ldc) = alpha · a[M, K] · b[K, N] (+ c when accumulate), a and b already bf16
+// bits (b^T when trans_b, b then [N, K]); float32 accumulation. Runs on the calling thread only:
+// for the blocks of work that run inside parallel tasks (attention).
+void gemm_bf16_serial(float* c, std::int64_t ldc, const std::uint16_t* a, std::int64_t lda,
+                      const std::uint16_t* b, std::int64_t ldb, bool trans_b, std::int64_t M,
+                      std::int64_t K, std::int64_t N, float alpha, bool accumulate);
+
 // One owner of the cores, part two: oneDNN's OpenMP threads must not spin between calls while the
 // TBB workers run the rest of a network (libgomp's default spin-wait made the bf16 delight UNet
 // step 7x slower: 3.6-4.8 s against 0.6 s passive, 2 cores). libgomp reads OMP_WAIT_POLICY only

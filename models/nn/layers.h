@@ -43,6 +43,8 @@ struct Linear {
                   kernels::Act act = kernels::Act::kNone) const {
     (*this)(y, out, x, in, rows, act);
   }
+  // Whether products run in bf16 (the attention over this projection's output follows it).
+  bool bf16() const { return weight_bf16 != nullptr; }
 };
 
 // nn.LayerNorm(dim) with an affine weight and bias.

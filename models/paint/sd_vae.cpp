@@ -130,6 +130,7 @@ struct Attention {
     s.q_len = L;
     s.kv_len = L;
     s.head_dim = c;
+    s.bf16 = qkv.bf16();
     const i64 ts = 3 * c;
     K::attention(K::HeadsOut{o.data(), L * c, c, c}, K::HeadsView{qkv_rows.data(), L * ts, ts, c},
                  K::HeadsView{qkv_rows.data() + c, L * ts, ts, c},

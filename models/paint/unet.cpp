@@ -111,6 +111,7 @@ void AttentionLayer::forward_add(float* resid, float scale, const float* x, i64 
   s.q_len = q_len;
   s.kv_len = kv_len;
   s.head_dim = hd;
+  s.bf16 = q_.bf16();
   if (group == 1) {
     s.batch = batch;
     kernels::attention({o.data(), q_len * C, C, hd}, {q.data(), q_len * C, C, hd},

@@ -472,7 +472,7 @@ Tensor Dinov2Model::forward(const Tensor& pixel_values, const TraceFn* trace) co
     kernels::attention({A.data(), T * C, C, D}, {QKV.data(), T * 3 * C, 3 * C, D},
                        {QKV.data() + C, T * 3 * C, 3 * C, D},
                        {QKV.data() + 2 * C, T * 3 * C, 3 * C, D},
-                       {B, nh, T, T, D, 0.0f});  // A = context [B, T, C]
+                       {B, nh, T, T, D, 0.0f, L.attention.qkv.bf16()});  // A = context [B, T, C]
     if (trace) tr(pre + "attn_context", A);
     L.attention.dense(Pout.data(), C, A.data(), C, rows);  // [B, T, C]
     if (trace) {

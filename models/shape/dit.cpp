@@ -403,7 +403,7 @@ void Hunyuan3DDiT::Pass::double_block(std::size_t bi, BranchHook* hook) {
   kernels::attention({ATT.data(), T * H, H, D}, {QKV.data(), T * 3 * H, 3 * H, D},
                      {QKV.data() + H, T * 3 * H, 3 * H, D},
                      {QKV.data() + 2 * H, T * 3 * H, 3 * H, D},
-                     {B, nh, T, T, D, 0.0f});  // [B, T, H]
+                     {B, nh, T, T, D, 0.0f, streams[0].attn->qkv.bf16()});  // [B, T, H]
   for (Stream& s : streams) {
     const std::string sp = pre + s.name;
     for (i64 b = 0; b < B; ++b)
@@ -463,7 +463,7 @@ void Hunyuan3DDiT::Pass::single_block(std::size_t bi, BranchHook* hook) {
   }
   kernels::attention({ATT.data(), T * W2, W2, D}, {QKV.data(), T * W1, W1, D},
                      {QKV.data() + H, T * W1, W1, D}, {QKV.data() + 2 * H, T * W1, W1, D},
-                     {B, nh, T, T, D, 0.0f});  // ATT[:, :, :H] = attn
+                     {B, nh, T, T, D, 0.0f, blk.linear1.bf16()});  // ATT[:, :, :H] = attn
   kernels::act_copy(Act::kGeluTanh, ATT.data() + H, W2, QKV.data() + 3 * H, W1, B * T,
                     M);  // ATT[:, :, H:] = GELU(mlp)
   if (trace_) tr(sp + "linear2.in", gather_rows(ATT.data(), B, T, W2, 0, T, 0, W2));

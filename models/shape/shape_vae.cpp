@@ -244,7 +244,7 @@ void ShapeVAE::Impl::geo_forward(const float* xyz, i64 P, const float* kv, i64 B
   if (groups.empty() || selected <= 0) {
     kernels::attention({y.data(), P * W, W, D}, {q.data(), P * W, W, D},
                        {kv, N * 2 * W, 2 * W, 2 * D}, {kv + D, N * 2 * W, 2 * W, 2 * D},
-                       {B, nh, P, N, D, 0.0f});  // [B, P, W]
+                       {B, nh, P, N, D, 0.0f, geo.c_q.bf16()});  // [B, P, W]
   } else {
     if (B != 1) throw ModelError("ShapeVAE: key selection needs one batch item");
     const i64 K = selected;
@@ -268,7 +268,7 @@ void ShapeVAE::Impl::geo_forward(const float* xyz, i64 P, const float* kv, i64 B
       }
       kernels::attention({y.data() + g0 * W, 0, W, D}, {q.data() + g0 * W, 0, W, D},
                          {ks.data(), 0, D, K * D}, {vs.data(), 0, D, K * D},
-                         {1, nh, g1 - g0, K, D, 0.0f});  // [n_g, W]
+                         {1, nh, g1 - g0, K, D, 0.0f, geo.c_q.bf16()});  // [n_g, W]
     });
   }
   tr("trace.geo_decoder.cross_attn_decoder.attn.c_proj.in", y);
@@ -493,7 +493,7 @@ Tensor ShapeVAE::decode(const Tensor& latents, const TraceFn* trace) const {
     kernels::attention({a.data(), N * W, W, D}, {qkv.data(), N * 3 * W, 3 * W, 3 * D},
                        {qkv.data() + D, N * 3 * W, 3 * W, 3 * D},
                        {qkv.data() + 2 * D, N * 3 * W, 3 * W, 3 * D},
-                       {B, nh, N, N, D, 0.0f});  // [B, N, W]
+                       {B, nh, N, N, D, 0.0f, blk.c_qkv.bf16()});  // [B, N, W]
     tr(pre + "attn.c_proj.in", a);
     blk.c_proj(p.data(), W, a.data(), W, R);  // [B, N, W]
     tr(pre + "attn.c_proj.out", p);
