@@ -198,19 +198,35 @@ std::vector<SymmetryPlane> symmetry_candidates(const mesh::Mesh& mesh) {
         for (int64_t z = grid.coord(lo[2], 2); z <= grid.coord(hi[2], 2); ++z)
           cells[CellKey::key(x, y, z)].push_back(static_cast<uint32_t>(f));
   }
+  // The nearest triangle listed in the 3 x 3 x 3 cells around p (capped at two cells). The own
+  // cell goes first; once the best distance is under one cell, a cell whose box is farther than
+  // it is passed over: a nearer triangle has its nearest point in a nearer cell, which lists it.
   const auto distance_to_surface = [&](const Vector3d& p) {
     double d = 2.0 * grid.cell;  // "far": at least two cells away
     const int64_t cx = grid.coord(p[0], 0), cy = grid.coord(p[1], 1), cz = grid.coord(p[2], 2);
-    for (int64_t x = cx - 1; x <= cx + 1; ++x)
-      for (int64_t y = cy - 1; y <= cy + 1; ++y)
-        for (int64_t z = cz - 1; z <= cz + 1; ++z) {
-          const auto it = cells.find(CellKey::key(x, y, z));
-          if (it == cells.end()) continue;
-          for (uint32_t f : it->second)
-            d = std::min(d, point_triangle_distance(p, vec(mesh.positions[mesh.faces[f][0]]),
-                                                    vec(mesh.positions[mesh.faces[f][1]]),
-                                                    vec(mesh.positions[mesh.faces[f][2]])));
+    const Vector3d local =
+        (p - grid.origin) / grid.cell - Vector3d(static_cast<double>(cx), static_cast<double>(cy),
+                                                 static_cast<double>(cz));  // in [0, 1)^3
+    for (int n = 0; n < 27; ++n) {
+      // n = 0 is the own cell; then the 26 neighbours.
+      const int o = n == 0 ? 13 : (n <= 13 ? n - 1 : n);
+      const int ox = o / 9 - 1, oy = o / 3 % 3 - 1, oz = o % 3 - 1;
+      if (n > 0 && d <= grid.cell) {
+        double gap2 = 0;
+        const int off[3] = {ox, oy, oz};
+        for (int k = 0; k < 3; ++k) {
+          const double g = off[k] < 0 ? local[k] : off[k] > 0 ? 1.0 - local[k] : 0.0;
+          gap2 += g * g;
         }
+        if (gap2 * grid.cell * grid.cell >= d * d) continue;
+      }
+      const auto it = cells.find(CellKey::key(cx + ox, cy + oy, cz + oz));
+      if (it == cells.end()) continue;
+      for (uint32_t f : it->second)
+        d = std::min(d, point_triangle_distance(p, vec(mesh.positions[mesh.faces[f][0]]),
+                                                vec(mesh.positions[mesh.faces[f][1]]),
+                                                vec(mesh.positions[mesh.faces[f][2]])));
+    }
     return d;
   };
   // Area-weighted surface samples: a deterministic low-discrepancy walk over the faces.
@@ -280,9 +296,8 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
     return (vec(mesh.positions[f[1]]) - a).cross(vec(mesh.positions[f[2]]) - a).normalized();
   };
 
-  // 0. Near the seen surface (the texels a bake leaves out at silhouette edges and grazing
-  // angles): the nearest seen colours, ring by ring inside the charts, as local as image
-  // inpainting.
+  // 0. Near the seen surface (the texels a bake leaves out at silhouette edges and grazing angles):
+  // the nearest seen colours, ring by ring inside the charts, as local as image inpainting.
   {
     const int w = tex.width, h = tex.height;
     const int rings = std::max(2, w / 128);
@@ -300,8 +315,31 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
           out.push_back(static_cast<uint32_t>(j));
         }
     };
-    for (size_t i = 0; i < texels; ++i)
-      if (known[i] && uv.face_id[i]) push_neighbours(i, ring);
+    // The first ring, row by row in parallel: the unknown chart texels next to a known one.
+    {
+      std::vector<std::vector<uint32_t>> rows(static_cast<size_t>(h));
+      tbb::parallel_for(0, h, [&](int y) {
+        for (int x = 0; x < w; ++x) {
+          const size_t i = static_cast<size_t>(y) * w + x;
+          if (known[i] || !uv.face_id[i]) continue;
+          bool next_to_known = false;
+          for (int dy = -1; dy <= 1 && !next_to_known; ++dy)
+            for (int dx = -1; dx <= 1; ++dx) {
+              const int nx = x + dx, ny = y + dy;
+              if (nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
+              const size_t j = static_cast<size_t>(ny) * w + nx;
+              if (known[j] && uv.face_id[j]) {
+                next_to_known = true;
+                break;
+              }
+            }
+          if (!next_to_known) continue;
+          queued[i] = 1;
+          rows[static_cast<size_t>(y)].push_back(static_cast<uint32_t>(i));
+        }
+      });
+      for (const auto& row : rows) ring.insert(ring.end(), row.begin(), row.end());
+    }
     std::vector<float> colors;
     for (int pass = 0; pass < rings && !ring.empty(); ++pass) {
       colors.assign(ring.size() * 3, 0.0f);
@@ -330,9 +368,8 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       ring.swap(next_ring);
     }
   }
-  // 1. Mirror: an unknown chart texel whose mirror image lies on a painted texel takes its
-  // colour. Of the planes within tolerance (a box has three), the one that recovers the most
-  // texels wins.
+  // 1. Mirror: an unknown chart texel whose mirror image lies on a painted texel takes its colour.
+  // Of the planes within tolerance (a box has three), the one that recovers the most texels wins.
   if (options.symmetry) {
     // Per face: whether it holds unknown (bit 0) and painted (bit 1) chart texels.
     std::vector<uint8_t> holds(mesh.faces.size(), 0);
@@ -360,8 +397,7 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       const Bounds box = bounds_of(mesh);
       // Most unknown texels' mirror images fall where nothing was seen (the back mirrors onto
       // the back): whole faces are turned away first, on a coarse grid of the faces holding
-      // painted texels, so only the few faces near a painted mirror image are looked at per
-      // texel.
+      // painted texels, so only the few faces near a painted mirror image are looked at per texel.
       const double margin = spacing * 1.01 + 1e-6 * box.diagonal();
       CoarseGrid coarse(box, margin);
       std::vector<std::array<Vector3d, 2>> face_box(mesh.faces.size());
@@ -589,8 +625,8 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
     }
     color.swap(next);
   }
-  // 4. Harmonic fill of the unseen vertices (uniform graph Laplacian, seen vertices fixed),
-  // started from a breadth-first propagation; parts with no seen vertex get the seen mean colour.
+  // 4. Harmonic fill of the unseen vertices (uniform graph Laplacian, seen vertices fixed), started
+  // from a breadth-first propagation; parts with no seen vertex get the seen mean colour.
   std::vector<uint8_t> reached = seen;
   std::vector<uint32_t> frontier;
   for (size_t p = 0; p < nv; ++p)
@@ -663,8 +699,7 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
     }
     if (!r.converged)
       spdlog::warn(
-          "surface fill: the harmonic solve stopped at its cap of {} iterations (relative "
-          "residual "
+          "surface fill: the harmonic solve stopped at its cap of {} iterations (relative residual "
           "{:.2g} for {} unseen vertices): the fill is smooth but not fully converged",
           options.max_iterations, r.residual, unknowns.size());
   }

@@ -37,49 +37,75 @@ image::Image from_u8(const cv::Mat& m) {
 }
 
 // Average of the known 8-neighbours, one ring per pass: the gutter gets the charts' edge colours.
-// A texel of a ring reads only texels known before the ring, so rows run in parallel and the
-// result is the same as texel by texel. The ring's texels become `known`, with source `gutter`.
+// A ring's texels read only texels known before the ring, so they are computed in parallel with
+// the same result as one by one; after the first ring only the neighbours of the last one are
+// looked at. The ring's texels become `known`, with source `gutter`.
 size_t dilate_rings(image::Image& tex, std::vector<uint8_t>& known, std::vector<uint8_t>& source,
                     int rings) {
   const int w = tex.width, h = tex.height;
-  size_t filled = 0;
-  std::vector<uint8_t> ring(known.size(), 0);
-  for (int pass = 0; pass < rings; ++pass) {
-    const size_t added = tbb::parallel_reduce(
-        tbb::blocked_range<int>(0, h), size_t{0},
-        [&](const tbb::blocked_range<int>& rows, size_t n) {
-          for (int y = rows.begin(); y < rows.end(); ++y)
-            for (int x = 0; x < w; ++x) {
-              if (known[static_cast<size_t>(y) * w + x]) continue;
-              float sum[3] = {0, 0, 0};
-              int count = 0;
-              for (int dy = -1; dy <= 1; ++dy)
-                for (int dx = -1; dx <= 1; ++dx) {
-                  const int nx = x + dx, ny = y + dy;
-                  if (nx < 0 || ny < 0 || nx >= w || ny >= h ||
-                      !known[static_cast<size_t>(ny) * w + nx])
-                    continue;
-                  const float* p = tex.at(nx, ny);
-                  for (int c = 0; c < 3; ++c) sum[c] += p[c];
-                  ++count;
-                }
-              if (count == 0) continue;
-              float* q = tex.at(x, y);
-              for (int c = 0; c < 3; ++c) q[c] = sum[c] / count;
-              ring[static_cast<size_t>(y) * w + x] = 1;
-              ++n;
-            }
-          return n;
-        },
-        std::plus<size_t>());
-    if (added == 0) break;
-    tbb::parallel_for(size_t{0}, known.size(), [&](size_t i) {
-      if (!ring[i]) return;
-      ring[i] = 0;
-      known[i] = 1;
-      source[i] = static_cast<uint8_t>(TexelSource::gutter);
+  const auto has_known_neighbour = [&](int x, int y) {
+    for (int dy = -1; dy <= 1; ++dy)
+      for (int dx = -1; dx <= 1; ++dx) {
+        const int nx = x + dx, ny = y + dy;
+        if (nx >= 0 && ny >= 0 && nx < w && ny < h && known[static_cast<size_t>(ny) * w + nx])
+          return true;
+      }
+    return false;
+  };
+  // The first ring: every unknown texel next to a known one, row by row.
+  std::vector<uint32_t> ring;
+  if (rings > 0) {
+    std::vector<std::vector<uint32_t>> rows(static_cast<size_t>(h));
+    tbb::parallel_for(0, h, [&](int y) {
+      for (int x = 0; x < w; ++x)
+        if (!known[static_cast<size_t>(y) * w + x] && has_known_neighbour(x, y))
+          rows[static_cast<size_t>(y)].push_back(static_cast<uint32_t>(y * w + x));
     });
-    filled += added;
+    for (const auto& row : rows) ring.insert(ring.end(), row.begin(), row.end());
+  }
+  size_t filled = 0;
+  std::vector<uint8_t> queued;
+  std::vector<float> colors;
+  for (int pass = 0; pass < rings && !ring.empty(); ++pass) {
+    colors.resize(ring.size() * 3);
+    tbb::parallel_for(size_t{0}, ring.size(), [&](size_t k) {
+      const int x = static_cast<int>(ring[k] % w), y = static_cast<int>(ring[k] / w);
+      float sum[3] = {0, 0, 0};
+      int count = 0;
+      for (int dy = -1; dy <= 1; ++dy)
+        for (int dx = -1; dx <= 1; ++dx) {
+          const int nx = x + dx, ny = y + dy;
+          if (nx < 0 || ny < 0 || nx >= w || ny >= h || !known[static_cast<size_t>(ny) * w + nx])
+            continue;
+          const float* p = tex.at(nx, ny);
+          for (int c = 0; c < 3; ++c) sum[c] += p[c];
+          ++count;
+        }
+      for (int c = 0; c < 3; ++c) colors[k * 3 + c] = sum[c] / count;
+    });
+    for (size_t k = 0; k < ring.size(); ++k) {
+      std::copy_n(colors.begin() + k * 3, 3, tex.pixels.begin() + size_t{ring[k]} * 3);
+      known[ring[k]] = 1;
+      source[ring[k]] = static_cast<uint8_t>(TexelSource::gutter);
+    }
+    filled += ring.size();
+    if (pass + 1 == rings) break;
+    // The next ring: the unknown neighbours of this one.
+    if (queued.empty()) queued.assign(known.size(), 0);
+    std::vector<uint32_t> next;
+    for (uint32_t i : ring) {
+      const int x = static_cast<int>(i % w), y = static_cast<int>(i / w);
+      for (int dy = -1; dy <= 1; ++dy)
+        for (int dx = -1; dx <= 1; ++dx) {
+          const int nx = x + dx, ny = y + dy;
+          if (nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
+          const size_t j = static_cast<size_t>(ny) * w + nx;
+          if (known[j] || queued[j]) continue;
+          queued[j] = 1;
+          next.push_back(static_cast<uint32_t>(j));
+        }
+    }
+    ring.swap(next);
   }
   return filled;
 }
@@ -93,7 +119,7 @@ void push_pull_fill(image::Image& tex, const std::vector<uint8_t>& known) {
     std::vector<float> rgb, weight;
   };
   std::vector<Level> levels;
-  Level base{tex.width, tex.height, tex.pixels, std::vector<float>(known.size())};
+  Level base{tex.width, tex.height, std::move(tex.pixels), std::vector<float>(known.size())};
   for (size_t i = 0; i < known.size(); ++i) base.weight[i] = known[i] ? 1.0f : 0.0f;
   levels.push_back(std::move(base));
   while (levels.back().w > 1 || levels.back().h > 1) {
@@ -281,12 +307,12 @@ void check_uv(const image::Image& texture, const Raster* uv_raster) {
 // The initial per-texel sources of the "charts" method: views, chart texels still to fill, and
 // the background.
 std::vector<uint8_t> initial_sources(const std::vector<uint8_t>& known, const Raster& uv) {
-  std::vector<uint8_t> source(known.size(), static_cast<uint8_t>(TexelSource::background));
-  for (size_t i = 0; i < known.size(); ++i)
-    if (known[i])
-      source[i] = static_cast<uint8_t>(TexelSource::view);
-    else if (uv.face_id[i] != 0)
-      source[i] = static_cast<uint8_t>(TexelSource::filled);
+  std::vector<uint8_t> source(known.size());
+  tbb::parallel_for(size_t{0}, known.size(), [&](size_t i) {
+    source[i] = static_cast<uint8_t>(known[i]             ? TexelSource::view
+                                     : uv.face_id[i] != 0 ? TexelSource::filled
+                                                          : TexelSource::background);
+  });
   return source;
 }
 
@@ -336,17 +362,29 @@ SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image
       known[i] = 1;
     }
   }
-  size_t n = 0;
-  for (size_t i = 0; i < texels; ++i) n += known[i] && !trust[i];
+  // The filled texels in index order: counted per row, then written from each row's offset.
+  const int w = texture.width;
+  std::vector<size_t> offset(static_cast<size_t>(w) + 1, 0);
+  tbb::parallel_for(0, w, [&](int y) {
+    size_t n = 0;
+    for (size_t i = static_cast<size_t>(y) * w; i < static_cast<size_t>(y + 1) * w; ++i)
+      n += known[i] && !trust[i];
+    offset[static_cast<size_t>(y) + 1] = n;
+  });
+  for (size_t y = 0; y < static_cast<size_t>(w); ++y) offset[y + 1] += offset[y];
+  const size_t n = offset.back();
   out.texels.resize(n);
   out.colors.resize(n * 3);
   out.sources.resize(n);
-  for (size_t i = 0, k = 0; i < texels; ++i) {
-    if (!known[i] || trust[i]) continue;
-    out.texels[k] = static_cast<uint32_t>(i);
-    std::copy_n(tex.pixels.begin() + i * 3, 3, out.colors.begin() + k * 3);
-    out.sources[k++] = source[i];
-  }
+  tbb::parallel_for(0, w, [&](int y) {
+    size_t k = offset[static_cast<size_t>(y)];
+    for (size_t i = static_cast<size_t>(y) * w; i < static_cast<size_t>(y + 1) * w; ++i) {
+      if (!known[i] || trust[i]) continue;
+      out.texels[k] = static_cast<uint32_t>(i);
+      std::copy_n(tex.pixels.begin() + i * 3, 3, out.colors.begin() + k * 3);
+      out.sources[k++] = source[i];
+    }
+  });
   return out;
 }
 

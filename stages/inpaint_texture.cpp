@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
+#include <tbb/parallel_for.h>
 
 #include "image/composite.h"
 #include "render/texture_inpaint.h"
@@ -25,9 +26,9 @@ image::Image source_map(const std::vector<uint8_t>& sources, int size) {
                                       {0.25f, 0.45f, 0.95f}, {0.95f, 0.6f, 0.15f},
                                       {0.9f, 0.15f, 0.15f},  {0.5f, 0.5f, 0.5f}};
   image::Image out(size, size, 3);
-  for (size_t i = 0; i < sources.size(); ++i)
-    for (int c = 0; c < 3; ++c)
-      out.pixels[i * 3 + c] = kColors[std::min<uint8_t>(sources[i], 5)][c];
+  tbb::parallel_for(size_t{0}, sources.size(), [&](size_t i) {
+    std::copy_n(kColors[std::min<uint8_t>(sources[i], 5)], 3, out.pixels.begin() + i * 3);
+  });
   return out;
 }
 
