@@ -424,7 +424,11 @@ std::shared_ptr<GemmPrim> gemm_prim(const GemmKey& key) {
     auto it = g_gemms.find(key);
     if (it != g_gemms.end()) return it->second;
   }
-  const auto [M, K, N, lda, ldb, ldc, trans_b, alpha, accumulate] = key;
+  // Named copies, not a structured binding: clang 14 cannot capture bindings in the lambda.
+  const i64 M = std::get<0>(key), K = std::get<1>(key), N = std::get<2>(key);
+  const i64 lda = std::get<3>(key), ldb = std::get<4>(key), ldc = std::get<5>(key);
+  const bool trans_b = std::get<6>(key), accumulate = std::get<8>(key);
+  const float alpha = std::get<7>(key);
   auto p = std::make_shared<GemmPrim>();
   create([&] {
     const memory::desc ad({M, K}, dt::bf16, memory::dims{lda, 1});
