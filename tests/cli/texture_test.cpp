@@ -84,6 +84,9 @@ TEST(TextureCommand, ReferenceImageToTexturedGlb) {
   for (auto at = html.find("<img", result); at < next; at = html.find("<img", at + 1)) ++pictures;
   EXPECT_EQ(pictures, 8u);
   EXPECT_NE(html.find("bake.share_views"), std::string::npos);
+  // The fill node's counts and the inpaint node's per-texel source map.
+  EXPECT_NE(html.find("inpaint.mirrored_texels"), std::string::npos);
+  EXPECT_NE(html.find("texel sources:"), std::string::npos);
   if (std::thread::hardware_concurrency() > 1) {
     EXPECT_LT(image_start, unwrap_end) << "the image branch waited for the unwrap";
   }
