@@ -1,5 +1,7 @@
 #include "mesh/precheck.h"
 
+#include <cctype>
+
 #include <charconv>
 #include <cstdint>
 #include <map>
@@ -47,7 +49,9 @@ bool next_line(const std::string& bytes, size_t& pos, std::string_view& line) {
 }
 
 // OFF: "OFF" [newline] "nv nf ne", then nv vertex lines and nf face lines. assimp reserves and
-// loops on the header counts, so absurd counts hang or exhaust memory.
+// loops on the header counts, so absurd counts hang or exhaust memory. assimp reads the keyword as
+// [ST][C][N][4][n]OFF and the counts right after it, even glued to it ("OFF4 2 0"); with n the
+// first number is the vertex dimension; a file may also start with the counts, without a keyword.
 void check_off(const std::string& path, const std::string& bytes) {
   size_t pos = 0;
   std::string_view line;
@@ -58,24 +62,39 @@ void check_off(const std::string& path, const std::string& bytes) {
     for (auto t : split_ws(line)) tokens.push_back(t);
     if (tokens.size() >= 4) break;
   }
-  if (tokens.empty() || tokens[0].find("OFF") == std::string_view::npos) {
+  if (tokens.empty()) fail(path, "not an OFF file (missing OFF header)");
+  const std::string_view head = tokens[0];
+  size_t at = head.starts_with("ST") ? 2 : 0;
+  for (char flag : {'C', 'N', '4'})
+    if (at < head.size() && head[at] == flag) ++at;
+  const bool has_dimension = at < head.size() && head[at] == 'n';
+  if (has_dimension) ++at;
+  std::vector<std::string_view> counts;  // [dimension,] vertices, faces
+  size_t header_tokens = 1;
+  if (head.substr(at, 3) == "OFF") {
+    if (head.size() > at + 3) counts.push_back(head.substr(at + 3));
+  } else if (std::isdigit(static_cast<unsigned char>(head[0]))) {
+    counts.push_back(head);
+  } else {
     fail(path, "not an OFF file (missing OFF header)");
   }
-  if (tokens[0] != "OFF" && tokens[0] != "COFF" && tokens[0] != "NOFF" && tokens[0] != "CNOFF" &&
-      tokens[0] != "STOFF") {
-    return;  // variants assimp rejects itself
-  }
+  const size_t wanted = has_dimension ? 3 : 2;
+  for (size_t t = 1; t < tokens.size() && counts.size() < wanted; ++t, ++header_tokens)
+    counts.push_back(tokens[t]);
   uint64_t nv = 0, nf = 0;
-  if (tokens.size() < 3 || !parse_count(tokens[1], nv) || !parse_count(tokens[2], nf)) {
+  const size_t c0 = has_dimension ? 1 : 0;
+  if (counts.size() < wanted || !parse_count(counts[c0], nv) || !parse_count(counts[c0 + 1], nf)) {
     fail(path, "bad OFF header: expected vertex and face counts");
   }
-  // Values may share lines, so count numbers: 3 per vertex, at least 4 per face (count + 3).
-  // Tokens read with the header beyond "OFF nv nf ne" are already data.
-  uint64_t numbers = tokens.size() > 4 ? tokens.size() - 4 : 0;
+  // Values may share lines, so count numbers: 3 per vertex (1 when the file gives a dimension), at
+  // least 4 per face (count + 3). Everything after the counts is data (an edge count included,
+  // which only makes this bound more lenient).
+  uint64_t numbers = tokens.size() - header_tokens;
   while (next_line(bytes, pos, line)) {
     numbers += split_ws(line.substr(0, line.find('#'))).size();
   }
-  if (static_cast<long double>(nv) * 3 + static_cast<long double>(nf) * 4 >
+  const long double per_vertex = has_dimension ? 1 : 3;
+  if (static_cast<long double>(nv) * per_vertex + static_cast<long double>(nf) * 4 >
       static_cast<long double>(numbers)) {
     fail(path, "OFF header announces " + std::to_string(nv) + " vertices and " +
                    std::to_string(nf) + " faces but the file holds only " +
@@ -87,12 +106,16 @@ void check_off(const std::string& path, const std::string& bytes) {
   for (unsigned char c : bytes)
     if (c >= 0x80 || (c < 0x20 && c != '\n' && c != '\r' && c != '\t'))
       fail(path, "OFF file holds non-text bytes");
+  // The face lines are checked where the header is "KEYWORD nv nf ne" on lines of its own; other
+  // layouts are bounded by the counts above.
+  if (head != "OFF" && head != "COFF" && head != "NOFF" && head != "CNOFF" && head != "STOFF")
+    return;
   if (tokens.size() > 4) return;  // data shares the header line: counted above, lines unknown
   size_t data_line = 0;
   pos = 0;
-  size_t header_tokens = 0;
-  while (header_tokens < 4 && next_line(bytes, pos, line))  // skip the header again
-    header_tokens += split_ws(line.substr(0, line.find('#'))).size();
+  size_t skipped = 0;
+  while (skipped < 4 && next_line(bytes, pos, line))  // skip the header again
+    skipped += split_ws(line.substr(0, line.find('#'))).size();
   while (next_line(bytes, pos, line) && data_line < nv + nf) {
     const auto items = split_ws(line.substr(0, line.find('#')));
     if (items.empty()) continue;

@@ -78,6 +78,39 @@ TEST(GltfDraco, CompressedMeshesLoadThroughAssimp) {
 
 // assimp reads OBJ as 8-bit text: a UTF-16 file is named as such instead of coming back empty;
 // the same box as UTF-8 (without a byte-order mark) loads.
+// assimp reads the OFF keyword's variants and the counts right after it, glued or not, and files
+// that start with the counts; those load like the plain form.
+TEST(OffPrecheck, KeywordVariantsAndGluedCountsLoadLikeAssimpReadsThem) {
+  const std::string dir = test::temp_dir("off_precheck_variants");
+  const std::string quad = "0 0 0\n1 0 0\n1 1 0\n0 1 0\n4 0 1 2 3\n";
+  for (const char* header : {"OFF\n4 1 0\n", "OFF4 1 0\n", "nOFF\n3\n4 1 0\n"}) {
+    SCOPED_TRACE(header);
+    const std::string path = dir + "/quad.off";
+    std::ofstream(path) << header << quad;
+    const Mesh m = load_mesh(path);
+    EXPECT_EQ(m.face_count(), 2u);
+    EXPECT_EQ(m.vertex_count(), 4u);
+  }
+}
+
+// Counts glued to the keyword are bounded like the plain ones: a 77-byte file whose header read
+// "OFF9999999999999999999999999" made assimp run 46 s and take 14 GB (found by fuzzing).
+TEST(OffPrecheck, AbsurdCountsGluedToTheKeywordAreRefused) {
+  const std::string dir = test::temp_dir("off_precheck_glued");
+  for (const char* header : {"OFF9999999999999999999999999\n4 2 0\n", "OFF999999 2 0\n",
+                             "nOFF 3 999999 2\n", "999999 2 0\n"}) {
+    SCOPED_TRACE(header);
+    const std::string path = dir + "/big.off";
+    std::ofstream(path) << header << "0 0 0\n0 1 0\n1 1 0\n1 0 0\n3 1 3 0\n";
+    try {
+      (void)load_mesh(path);
+      ADD_FAILURE() << "loaded";
+    } catch (const MeshError& e) {
+      EXPECT_TRUE(std::string(e.what()).find("OFF header") != std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ObjPrecheck, Utf16TextIsNamed) {
   const std::string dir = test::temp_dir("obj_precheck_utf16");
   const std::string box = "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n";
