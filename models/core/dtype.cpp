@@ -6,6 +6,8 @@
 #include <cstring>
 #include <memory>
 
+#include "models/core/vector_clones.h"
+
 namespace gen3d::models {
 
 namespace {
@@ -167,11 +169,8 @@ std::uint16_t float_to_bf16(float f) {
   return to_bf16(f);
 }
 
-// Compiled for AVX-512 and AVX2 too (the binary targets baseline x86-64): rounding activations
-// is a visible share of a bf16 attention.
-[[gnu::target_clones("avx512f", "avx2", "default")]] void round_to_bf16(const float* src,
-                                                                        std::size_t n,
-                                                                        std::uint16_t* dst) {
+// Rounding activations is a visible share of a bf16 attention: wider vector units too.
+GEN3D_VECTOR_CLONES void round_to_bf16(const float* src, std::size_t n, std::uint16_t* dst) {
   for (std::size_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
 }
 

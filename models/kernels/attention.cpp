@@ -13,6 +13,7 @@
 
 #include "models/core/blas_threads.h"
 #include "models/core/dtype.h"
+#include "models/core/vector_clones.h"
 #include "models/kernels/dnnl_matmul.h"
 #include "models/kernels/flops.h"
 
@@ -48,10 +49,8 @@ inline float exp_nonpositive(float x) {
   return x < -87.0f ? 0.0f : p * scale;
 }
 
-// The softmax loops are most of an attention's time once its products run in bf16; the binary
-// stays portable (x86-64 baseline), so they are also compiled for AVX2 and AVX-512 and the loader
-// picks the widest this CPU runs.
-#define GEN3D_VECTOR_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
+// The softmax loops are most of an attention's time once its products run in bf16, so they are
+// compiled for the wider vector units too (models/core/vector_clones.h).
 
 // s[j] = exp(s[j] - m) for j < n; returns the sum. Two loops so both vectorize (the sum uses
 // 8 partial sums; a single float accumulator would pin the loop to sequential order).
