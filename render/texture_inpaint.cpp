@@ -306,14 +306,45 @@ void check_uv(const image::Image& texture, const Raster* uv_raster) {
 
 // The initial per-texel sources of the "charts" method: views, chart texels still to fill, and
 // the background.
-std::vector<uint8_t> initial_sources(const std::vector<uint8_t>& known, const Raster& uv) {
+std::vector<uint8_t> initial_sources(const std::vector<uint8_t>& known,
+                                     const std::vector<uint8_t>& charts) {
   std::vector<uint8_t> source(known.size());
   tbb::parallel_for(size_t{0}, known.size(), [&](size_t i) {
-    source[i] = static_cast<uint8_t>(known[i]             ? TexelSource::view
-                                     : uv.face_id[i] != 0 ? TexelSource::filled
-                                                          : TexelSource::background);
+    source[i] = static_cast<uint8_t>(known[i]    ? TexelSource::view
+                                     : charts[i] ? TexelSource::filled
+                                                 : TexelSource::background);
   });
   return source;
+}
+
+// The chart mask as [begin, end) runs, and back.
+std::vector<uint32_t> chart_runs(const Raster& uv) {
+  std::vector<uint32_t> runs;
+  const size_t n = uv.pixel_count();
+  for (size_t i = 0; i < n;) {
+    if (!uv.face_id[i]) {
+      ++i;
+      continue;
+    }
+    const size_t begin = i;
+    while (i < n && uv.face_id[i]) ++i;
+    runs.push_back(static_cast<uint32_t>(begin));
+    runs.push_back(static_cast<uint32_t>(i));
+  }
+  return runs;
+}
+
+std::vector<uint8_t> chart_mask(const std::vector<uint32_t>& runs, size_t texels) {
+  if (runs.size() % 2) throw RenderError("inpaint_texture: the surface fill's chart runs are odd");
+  std::vector<uint8_t> charts(texels, 0);
+  uint32_t last = 0;
+  for (size_t k = 0; k < runs.size(); k += 2) {
+    if (runs[k] < last || runs[k] >= runs[k + 1] || runs[k + 1] > texels)
+      throw RenderError("inpaint_texture: the surface fill's chart runs do not fit the texture");
+    std::fill(charts.begin() + runs[k], charts.begin() + runs[k + 1], uint8_t{1});
+    last = runs[k + 1];
+  }
+  return charts;
 }
 
 }  // namespace
@@ -327,11 +358,14 @@ SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image
     throw RenderError("inpaint_texture: unknown fill \"" + options.fill + "\"");
   SurfaceFillResult out;
   out.size = texture.width;
+  out.chart_runs = chart_runs(uv);
   if (!options.vertex_inpaint || !mesh.has_uvs() || options.fill == "none") return out;
   const size_t texels = trust.size();
   image::Image tex = texture;
   std::vector<uint8_t> known(trust.begin(), trust.end());
-  std::vector<uint8_t> source = initial_sources(known, uv);
+  std::vector<uint8_t> charts(texels);
+  tbb::parallel_for(size_t{0}, texels, [&](size_t i) { charts[i] = uv.face_id[i] != 0; });
+  std::vector<uint8_t> source = initial_sources(known, charts);
   if (options.fill == "harmonic") {
     SurfaceFillOptions fill;
     fill.symmetry = options.symmetry;
@@ -400,7 +434,7 @@ image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture
   if (!reference) {
     check_uv(texture, uv_raster);
     const SurfaceFillResult filled = fill_unseen_surface(mesh, texture, trust, *uv_raster, options);
-    return inpaint_texture(texture, trust, *uv_raster, filled, options, report);
+    return inpaint_texture(texture, trust, filled, options, report);
   }
   const size_t texels = trust.size();
   const int flags = options.algorithm == "telea" ? cv::INPAINT_TELEA : cv::INPAINT_NS;
@@ -423,10 +457,9 @@ image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture
 }
 
 image::Image inpaint_texture(const image::Image& texture, const std::vector<uint8_t>& trust,
-                             const Raster& uv, const SurfaceFillResult& filled,
-                             const InpaintOptions& options, InpaintReport* report) {
+                             const SurfaceFillResult& filled, const InpaintOptions& options,
+                             InpaintReport* report) {
   check_texture(texture, trust);
-  check_uv(texture, &uv);
   if (options.method != "charts")
     throw RenderError(
         "inpaint_texture: a surface fill done beforehand needs the \"charts\" method");
@@ -443,10 +476,9 @@ image::Image inpaint_texture(const image::Image& texture, const std::vector<uint
   r.view_texels = count(trust);
   image::Image tex = texture;
   std::vector<uint8_t> known(trust.begin(), trust.end());
-  std::vector<uint8_t> charts(texels);
-  for (size_t i = 0; i < texels; ++i) charts[i] = uv.face_id[i] != 0;
+  const std::vector<uint8_t> charts = chart_mask(filled.chart_runs, texels);
   r.chart_texels = count(charts);
-  std::vector<uint8_t> source = initial_sources(known, uv);
+  std::vector<uint8_t> source = initial_sources(known, charts);
   for (size_t k = 0; k < filled.texels.size(); ++k) {
     const size_t i = filled.texels[k];
     if (i >= texels || known[i] || !charts[i])

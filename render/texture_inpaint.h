@@ -56,6 +56,9 @@ struct SurfaceFillResult {
   std::vector<uint32_t> texels;  // row-major indices of the texels it filled, ascending
   std::vector<float> colors;     // RGB per filled texel
   std::vector<uint8_t> sources;  // TexelSource per filled texel
+  // The charts (texels the UV raster covers): [begin, end) pairs of row-major texel indices,
+  // ascending, so what comes after the fill needs no UV raster.
+  std::vector<uint32_t> chart_runs;
   size_t vertices_unreached = 0;
   size_t mirrored_texels = 0;
   bool symmetry_found = false;
@@ -82,7 +85,7 @@ image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture
 // with the options the fill ran with (options.fill and the fill's own options are not read here;
 // the report combines the fill's counts with the inpainting's).
 image::Image inpaint_texture(const image::Image& texture, const std::vector<uint8_t>& trust,
-                             const Raster& uv_raster, const SurfaceFillResult& filled,
-                             const InpaintOptions& options = {}, InpaintReport* report = nullptr);
+                             const SurfaceFillResult& filled, const InpaintOptions& options = {},
+                             InpaintReport* report = nullptr);
 
 }  // namespace gen3d::render

@@ -106,14 +106,14 @@ class InpaintTexture final : public pipeline::Stage {
     const bool upstream = ctx.has_input("filled");
     if (upstream) check_fill_upstream(options);
     std::shared_ptr<const render::Raster> uv;
-    if (options.method == "charts") uv = raster_cache(ctx).get_uv(*m, size, size);
+    if (options.method == "charts" && !upstream) uv = raster_cache(ctx).get_uv(*m, size, size);
     auto report = std::make_shared<render::InpaintReport>();
     const image::Image composed = merged->texture.channels == 3
                                       ? image::Image()
                                       : image::composite_over(merged->texture, 0, 0, 0);
     const image::Image& rgb = composed.pixels.empty() ? merged->texture : composed;
     auto texture = std::make_shared<image::Image>(
-        upstream ? render::inpaint_texture(rgb, merged->trust_mask, *uv,
+        upstream ? render::inpaint_texture(rgb, merged->trust_mask,
                                            *ctx.in<render::SurfaceFillResult>("filled"), options,
                                            report.get())
                  : render::inpaint_texture(*m, rgb, merged->trust_mask, uv.get(), options,

@@ -296,6 +296,7 @@ void save_surface_fill(const render::SurfaceFillResult& f, ByteWriter& w) {
   w.vec(f.texels);
   w.vec(f.colors);
   w.vec(f.sources);
+  w.vec(f.chart_runs);
   w.u64(f.vertices_unreached);
   w.u64(f.mirrored_texels);
   w.boolean(f.symmetry_found);
@@ -309,6 +310,7 @@ render::SurfaceFillResult load_surface_fill(ByteReader& r) {
   f.texels = r.vec<uint32_t>();
   f.colors = r.vec<float>();
   f.sources = r.vec<uint8_t>();
+  f.chart_runs = r.vec<uint32_t>();
   if (f.size < 0 || f.colors.size() != f.texels.size() * 3 || f.sources.size() != f.texels.size())
     throw CacheFormatError("surface fill lists of different lengths");
   f.vertices_unreached = static_cast<size_t>(r.u64());
@@ -384,8 +386,9 @@ void register_port_codecs(pipeline::Registry& registry) {
       2, save_inpaint_report, load_inpaint_report,
       [](const render::InpaintReport& rep) { return 80 + rep.sources.size(); });
   registry.add_codec<render::SurfaceFillResult>(
-      1, save_surface_fill, load_surface_fill, [](const render::SurfaceFillResult& f) {
-        return 41 + vec_bytes(f.texels) + vec_bytes(f.colors) + vec_bytes(f.sources);
+      2, save_surface_fill, load_surface_fill, [](const render::SurfaceFillResult& f) {
+        return 41 + vec_bytes(f.texels) + vec_bytes(f.colors) + vec_bytes(f.sources) +
+               vec_bytes(f.chart_runs);
       });
   registry.add_codec<TextReport>(
       1, [](const TextReport& t, ByteWriter& w) { w.str(t.text); },

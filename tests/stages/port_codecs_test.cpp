@@ -194,6 +194,7 @@ TEST(PortCodecs, SurfaceFillRoundTripsBitForBit) {
   f.texels = {3, 17, 250};
   f.colors = {0.1f, 0.2f, 0.3f, 1.0f / 3.0f, 0.0f, 1.0f, -0.0f, 0.5f, 0.25f};
   f.sources = {2, 3, 4};
+  f.chart_runs = {0, 5, 17, 251};
   f.vertices_unreached = 9;
   f.mirrored_texels = 1;
   f.symmetry_found = true;
@@ -205,6 +206,7 @@ TEST(PortCodecs, SurfaceFillRoundTripsBitForBit) {
   EXPECT_EQ(back.texels, f.texels);
   EXPECT_EQ(std::memcmp(back.colors.data(), f.colors.data(), sizeof(float) * 9), 0);
   EXPECT_EQ(back.sources, f.sources);
+  EXPECT_EQ(back.chart_runs, f.chart_runs);
   EXPECT_EQ(back.vertices_unreached, 9u);
   EXPECT_EQ(back.mirrored_texels, 1u);
   EXPECT_TRUE(back.symmetry_found);
