@@ -11,6 +11,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_reduce.h>
+#include <tbb/parallel_sort.h>
 #include <Eigen/Eigenvalues>
 #include <Eigen/IterativeLinearSolvers>
 #include <Eigen/SparseCore>
@@ -79,11 +80,11 @@ Bounds bounds_of(const mesh::Mesh& mesh) {
   return b;
 }
 
-// A 64^3 bit grid over the mesh's bounds (grown by `margin`) marking boxes; `any` tells whether
+// A 128^3 bit grid over the mesh's bounds (grown by `margin`) marking boxes; `any` tells whether
 // a box touches a marked cell. Conservative: a box that meets a marked one always answers true.
 class CoarseGrid {
  public:
-  static constexpr int kN = 64;
+  static constexpr int kN = 128;
   CoarseGrid(const Bounds& box, double margin)
       : lo_(box.lo - Vector3d::Constant(margin)),
         cell_(std::max((box.hi - box.lo).maxCoeff() + 2 * margin, 1e-12) / kN),
@@ -454,27 +455,37 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       grid.origin = box.lo - Vector3d::Constant(grid.cell);
       std::vector<Eigen::Vector3f> normal(mesh.faces.size());
       for (size_t f = 0; f < mesh.faces.size(); ++f) normal[f] = face_normal(f).cast<float>();
-      std::vector<std::pair<uint64_t, uint32_t>> hashed;
-      std::vector<Eigen::Vector3f> where(texels);
+      // A painted texel: its cell, its index and its position, sorted by cell, then index.
+      struct Hashed {
+        uint64_t first;
+        uint32_t second;
+        Eigen::Vector3f where;
+        bool operator<(const Hashed& o) const {
+          return first < o.first || (first == o.first && second < o.second);
+        }
+      };
+      std::vector<Hashed> hashed;
       std::vector<uint32_t> unknown;
       for (size_t i = 0; i < texels; ++i) {
         if (!uv.face_id[i]) continue;
         const size_t f = static_cast<size_t>(uv.face_id[i] - 1);
         if (known[i]) {
-          if (needed[f]) hashed.emplace_back(0, static_cast<uint32_t>(i));
+          if (needed[f]) hashed.push_back({0, static_cast<uint32_t>(i), Eigen::Vector3f::Zero()});
         } else if (near_painted[f]) {
           unknown.push_back(static_cast<uint32_t>(i));
         }
       }
       tbb::parallel_for(size_t{0}, hashed.size(), [&](size_t k) {
-        const uint32_t i = hashed[k].second;
-        where[i] = position(i).cast<float>();
-        hashed[k].first = CellKey::key(grid.coord(where[i][0], 0), grid.coord(where[i][1], 1),
-                                       grid.coord(where[i][2], 2));
+        Hashed& h = hashed[k];
+        h.where = position(h.second).cast<float>();
+        h.first = CellKey::key(grid.coord(h.where[0], 0), grid.coord(h.where[1], 1),
+                               grid.coord(h.where[2], 2));
       });
+      std::vector<Eigen::Vector3f> unknown_where(unknown.size());
       tbb::parallel_for(size_t{0}, unknown.size(),
-                        [&](size_t k) { where[unknown[k]] = position(unknown[k]).cast<float>(); });
-      std::sort(hashed.begin(), hashed.end());
+                        [&](size_t k) { unknown_where[k] = position(unknown[k]).cast<float>(); });
+      // (cell, index) pairs are unique: any sort gives this one order.
+      tbb::parallel_sort(hashed.begin(), hashed.end());
       std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> cell_range;
       // Occupied cells also in a bit set, so the many mirror images that fall where nothing was
       // seen are turned away without a hash-map lookup.
@@ -494,10 +505,12 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
         const uint32_t b = bit(key);
         return (occupied[b >> 6] >> (b & 63)) & 1;
       };
-      // The painted texel nearest to texel i's mirror image (facing the same way), or -1.
-      const auto mirror_of = [&](uint32_t i, const SymmetryPlane& plane) -> int64_t {
+      // The painted texel nearest to the mirror image of unknown texel u (facing the same way),
+      // or -1.
+      const auto mirror_of = [&](size_t u, const SymmetryPlane& plane) -> int64_t {
+        const uint32_t i = unknown[u];
         const Vector3d n = vec(plane.normal);
-        const Vector3d q = reflect(where[i].cast<double>(), plane);
+        const Vector3d q = reflect(unknown_where[u].cast<double>(), plane);
         const Vector3d m = normal[static_cast<size_t>(uv.face_id[i] - 1)].cast<double>();
         const Eigen::Vector3f qn = (m - 2.0 * m.dot(n) * n).cast<float>();
         const Eigen::Vector3f qf = q.cast<float>();
@@ -516,7 +529,7 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
             own != cell_range.end())
           for (uint32_t k = own->second.first; k < own->second.second; ++k) {
             const uint32_t j = hashed[k].second;
-            if ((where[j] - qf).squaredNorm() < close &&
+            if ((hashed[k].where - qf).squaredNorm() < close &&
                 normal[static_cast<size_t>(uv.face_id[j] - 1)].dot(qn) > 0)
               return j;
           }
@@ -530,7 +543,7 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
               if (it == cell_range.end()) continue;
               for (uint32_t k = it->second.first; k < it->second.second; ++k) {
                 const uint32_t j = hashed[k].second;
-                const float d = (where[j] - qf).squaredNorm();
+                const float d = (hashed[k].where - qf).squaredNorm();
                 if (d >= best) continue;
                 if (normal[static_cast<size_t>(uv.face_id[j] - 1)].dot(qn) <= 0)
                   continue;  // the other side of a thin part
@@ -549,8 +562,8 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
             tbb::blocked_range<size_t>(0, (unknown.size() + stride - 1) / stride), size_t{0},
             [&](const tbb::blocked_range<size_t>& range, size_t n) {
               for (size_t s = range.begin(); s < range.end(); ++s) {
-                const uint32_t i = unknown[s * stride];
-                n += (near_painted[face_of(i)] >> p & 1) && mirror_of(i, planes[p]) >= 0;
+                const size_t u = s * stride;
+                n += (near_painted[face_of(unknown[u])] >> p & 1) && mirror_of(u, planes[p]) >= 0;
               }
               return n;
             },
@@ -560,8 +573,7 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       if (r.plane.found) {
         std::vector<int64_t> found(unknown.size());
         tbb::parallel_for(size_t{0}, unknown.size(), [&](size_t k) {
-          found[k] =
-              (near_painted[face_of(unknown[k])] >> best & 1) ? mirror_of(unknown[k], r.plane) : -1;
+          found[k] = (near_painted[face_of(unknown[k])] >> best & 1) ? mirror_of(k, r.plane) : -1;
         });
         for (size_t k = 0; k < unknown.size(); ++k) {
           if (found[k] < 0) continue;
