@@ -464,15 +464,26 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
           return first < o.first || (first == o.first && second < o.second);
         }
       };
+      // Both lists in texel order: gathered per row in parallel, then joined.
       std::vector<Hashed> hashed;
       std::vector<uint32_t> unknown;
-      for (size_t i = 0; i < texels; ++i) {
-        if (!uv.face_id[i]) continue;
-        const size_t f = static_cast<size_t>(uv.face_id[i] - 1);
-        if (known[i]) {
-          if (needed[f]) hashed.push_back({0, static_cast<uint32_t>(i), Eigen::Vector3f::Zero()});
-        } else if (near_painted[f]) {
-          unknown.push_back(static_cast<uint32_t>(i));
+      {
+        const size_t w = static_cast<size_t>(tex.width);
+        std::vector<std::vector<uint32_t>> painted_rows(texels / w), unknown_rows(texels / w);
+        tbb::parallel_for(size_t{0}, texels / w, [&](size_t y) {
+          for (size_t i = y * w; i < (y + 1) * w; ++i) {
+            if (!uv.face_id[i]) continue;
+            const size_t f = static_cast<size_t>(uv.face_id[i] - 1);
+            if (known[i]) {
+              if (needed[f]) painted_rows[y].push_back(static_cast<uint32_t>(i));
+            } else if (near_painted[f]) {
+              unknown_rows[y].push_back(static_cast<uint32_t>(i));
+            }
+          }
+        });
+        for (size_t y = 0; y < painted_rows.size(); ++y) {
+          for (uint32_t i : painted_rows[y]) hashed.push_back({0, i, Eigen::Vector3f::Zero()});
+          unknown.insert(unknown.end(), unknown_rows[y].begin(), unknown_rows[y].end());
         }
       }
       tbb::parallel_for(size_t{0}, hashed.size(), [&](size_t k) {
@@ -698,16 +709,27 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
     }
     Eigen::SparseMatrix<double> a(n, n);
     a.setFromTriplets(triplets.begin(), triplets.end());
-    Eigen::ConjugateGradient<Eigen::SparseMatrix<double>, Eigen::Lower | Eigen::Upper> cg;
-    cg.setMaxIterations(options.max_iterations);
-    cg.setTolerance(options.tolerance);
-    cg.compute(a);
-    for (int c = 0; c < 3; ++c) {
+    // One solve per colour channel, side by side (each deterministic on its own).
+    struct Channel {
+      int iterations = 0;
+      double error = 0;
+      bool converged = true;
+    };
+    std::array<Channel, 3> channels;
+    tbb::parallel_for(0, 3, [&](int c) {
+      Eigen::ConjugateGradient<Eigen::SparseMatrix<double>, Eigen::Lower | Eigen::Upper> cg;
+      cg.setMaxIterations(options.max_iterations);
+      cg.setTolerance(options.tolerance);
+      cg.compute(a);
       const Eigen::VectorXd x = cg.solveWithGuess(b.col(c), x0.col(c));
-      r.iterations = std::max(r.iterations, static_cast<int>(cg.iterations()));
-      r.residual = std::max(r.residual, cg.error());
-      r.converged &= cg.info() == Eigen::Success;
+      channels[static_cast<size_t>(c)] = {static_cast<int>(cg.iterations()), cg.error(),
+                                          cg.info() == Eigen::Success};
       for (Eigen::Index i = 0; i < n; ++i) color[unknowns[static_cast<size_t>(i)]][c] = x[i];
+    });
+    for (const Channel& c : channels) {
+      r.iterations = std::max(r.iterations, c.iterations);
+      r.residual = std::max(r.residual, c.error);
+      r.converged &= c.converged;
     }
     if (!r.converged)
       spdlog::warn(
