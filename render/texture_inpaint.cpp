@@ -118,10 +118,12 @@ void push_pull_fill(image::Image& tex, const std::vector<uint8_t>& known) {
     int w, h;
     std::vector<float> rgb, weight;
   };
+  // The finest level's weights are `known` itself (1 or 0), read in place.
   std::vector<Level> levels;
-  Level base{tex.width, tex.height, std::move(tex.pixels), std::vector<float>(known.size())};
-  for (size_t i = 0; i < known.size(); ++i) base.weight[i] = known[i] ? 1.0f : 0.0f;
-  levels.push_back(std::move(base));
+  levels.push_back(Level{tex.width, tex.height, std::move(tex.pixels), {}});
+  const auto weight_of = [&](const Level& level, size_t f) {
+    return &level == &levels[0] ? (known[f] ? 1.0f : 0.0f) : level.weight[f];
+  };
   while (levels.back().w > 1 || levels.back().h > 1) {
     const Level& fine = levels.back();
     Level coarse{(fine.w + 1) / 2, (fine.h + 1) / 2, {}, {}};
@@ -132,7 +134,7 @@ void push_pull_fill(image::Image& tex, const std::vector<uint8_t>& known) {
         for (int x = 0; x < fine.w; ++x) {
           const size_t f = static_cast<size_t>(y) * fine.w + x;
           const size_t c = static_cast<size_t>(cy) * coarse.w + x / 2;
-          const float wgt = fine.weight[f];
+          const float wgt = weight_of(fine, f);
           for (int k = 0; k < 3; ++k) coarse.rgb[c * 3 + k] += fine.rgb[f * 3 + k] * wgt;
           coarse.weight[c] += wgt;
         }
@@ -152,7 +154,7 @@ void push_pull_fill(image::Image& tex, const std::vector<uint8_t>& known) {
     tbb::parallel_for(0, fine.h, [&](int y) {
       for (int x = 0; x < fine.w; ++x) {
         const size_t f = static_cast<size_t>(y) * fine.w + x;
-        if (fine.weight[f] > 0) {
+        if (weight_of(fine, f) > 0) {
           if (l > 0) {
             for (int k = 0; k < 3; ++k) fine.rgb[f * 3 + k] /= fine.weight[f];
             fine.weight[f] = 1.0f;
@@ -161,7 +163,7 @@ void push_pull_fill(image::Image& tex, const std::vector<uint8_t>& known) {
         }
         const size_t c = static_cast<size_t>(y / 2) * coarse.w + x / 2;
         for (int k = 0; k < 3; ++k) fine.rgb[f * 3 + k] = coarse.rgb[c * 3 + k];
-        fine.weight[f] = 1.0f;
+        if (l > 0) fine.weight[f] = 1.0f;
       }
     });
   }
