@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <unordered_map>
 
@@ -147,7 +148,10 @@ std::vector<uint32_t> weld_positions(const mesh::Mesh& mesh, size_t& count) {
 
 }  // namespace
 
-std::vector<SymmetryPlane> symmetry_candidates(const mesh::Mesh& mesh) {
+// The candidate planes with their errors. A plane certain to score worse than both `tolerance` and
+// the best plane so far (more than half its samples lie farther) is dropped as soon as that is
+// certain, with an infinite error: it can be neither accepted nor the best.
+std::vector<SymmetryPlane> symmetry_candidates(const mesh::Mesh& mesh, double tolerance) {
   std::vector<SymmetryPlane> out;
   if (mesh.faces.empty()) return out;
   const Bounds box = bounds_of(mesh);
@@ -254,16 +258,32 @@ std::vector<SymmetryPlane> symmetry_candidates(const mesh::Mesh& mesh) {
       }
     }
   }
+  double best = std::numeric_limits<double>::infinity();
   for (const Vector3d& n : normals) {
     SymmetryPlane plane;
     plane.normal = {static_cast<float>(n[0]), static_cast<float>(n[1]), static_cast<float>(n[2])};
     plane.point = {static_cast<float>(centroid[0]), static_cast<float>(centroid[1]),
                    static_cast<float>(centroid[2])};
+    // The median is the (size / 2 + 1)-th smallest distance: it lies beyond `bound` once
+    // size - size / 2 distances do.
     std::vector<double> d(samples.size());
-    tbb::parallel_for(size_t{0}, samples.size(),
-                      [&](size_t k) { d[k] = distance_to_surface(reflect(samples[k], plane)); });
-    std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
-    plane.error = d[d.size() / 2] / diag;
+    const double bound = std::max(tolerance, best) * diag * (1.0 + 1e-9);
+    const size_t needed = d.size() - d.size() / 2;
+    size_t done = 0, beyond = 0;
+    while (done < d.size() && beyond < needed) {
+      const size_t end = std::min(d.size(), done + 256);
+      tbb::parallel_for(done, end,
+                        [&](size_t k) { d[k] = distance_to_surface(reflect(samples[k], plane)); });
+      for (size_t k = done; k < end; ++k) beyond += d[k] > bound;
+      done = end;
+    }
+    if (beyond >= needed) {
+      plane.error = std::numeric_limits<double>::infinity();
+    } else {
+      std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
+      plane.error = d[d.size() / 2] / diag;
+      best = std::min(best, plane.error);
+    }
     out.push_back(plane);
   }
   return out;
@@ -271,7 +291,7 @@ std::vector<SymmetryPlane> symmetry_candidates(const mesh::Mesh& mesh) {
 
 SymmetryPlane detect_symmetry(const mesh::Mesh& mesh, double tolerance) {
   SymmetryPlane best;
-  for (const SymmetryPlane& p : symmetry_candidates(mesh))
+  for (const SymmetryPlane& p : symmetry_candidates(mesh, tolerance))
     if (!best.found || p.error < best.error) {
       best = p;
       best.found = true;
@@ -382,7 +402,7 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       holds[static_cast<size_t>(uv.face_id[i] - 1)] |= known[i] ? 2 : 1;
     }
     std::vector<SymmetryPlane> planes;
-    for (const SymmetryPlane& p : symmetry_candidates(mesh)) {
+    for (const SymmetryPlane& p : symmetry_candidates(mesh, options.symmetry_tolerance)) {
       if (!r.plane.found || p.error < r.plane.error) r.plane = p, r.plane.found = true;
       if (p.error <= options.symmetry_tolerance) planes.push_back(p);
     }
