@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "render/camera.h"
 #include "render/error.h"
@@ -185,6 +186,52 @@ TEST(SurfaceFill, InpaintTextureSelectsTheFillAndReportsSources) {
   for (float v : out.pixels) ASSERT_TRUE(std::isfinite(v) && v >= 0.0f && v <= 1.0f);
   options.fill = "nearest";
   EXPECT_THROW(inpaint_texture(m, tex, trust, &uv, options), RenderError);
+}
+
+TEST(SurfaceFill, AFillDoneBeforehandFinishesToTheSameTexture) {
+  const mesh::Mesh m = ellipsoid(0.5f, 0.4f, 0.3f);
+  const int size = 64;
+  const Raster uv = rasterize_uv(m, size, size);
+  image::Image tex(size, size, 3, 0.0f);
+  std::vector<uint8_t> trust(uv.pixel_count(), 0);
+  for (size_t i = 0; i < trust.size(); ++i) {
+    if (!uv.face_id[i]) continue;
+    const auto p = texel_position(m, uv, i);
+    if (p[2] > 0.1f) {
+      trust[i] = 1;
+      tex.pixels[i * 3] = 0.5f + p[0];
+      tex.pixels[i * 3 + 1] = 0.5f + p[1];
+    }
+  }
+  for (const char* fill : {"harmonic", "propagate", "none"}) {
+    SCOPED_TRACE(fill);
+    InpaintOptions options;
+    options.fill = fill;
+    InpaintReport one, two;
+    const image::Image whole = inpaint_texture(m, tex, trust, &uv, options, &one);
+    const SurfaceFillResult filled = fill_unseen_surface(m, tex, trust, uv, options);
+    EXPECT_EQ(filled.texels.size() > 0, std::string(fill) != "none");
+    options.fill = "none";  // not read by the finishing overload
+    const image::Image split = inpaint_texture(tex, trust, filled, options, &two);
+    EXPECT_EQ(whole.pixels, split.pixels);
+    EXPECT_EQ(one.sources, two.sources);
+    EXPECT_EQ(one.vertex_texels, two.vertex_texels);
+    EXPECT_EQ(one.image_texels, two.image_texels);
+    EXPECT_EQ(one.chart_texels, two.chart_texels);
+  }
+  // A fill that does not belong to this texture is refused, never half applied.
+  SurfaceFillResult bad = fill_unseen_surface(m, tex, trust, uv, {});
+  ASSERT_FALSE(bad.texels.empty());
+  const auto painted = std::find(trust.begin(), trust.end(), uint8_t{1}) - trust.begin();
+  bad.texels[0] = static_cast<uint32_t>(painted);
+  EXPECT_THROW(inpaint_texture(tex, trust, bad, {}), RenderError);
+  bad = fill_unseen_surface(m, tex, trust, uv, {});
+  bad.chart_runs.pop_back();
+  EXPECT_THROW(inpaint_texture(tex, trust, bad, {}), RenderError);
+  InpaintOptions reference;
+  reference.method = "reference";
+  EXPECT_THROW(inpaint_texture(tex, trust, fill_unseen_surface(m, tex, trust, uv, {}), reference),
+               RenderError);
 }
 
 // A reference image made from the raster's silhouette: scaled by `scale` about the silhouette's
