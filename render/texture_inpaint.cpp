@@ -43,22 +43,22 @@ image::Image from_u8(const cv::Mat& m) {
 size_t dilate_rings(image::Image& tex, std::vector<uint8_t>& known, std::vector<uint8_t>& source,
                     int rings) {
   const int w = tex.width, h = tex.height;
-  const auto has_known_neighbour = [&](int x, int y) {
-    for (int dy = -1; dy <= 1; ++dy)
-      for (int dx = -1; dx <= 1; ++dx) {
-        const int nx = x + dx, ny = y + dy;
-        if (nx >= 0 && ny >= 0 && nx < w && ny < h && known[static_cast<size_t>(ny) * w + nx])
-          return true;
-      }
-    return false;
-  };
   // The first ring: every unknown texel next to a known one, row by row.
   std::vector<uint32_t> ring;
   if (rings > 0) {
+    // Per row, a column is near a known texel when any of the three rows holds one there or in
+    // a neighbouring column.
     std::vector<std::vector<uint32_t>> rows(static_cast<size_t>(h));
     tbb::parallel_for(0, h, [&](int y) {
+      std::vector<uint8_t> column(static_cast<size_t>(w) + 2, 0);
+      for (int r = std::max(0, y - 1); r <= std::min(h - 1, y + 1); ++r) {
+        const uint8_t* row = known.data() + static_cast<size_t>(r) * w;
+        for (int x = 0; x < w; ++x) column[static_cast<size_t>(x) + 1] |= row[x];
+      }
+      const uint8_t* own = known.data() + static_cast<size_t>(y) * w;
       for (int x = 0; x < w; ++x)
-        if (!known[static_cast<size_t>(y) * w + x] && has_known_neighbour(x, y))
+        if (!own[x] && (column[static_cast<size_t>(x)] | column[static_cast<size_t>(x) + 1] |
+                        column[static_cast<size_t>(x) + 2]))
           rows[static_cast<size_t>(y)].push_back(static_cast<uint32_t>(y * w + x));
     });
     for (const auto& row : rows) ring.insert(ring.end(), row.begin(), row.end());
