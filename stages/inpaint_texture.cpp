@@ -38,18 +38,20 @@ void check_fill_upstream(const render::InpaintOptions& options) {
   const render::InpaintOptions defaults;
   std::string moved;
   if (options.fill != "none")
-    moved = "fill (" + options.fill + "): set the fill_surface node's method";
+    moved = "fill: set the fill_surface node's method (--set fill.method=" + options.fill + ")";
   else if (options.vertex_inpaint != defaults.vertex_inpaint)
-    moved = "vertex_inpaint: set the fill_surface node's method to none";
+    moved = "vertex_inpaint: set the fill_surface node's method to none (--set fill.method=none)";
   else if (options.symmetry != defaults.symmetry)
-    moved = "symmetry: set it on the fill_surface node";
+    moved = "symmetry: set it on the fill_surface node (--set fill.symmetry=" +
+            std::string(options.symmetry ? "true" : "false") + ")";
   else if (options.max_iterations != defaults.max_iterations)
-    moved = "max_iterations: set it on the fill_surface node";
+    moved = "max_iterations: set it on the fill_surface node (--set fill.max_iterations=" +
+            std::to_string(options.max_iterations) + ")";
   if (!moved.empty())
     throw std::invalid_argument(
         "the surface fill comes from the `filled` input (a fill_surface node, `fill` in the "
-        "shipped texgen configs), so this node's fill parameters do not apply: " +
-        moved + " (e.g. --set fill.method=propagate)");
+        "shipped configs), so this node's fill parameters do not apply: " +
+        moved);
   if (options.method != "charts")
     throw std::invalid_argument(
         "the `filled` input needs method charts; the reference method does its own vertex "

@@ -197,8 +197,9 @@ TEST(InpaintTexture, FillParametersMovedUpstreamAreRefusedByName) {
     return error_of([&] { r.run(); });
   };
   EXPECT_NE(finish("fill", "propagate").find("fill.method=propagate"), std::string::npos);
-  EXPECT_NE(finish("symmetry", false).find("symmetry"), std::string::npos);
-  EXPECT_NE(finish("max_iterations", 5).find("max_iterations"), std::string::npos);
+  EXPECT_NE(finish("symmetry", false).find("fill.symmetry=false"), std::string::npos);
+  EXPECT_NE(finish("max_iterations", 5).find("fill.max_iterations=5"), std::string::npos);
+  EXPECT_NE(finish("vertex_inpaint", false).find("fill.method=none"), std::string::npos);
   EXPECT_NE(finish("method", "reference").find("charts"), std::string::npos);
   EXPECT_EQ(finish("algorithm", "telea"), "");
   // A fill made for another texture size is refused, not misread.
