@@ -9,6 +9,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "image/convert.h"
 #include "image/error.h"
 
 namespace gen3d::image {
@@ -99,7 +100,7 @@ std::string encode_image(const Image& image, const std::string& ext, const std::
     std::uint8_t* dst = m.ptr<std::uint8_t>(y);
     for (size_t i = 0; i < size_t(image.width) * image.channels; ++i) {
       const float v = std::isfinite(src[i]) ? std::clamp(src[i], 0.0f, 1.0f) : 0.0f;
-      dst[i] = std::uint8_t(std::lround(v * 255.0f));
+      dst[i] = unit_to_u8(v);
     }
   }
   if (image.channels == 3) cv::cvtColor(m, m, cv::COLOR_RGB2BGR);

@@ -14,8 +14,7 @@ ImageU8 image_u8_from_unit(const float* pixels, int width, int height, int chann
     throw ImageError("image_u8_from_unit: empty image");
   ImageU8 out(width, height, channels);
   for (size_t i = 0; i < out.pixels.size(); ++i) {
-    const float v = std::clamp(pixels[i], 0.0f, 1.0f);
-    out.pixels[i] = static_cast<std::uint8_t>(std::lround(v * 255.0f));
+    out.pixels[i] = unit_to_u8(std::clamp(pixels[i], 0.0f, 1.0f));
   }
   return out;
 }

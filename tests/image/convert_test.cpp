@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -18,6 +19,24 @@ TEST(Convert, UnitFloatsRoundToU8) {
   const ImageU8 u = image_u8_from_unit(px.data(), 2, 1, 3);
   EXPECT_EQ(u.pixels, (std::vector<std::uint8_t>{0, 1, 128, 255, 255, 0}));
   EXPECT_THROW(image_u8_from_unit(nullptr, 2, 1, 3), ImageError);
+}
+
+// The rounding without a library call agrees with std::lround(c * 255.0f) around every tie
+// (each k + 0.5 over 255, 200 floats either side) and at random points of [0, 1].
+TEST(Convert, UnitToU8AgreesWithLroundAtEveryTie) {
+  auto check = [](float c) {
+    ASSERT_EQ(unit_to_u8(c), static_cast<std::uint8_t>(std::lround(c * 255.0f))) << c;
+  };
+  for (int k = 0; k < 255; ++k) {
+    float c = (static_cast<float>(k) + 0.5f) / 255.0f;
+    for (int i = 0; i < 200; ++i) c = std::nextafter(c, 0.0f);
+    for (int i = 0; i < 400; ++i, c = std::nextafter(c, 1.0f)) check(c);
+  }
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> d(0.0f, 1.0f);
+  for (int i = 0; i < 100000; ++i) check(d(rng));
+  check(0.0f);
+  check(1.0f);
 }
 
 TEST(Convert, RgbAndGreyGetOpaqueAlpha) {
