@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what gen3d builds and tests with, from Debian's packages, skipping what is present.
 # Runs as root, or through sudo otherwise. Never prompts.
+# ocl-icd-opencl-dev: Debian's oneDNN CMake package requires OpenCL (it only recommends it, and
+# recommends are not installed here).
 set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
   libtbb-dev libopencv-dev libassimp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libopenblas-dev libmeshoptimizer-dev libeigen3-dev libminizip-dev libxxhash-dev libdnnl-dev
+  ocl-icd-opencl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 
