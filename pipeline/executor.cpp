@@ -103,10 +103,12 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
     }
     claims.keys = std::move(mine);
   }
-  // Recomputing node i from what is stored: its time plus that of the producers it would need
-  // that are not stored themselves (an estimate: shared producers count once per path).
+  // Recomputing node i from what is stored: its time plus, for each producer, the time to load
+  // it where it is stored and to recompute it where not (an estimate: shared producers count once
+  // per path).
   std::vector<double> recompute_ms(n, 0.0);
-  std::vector<char> stored(n, 0);  // char, not bool: nodes on different threads set their own
+  std::vector<double> load_ms(n, 0.0);  // estimated, of the nodes this run stores
+  std::vector<char> stored(n, 0);       // char, not bool: nodes on different threads set their own
   tbb::task_group stores;
   std::mutex store_mutex;
   // What each node counted and gauged, stored with its entry and reported again when loaded.
@@ -124,20 +126,18 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
     const GraphNode& node = graph.nodes[i];
     NodeRun& rec = result.nodes[i];
     double cost = rec.wall_ms;
-    for (size_t p : node.after)
-      if (!stored[p]) cost += recompute_ms[p];
+    for (size_t p : node.after) cost += stored[p] ? load_ms[p] : recompute_ms[p];
     recompute_ms[i] = cost;
     const CachePolicy policy = node.contract->cache;
     if (policy == CachePolicy::Never || !cache->has_codecs(node)) return;
-    if (policy == CachePolicy::Auto) {
-      const StageCacheOptions& co = cache->options();
-      const double bytes = static_cast<double>(cache->estimate_bytes(result.outputs[i]));
-      const double load_ms = bytes / (co.load_mb_per_s * 1e6) * 1e3;
-      if (cost < co.min_store_ms || cost < co.store_factor * load_ms) {
-        cache->release(keys[i]);
-        return;
-      }
+    const StageCacheOptions& co = cache->options();
+    const double bytes = static_cast<double>(cache->estimate_bytes(result.outputs[i]));
+    const double load = bytes / (co.load_mb_per_s * 1e6) * 1e3;
+    if (policy == CachePolicy::Auto && (cost < co.min_store_ms || cost < co.store_factor * load)) {
+      cache->release(keys[i]);
+      return;
     }
+    load_ms[i] = load;
     stored[i] = 1;
     auto outputs = result.outputs[i];
     stores.run([&, i, outputs = std::move(outputs)] {

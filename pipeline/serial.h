@@ -52,6 +52,13 @@ class ByteWriter {
     u64(v.size());
     raw(v.data(), v.size() * sizeof(T));
   }
+  // A vector that does not outlive the call (a temporary): always copied, never borrowed.
+  template <class T>
+  void vec_copied(const std::vector<T>& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    u64(v.size());
+    if (!v.empty()) out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  }
   void raw(const void* data, size_t size) {
     if (borrowed_ && size >= (64u << 10)) {
       borrowed_->push_back(Borrowed{out_.size(), {static_cast<const char*>(data), size}});

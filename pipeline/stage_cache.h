@@ -66,8 +66,8 @@ struct StageCacheOptions {
   std::string dir;                      // created when missing
   uint64_t budget_bytes = 20ull << 30;  // eviction keeps the entries under this
   // Auto-policy nodes are stored when recomputing them (their own time plus what they need
-  // upstream that is not stored) takes at least min_store_ms and at least store_factor times
-  // the estimated load time (serialized bytes at load_mb_per_s).
+  // upstream: loading what is stored, recomputing what is not) takes at least min_store_ms and
+  // at least store_factor times the estimated load time (serialized bytes at load_mb_per_s).
   double min_store_ms = 100.0;
   double store_factor = 4.0;
   // Loading (map, checksum, decode) ran at 700-830 MB/s for 71-157 MB entries on the 2-core

@@ -23,11 +23,43 @@ uint64_t vec_bytes(const std::vector<T>& v) {
 // ---- Image
 // ---------------------------------------------------------------------------------------
 
+// Pixels are stored as runs of pixels with any non-zero bit, so the mostly empty textures of bakes
+// and merges (a view sees a fraction of the atlas) cost what they hold; loading restores every
+// bit (the pixels between runs are +0.0).
+std::vector<uint32_t> nonzero_runs(const image::Image& im) {
+  const size_t c = static_cast<size_t>(im.channels);
+  const size_t n = im.pixels.size() / (c ? c : 1);
+  const auto* bits = reinterpret_cast<const uint32_t*>(im.pixels.data());
+  std::vector<uint32_t> runs;  // [begin, end) pixel indices
+  bool open = false;
+  for (size_t p = 0; p < n; ++p) {
+    bool any = false;
+    for (size_t k = 0; k < c; ++k) any |= bits[p * c + k] != 0;
+    if (any != open) {
+      runs.push_back(static_cast<uint32_t>(p));
+      open = any;
+    }
+  }
+  if (open) runs.push_back(static_cast<uint32_t>(n));
+  return runs;
+}
+
+uint64_t run_pixels(const std::vector<uint32_t>& runs) {
+  uint64_t total = 0;
+  for (size_t k = 0; k + 1 < runs.size(); k += 2) total += runs[k + 1] - runs[k];
+  return total;
+}
+
 void save_image(const image::Image& im, ByteWriter& w) {
   w.u32(static_cast<uint32_t>(im.width));
   w.u32(static_cast<uint32_t>(im.height));
   w.u32(static_cast<uint32_t>(im.channels));
-  w.vec(im.pixels);
+  const std::vector<uint32_t> runs = nonzero_runs(im);
+  w.vec_copied(runs);
+  const size_t c = static_cast<size_t>(im.channels);
+  w.u64(run_pixels(runs) * c);
+  for (size_t k = 0; k + 1 < runs.size(); k += 2)
+    w.raw(im.pixels.data() + runs[k] * c, (runs[k + 1] - runs[k]) * c * sizeof(float));
 }
 
 image::Image load_image(ByteReader& r) {
@@ -35,14 +67,43 @@ image::Image load_image(ByteReader& r) {
   im.width = static_cast<int>(r.u32());
   im.height = static_cast<int>(r.u32());
   im.channels = static_cast<int>(r.u32());
-  im.pixels = r.vec<float>();
-  if (im.pixels.size() != static_cast<size_t>(im.width) * im.height * im.channels)
-    throw CacheFormatError("image size does not match its pixels");
+  const size_t c = static_cast<size_t>(im.channels);
+  const uint64_t pixels =
+      static_cast<uint64_t>(static_cast<uint32_t>(im.width)) * static_cast<uint32_t>(im.height);
+  const std::vector<uint32_t> runs = r.vec<uint32_t>();
+  const uint64_t floats = r.u64();
+  if (runs.size() % 2 || floats != run_pixels(runs) * c || floats > r.remaining() / sizeof(float))
+    throw CacheFormatError("image runs do not match its pixels");
+  uint32_t last = 0;
+  for (size_t k = 0; k < runs.size(); k += 2) {
+    if (runs[k] < last || runs[k] >= runs[k + 1] || runs[k + 1] > pixels)
+      throw CacheFormatError("image runs out of order or outside the image");
+    last = runs[k + 1];
+  }
+  im.pixels.assign(static_cast<size_t>(pixels * c), 0.0f);
+  for (size_t k = 0; k < runs.size(); k += 2)
+    r.raw(im.pixels.data() + runs[k] * c, (runs[k + 1] - runs[k]) * c * sizeof(float));
   return im;
 }
 
+// An estimate from every 16th pixel, cheap enough to ask of every node that ran (the exact runs
+// are found only when the image is stored, off the graph's path).
 uint64_t image_bytes(const image::Image& im) {
-  return 12 + vec_bytes(im.pixels);
+  const size_t c = static_cast<size_t>(im.channels);
+  const size_t n = im.pixels.size() / (c ? c : 1);
+  const auto* bits = reinterpret_cast<const uint32_t*>(im.pixels.data());
+  constexpr size_t kStride = 16;
+  size_t sampled = 0, nonzero = 0, changes = 0;
+  bool last = false;
+  for (size_t p = 0; p < n; p += kStride, ++sampled) {
+    bool any = false;
+    for (size_t k = 0; k < c; ++k) any |= bits[p * c + k] != 0;
+    nonzero += any;
+    changes += any != last;
+    last = any;
+  }
+  const double share = sampled ? static_cast<double>(nonzero) / static_cast<double>(sampled) : 0.0;
+  return 28 + 4 * changes + static_cast<uint64_t>(share * static_cast<double>(n)) * c * 4;
 }
 
 void save_optional_image(const std::shared_ptr<const image::Image>& im, ByteWriter& w) {
@@ -239,10 +300,19 @@ uint64_t bakes_bytes(const BakeList& list) {
   return b;
 }
 
+// The trust mask as merging derives it from the weight; stored only where it differs.
+std::vector<uint8_t> trust_from_weight(const image::Image& weight) {
+  std::vector<uint8_t> mask(weight.pixels.size());
+  for (size_t t = 0; t < mask.size(); ++t) mask[t] = weight.pixels[t] > 1e-8f ? 255 : 0;
+  return mask;
+}
+
 void save_merged(const render::MergeResult& m, ByteWriter& w) {
   save_image(m.texture, w);
   save_image(m.weight, w);
-  w.vec(m.trust_mask);
+  const bool derived = m.weight.channels == 1 && m.trust_mask == trust_from_weight(m.weight);
+  w.boolean(derived);
+  if (!derived) w.vec(m.trust_mask);
   w.u64(m.views.size());
   for (const render::MergeViewStat& s : m.views) {
     w.u64(s.texels_with_weight);
@@ -256,7 +326,7 @@ render::MergeResult load_merged(ByteReader& r) {
   render::MergeResult m;
   m.texture = load_image(r);
   m.weight = load_image(r);
-  m.trust_mask = r.vec<uint8_t>();
+  m.trust_mask = r.boolean() ? trust_from_weight(m.weight) : r.vec<uint8_t>();
   const uint64_t n = r.u64();
   if (n > r.remaining() / 21) throw CacheFormatError("truncated merge statistics");
   m.views.resize(static_cast<size_t>(n));
@@ -368,19 +438,20 @@ models::VolumeGrid load_grid(ByteReader& r) {
 }  // namespace
 
 void register_port_codecs(pipeline::Registry& registry) {
-  registry.add_codec<mesh::Mesh>(1, save_mesh, load_mesh, mesh_bytes);
-  registry.add_codec<image::Image>(1, save_image, load_image, image_bytes);
+  registry.add_codec<mesh::Mesh>(2, save_mesh, load_mesh, mesh_bytes);
+  registry.add_codec<image::Image>(2, save_image, load_image, image_bytes);
   registry.add_codec<mesh::NormalizeTransform>(1, save_transform, load_transform,
                                                [](const mesh::NormalizeTransform&) { return 48; });
   registry.add_codec<render::ViewSet>(1, save_views, load_views, [](const render::ViewSet& v) {
     return 8 + 56 * static_cast<uint64_t>(v.views.size());
   });
-  registry.add_codec<ImageList>(1, save_images, load_images, images_bytes);
-  registry.add_codec<BakeList>(1, save_bakes, load_bakes, bakes_bytes);
+  registry.add_codec<ImageList>(2, save_images, load_images, images_bytes);
+  registry.add_codec<BakeList>(2, save_bakes, load_bakes, bakes_bytes);
   registry.add_codec<render::MergeResult>(
-      1, save_merged, load_merged, [](const render::MergeResult& m) {
-        return image_bytes(m.texture) + image_bytes(m.weight) + vec_bytes(m.trust_mask) + 8 +
-               21 * m.views.size();
+      2, save_merged, load_merged, [](const render::MergeResult& m) {
+        const bool derived = m.weight.channels == 1 && m.trust_mask == trust_from_weight(m.weight);
+        return image_bytes(m.texture) + image_bytes(m.weight) + 9 +
+               (derived ? 0 : vec_bytes(m.trust_mask)) + 21 * m.views.size();
       });
   registry.add_codec<render::InpaintReport>(
       2, save_inpaint_report, load_inpaint_report,
