@@ -289,6 +289,18 @@ std::vector<SymmetryPlane> symmetry_candidates(const mesh::Mesh& mesh, double to
   return out;
 }
 
+image::Image source_colors(const std::vector<uint8_t>& sources, int size) {
+  if (size <= 0 || sources.size() != static_cast<size_t>(size) * size) return image::Image();
+  static const float kColors[6][3] = {{0.0f, 0.0f, 0.0f},    {0.2f, 0.75f, 0.3f},
+                                      {0.25f, 0.45f, 0.95f}, {0.95f, 0.6f, 0.15f},
+                                      {0.9f, 0.15f, 0.15f},  {0.5f, 0.5f, 0.5f}};
+  image::Image out(size, size, 3);
+  tbb::parallel_for(size_t{0}, sources.size(), [&](size_t i) {
+    std::copy_n(kColors[std::min<uint8_t>(sources[i], 5)], 3, out.pixels.begin() + i * 3);
+  });
+  return out;
+}
+
 SymmetryPlane detect_symmetry(const mesh::Mesh& mesh, double tolerance) {
   SymmetryPlane best;
   for (const SymmetryPlane& p : symmetry_candidates(mesh, tolerance))

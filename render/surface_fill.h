@@ -24,6 +24,11 @@ enum class TexelSource : uint8_t {
   gutter = 5,      // dilation around the charts
 };
 
+// The per-texel sources (T x T TexelSource) as a T x T RGB picture: views green, mirrored blue,
+// surface fill orange, image inpainting red, gutter grey, background black. An empty image when
+// `sources` is not size x size.
+image::Image source_colors(const std::vector<uint8_t>& sources, int size);
+
 struct SymmetryPlane {
   bool found = false;
   mesh::Vec3 normal{1, 0, 0};

@@ -458,7 +458,7 @@ image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture
   return from_u8(filled);
 }
 
-image::Image inpaint_texture(const image::Image& texture, const std::vector<uint8_t>& trust,
+image::Image inpaint_texture(image::Image texture, const std::vector<uint8_t>& trust,
                              const SurfaceFillResult& filled, const InpaintOptions& options,
                              InpaintReport* report) {
   check_texture(texture, trust);
@@ -476,7 +476,7 @@ image::Image inpaint_texture(const image::Image& texture, const std::vector<uint
 
   InpaintReport r;
   r.view_texels = count(trust);
-  image::Image tex = texture;
+  image::Image& tex = texture;
   std::vector<uint8_t> known(trust.begin(), trust.end());
   const std::vector<uint8_t> charts = chart_mask(filled.chart_runs, texels);
   r.chart_texels = count(charts);

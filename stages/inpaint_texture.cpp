@@ -19,19 +19,6 @@ using pipeline::Range;
 using pipeline::StageContext;
 using pipeline::StageContract;
 
-// The per-texel sources as colours (empty for the reference method: a 1 x 1 black image).
-image::Image source_map(const std::vector<uint8_t>& sources, int size) {
-  if (sources.size() != static_cast<size_t>(size) * size) return image::Image(1, 1, 3, 0.0f);
-  static const float kColors[6][3] = {{0.0f, 0.0f, 0.0f},    {0.2f, 0.75f, 0.3f},
-                                      {0.25f, 0.45f, 0.95f}, {0.95f, 0.6f, 0.15f},
-                                      {0.9f, 0.15f, 0.15f},  {0.5f, 0.5f, 0.5f}};
-  image::Image out(size, size, 3);
-  tbb::parallel_for(size_t{0}, sources.size(), [&](size_t i) {
-    std::copy_n(kColors[std::min<uint8_t>(sources[i], 5)], 3, out.pixels.begin() + i * 3);
-  });
-  return out;
-}
-
 // With the fill done upstream, the fill's parameters belong to that node: one set here would be
 // silently ignored, so it is refused with the name of the place it moved to.
 void check_fill_upstream(const render::InpaintOptions& options) {
@@ -64,7 +51,7 @@ class InpaintTexture final : public pipeline::Stage {
     return StageContract("inpaint_texture",
                          "Fill unpainted texels: vertex propagation, then image inpainting inside "
                          "the charts, gutter dilation and a background fill.")
-        .semantics_version(3)  // 2: the sources output; 3: the fill input, a faster fill
+        .semantics_version(4)  // 3: the fill input, a faster fill; 4: sources only in the report
         .input<mesh::Mesh>("mesh", "normalized, with UVs")
         .input<render::MergeResult>("merged")
         .optional_input<render::SurfaceFillResult>(
@@ -87,10 +74,7 @@ class InpaintTexture final : public pipeline::Stage {
         .param<bool>("symmetry", true,
                      "harmonic: unseen texels whose mirror image across a detected symmetry plane "
                      "was seen take that colour")
-        .param<int>("max_iterations", 400, Range{1, 100000}, "harmonic: solver iteration cap")
-        .output<image::Image>("sources",
-                              "where each texel came from: views green, mirrored blue, surface "
-                              "fill orange, image inpainting red, gutter grey (charts method)");
+        .param<int>("max_iterations", 400, Range{1, 100000}, "harmonic: solver iteration cap");
   }
   void run(StageContext& ctx) const override {
     auto m = ctx.in<mesh::Mesh>("mesh");
@@ -110,12 +94,13 @@ class InpaintTexture final : public pipeline::Stage {
     std::shared_ptr<const render::Raster> uv;
     if (options.method == "charts" && !upstream) uv = raster_cache(ctx).get_uv(*m, size, size);
     auto report = std::make_shared<render::InpaintReport>();
-    const image::Image composed = merged->texture.channels == 3
-                                      ? image::Image()
-                                      : image::composite_over(merged->texture, 0, 0, 0);
-    const image::Image& rgb = composed.pixels.empty() ? merged->texture : composed;
+    image::Image composed = merged->texture.channels == 3
+                                ? image::Image()
+                                : image::composite_over(merged->texture, 0, 0, 0);
+    const bool own = !composed.pixels.empty();
+    const image::Image& rgb = own ? composed : merged->texture;
     auto texture = std::make_shared<image::Image>(
-        upstream ? render::inpaint_texture(rgb, merged->trust_mask,
+        upstream ? render::inpaint_texture(own ? std::move(composed) : rgb, merged->trust_mask,
                                            *ctx.in<render::SurfaceFillResult>("filled"), options,
                                            report.get())
                  : render::inpaint_texture(*m, rgb, merged->trust_mask, uv.get(), options,
@@ -138,7 +123,6 @@ class InpaintTexture final : public pipeline::Stage {
           ctx.node_id(), report->symmetry_found ? "found" : "not found", report->symmetry_error,
           report->mirrored_texels, report->fill_iterations);
     }
-    ctx.out("sources", std::make_shared<image::Image>(source_map(report->sources, size)));
     ctx.out("report", std::move(report));
   }
 };

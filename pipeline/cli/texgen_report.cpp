@@ -9,6 +9,7 @@
 #include "image/codec.h"
 #include "image/resize.h"
 #include "pipeline/run_report.h"
+#include "render/surface_fill.h"
 #include "stages/types.h"
 
 namespace gen3d::cli {
@@ -150,9 +151,11 @@ std::string texgen_report_html(const Graph& g, const RunResult& run,
         }
       body += img_tag(overlay, 480, "coverage: red = not painted by any view");
     }
-    auto sources = output_of_stage<image::Image>(g, run, "inpaint_texture", "sources");
-    if (sources && sources->width == texture->width)
-      body += img_tag(*sources, 480,
+    auto inpainted = output_of_stage<render::InpaintReport>(g, run, "inpaint_texture", "report");
+    const image::Image sources =
+        inpainted ? render::source_colors(inpainted->sources, texture->width) : image::Image();
+    if (!sources.pixels.empty())
+      body += img_tag(sources, 480,
                       "texel sources: green = seen by a view, blue = mirrored, orange = surface "
                       "fill, red = image inpainting, grey = gutter");
     body += "</div>";
