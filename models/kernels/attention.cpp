@@ -37,14 +37,16 @@ inline float exp_nonpositive(float x) {
   const float tn = xc * 1.4426950408889634f + kShifter;
   const float n = tn - kShifter;
   const float r = (xc - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  // exp(r) = 1 + (r + r^2 q(r)): the small terms are summed before the 1, so each rounding is
+  // relative to them and the result is within about half an ulp with or without fused
+  // multiply-adds (Horner's last steps, p * r + 1, cost an ulp and more without them).
+  float q = 1.0f / 5040.0f;
+  q = q * r + 1.0f / 720.0f;
+  q = q * r + 1.0f / 120.0f;
+  q = q * r + 1.0f / 24.0f;
+  q = q * r + 1.0f / 6.0f;
+  q = q * r + 0.5f;
+  const float p = 1.0f + (r + (r * r) * q);
   const float scale = std::bit_cast<float>((std::bit_cast<std::uint32_t>(tn) + 127u) << 23);
   return x < -87.0f ? 0.0f : p * scale;
 }
