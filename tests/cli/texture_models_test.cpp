@@ -200,11 +200,17 @@ TEST(TextureModels, ChangedBakeParametersReuseThePaintAndDelightResults) {
     ASSERT_EQ(again.exit_code, 0) << again.output;
     std::ifstream m2_in(out + "/m2.json");
     const json m2 = json::parse(m2_in);
-    // The loaded node reports its figures again; that the network did not run shows in the
-    // trace below (no step spans).
-    EXPECT_EQ(m2["counters"]["multiview.model_steps"], 10.0) << change;
+    // A loaded node reports its figures again; one not needed at all (what it feeds was loaded
+    // instead: that depends on what the first run found worth storing) reports none. That the
+    // network did not run shows in the trace below (no step spans).
     std::set<std::string> cached;
     for (const json& n : m2["nodes"]) {
+      if (n["id"] == "multiview") {
+        if (n["loaded"].get<bool>())
+          EXPECT_EQ(m2["counters"]["multiview.model_steps"], 10.0) << change;
+        else
+          EXPECT_FALSE(m2["counters"].contains("multiview.model_steps")) << change;
+      }
       if (n["cached"].get<bool>()) cached.insert(n["id"].get<std::string>());
       if (n["stage"] == "views_from_model" || n["stage"] == "delight") {
         EXPECT_EQ(n["status"], "cached") << change << " " << n.dump();

@@ -259,7 +259,8 @@ TEST(PortCodecs, SurfaceFillRoundTripsBitForBit) {
   // Lists of different lengths are refused, not read past.
   render::SurfaceFillResult bad = f;
   bad.sources.pop_back();
-  ByteReader r(save(bad));
+  const std::string bad_bytes = save(bad);  // the reader only views the bytes: keep them alive
+  ByteReader r(bad_bytes);
   EXPECT_THROW(codecs().codec(pipeline::port_type<render::SurfaceFillResult>())->load(r),
                pipeline::CacheFormatError);
 }
