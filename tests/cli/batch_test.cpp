@@ -108,7 +108,7 @@ TEST(Batch, ResumeAfterSigkillRedoesOnlyUnfinishedJobs) {
   if (pid == 0) {
     ::chdir(source_dir().c_str());
     execl(gen3d_executable().c_str(), "gen3d", "batch", manifest.c_str(), "--out", out.c_str(),
-          "-q", static_cast<char*>(nullptr));
+          "-q", "--no-cache", static_cast<char*>(nullptr));  // the user's cache is left alone
     _exit(127);
   }
   for (int waited = 0; waited < 3000; ++waited) {  // until a few markers exist (at most 60 s)

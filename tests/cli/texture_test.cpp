@@ -210,9 +210,11 @@ TEST(TextureCommand, BadInputsAreRejectedBeforeWork) {
 TEST(TextureCommand, SigkillNeverLeavesAHalfWrittenOutput) {
   const std::string dir = temp_dir("texture_kill");
   const std::string out = dir + "/out.glb";
+  // --no-cache: every run computes all of it (a stored first run would make the later ones
+  // finish before their kill), and the user's cache is left alone.
   const std::vector<std::string> args = {
       "gen3d",          "-q",  "texture",       "--mesh", kSpider, "--image", kFront,
-      "--texture-size", "512", "--render-size", "512",    "-o",    out};
+      "--texture-size", "512", "--render-size", "512",    "-o",    out,       "--no-cache"};
   const auto spawn = [&] {
     const pid_t pid = fork();
     if (pid == 0) {
