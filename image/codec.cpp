@@ -56,15 +56,16 @@ std::string unsupported_format(const std::uint8_t* data, size_t size) {
 constexpr float kUnit8 = static_cast<float>(1.0 / 255.0);
 constexpr float kUnit16 = static_cast<float>(1.0 / 65535.0);
 
-// The largest image decoded, in pixels (OpenCV's default limit): 4 GiB as float RGBA.
-constexpr size_t kMaxPixels = size_t{1} << 30;
+// The largest image decoded: 16384 x 16384 pixels, the largest texture and render size a
+// pipeline takes (4 GiB as float RGBA; OpenCV allowed four times that).
+constexpr size_t kMaxPixels = size_t{1} << 28;
 
 void check_pixels(const char* format, int width, int height, const std::string& what) {
   const std::string size = std::to_string(width) + " x " + std::to_string(height);
   if (width <= 0 || height <= 0) fail_decode(what, std::string(format) + ": bad size " + size);
   if (static_cast<size_t>(width) * static_cast<size_t>(height) > kMaxPixels)
-    fail_decode(what,
-                std::string(format) + ": " + size + " pixels is more than gen3d decodes (2^30)");
+    fail_decode(what, std::string(format) + ": " + size +
+                          " pixels is more than gen3d decodes (16384 x 16384)");
 }
 
 // libpng reports errors through this buffer (its error pointer), then longjmps.
@@ -117,7 +118,7 @@ bool png_decode(PngSource& src, PngPixels& out) {
   png_read_info(png, info);
   if (static_cast<size_t>(png_get_image_width(png, info)) * png_get_image_height(png, info) >
       kMaxPixels)
-    png_error(png, "more pixels than gen3d decodes (2^30)");
+    png_error(png, "more pixels than gen3d decodes (16384 x 16384)");
   const int color = png_get_color_type(png, info);
   if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (color == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) < 8)

@@ -11,7 +11,9 @@
 # there); logs go to build/fuzz/logs/<target>.log and anything found to build/fuzz/artifacts/.
 # Leaks inside assimp are not ours and are suppressed (tests/fuzz/lsan.supp); every other leak,
 # crash or hang fails the run. A hang is an input still running after 60 s: at the lowest
-# priority on a busy machine a normal input can wait many seconds for a core.
+# priority on a busy machine a normal input can wait many seconds for a core. The memory limit is
+# 4 GiB: an image header may declare up to 16384 x 16384 pixels, whose 16-bit RGBA rows alone take
+# 2 GiB before its data is read.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 seconds="${1:-600}"
@@ -36,6 +38,7 @@ run_one() {
   cd "$fuzz"
   LSAN_OPTIONS="suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=0" \
     nice -n 19 "$fuzz/fuzz/fuzz_$t" -max_total_time="$seconds" -print_final_stats=1 -timeout=60 \
+    -rss_limit_mb=4096 \
     -report_slow_units=60 -artifact_prefix="$fuzz/artifacts/$t-" "$fuzz/corpus/$t" >"$fuzz/logs/$t.log" 2>&1
 }
 export -f run_one

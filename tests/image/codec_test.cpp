@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <zlib.h>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -154,6 +155,23 @@ TEST(ImageCodec, PngWrittenInStripsDecodesExactlyWithOpenCv) {
     expect_same_as_opencv(bytes, "strips, " + std::to_string(channels) + " channels");
     const Image back = decode_image(bytes.data(), bytes.size(), "strips");
     EXPECT_EQ(back.pixels, img.pixels) << channels;
+  }
+}
+
+// A header declaring more than 16384 x 16384 pixels is refused before anything is allocated.
+TEST(ImageCodec, HugeDeclaredSizesAreRefusedWithTheirSize) {
+  std::string png("\x89PNG\r\n\x1a\n", 8);
+  const unsigned char ihdr[17] = {'I', 'H', 'D', 'R', 0, 0, 0x4e, 0x20, 0, 0, 0x4e, 0x20,  // 20000²
+                                  8,   0,   0,   0,   0};
+  png += std::string("\0\0\0\x0d", 4);
+  png.append(reinterpret_cast<const char*>(ihdr), 17);
+  const uLong crc = crc32(0, ihdr, 17);
+  for (int shift = 24; shift >= 0; shift -= 8) png += static_cast<char>((crc >> shift) & 0xff);
+  try {
+    decode_image(reinterpret_cast<const std::uint8_t*>(png.data()), png.size(), "huge.png");
+    ADD_FAILURE() << "a 20000 x 20000 header decoded";
+  } catch (const ImageError& e) {
+    EXPECT_NE(std::string(e.what()).find("16384 x 16384"), std::string::npos) << e.what();
   }
 }
 
