@@ -104,6 +104,9 @@ struct View {
 struct Accessor {
   std::string type;
   uint64_t component_type = 0, count = 0;
+  std::optional<uint64_t> view;  // its bufferView, if any
+  uint64_t offset = 0;           // byteOffset in it
+  bool sparse = false;
 };
 
 class GltfChecker {
@@ -486,7 +489,9 @@ class GltfChecker {
         fail(where + " has a count of " + std::to_string(acc.count));
       const uint64_t elem = uint64_t(comps) * csize;
       const uint64_t offset = opt_uint(a, "byteOffset", where).value_or(0);
+      acc.offset = offset;
       if (const auto vi = opt_ref(a, "bufferView", views_.size(), "bufferView", where)) {
+        acc.view = *vi;
         const View& view = views_[*vi];
         const uint64_t stride = view.stride ? view.stride : elem;
         if (stride < elem)
@@ -497,7 +502,10 @@ class GltfChecker {
                " elements of " + std::to_string(elem) + " bytes) runs past the end of bufferView " +
                std::to_string(*vi) + " (" + std::to_string(view.length) + " bytes)");
       }
-      if (const json* sparse = member(a, "sparse")) check_sparse(*sparse, acc, elem, where);
+      if (const json* sparse = member(a, "sparse")) {
+        check_sparse(*sparse, acc, elem, where);
+        acc.sparse = true;
+      }
       accessors_.push_back(acc);
     }
   }
@@ -537,6 +545,23 @@ class GltfChecker {
       if (index >= acc.count)
         fail(w + " index " + std::to_string(index) + " is past the accessor's " +
              std::to_string(acc.count) + " elements");
+    }
+  }
+
+  // Every index of a plain (bufferView, not sparse) index accessor is below `vertices`.
+  void check_indices_below(const Accessor& idx, uint64_t vertices, const std::string& where) {
+    if (!idx.view || idx.sparse) return;
+    const View& view = views_[*idx.view];
+    const int size = component_size(idx.component_type);
+    const uint64_t stride = view.stride ? view.stride : static_cast<uint64_t>(size);
+    const std::string_view data = buffer_bytes(view.buffer).substr(view.offset + idx.offset);
+    for (uint64_t k = 0; k < idx.count; ++k) {
+      uint64_t index = 0;
+      for (int b = size - 1; b >= 0; --b)
+        index = (index << 8) | static_cast<unsigned char>(data[k * stride + b]);
+      if (index >= vertices)
+        fail(where + ": index " + std::to_string(index) + " is past the " +
+             std::to_string(vertices) + " vertices");
     }
   }
 
@@ -705,6 +730,11 @@ class GltfChecker {
     if (count < kMinCount[mode])
       fail(where + " has " + std::to_string(count) + " vertices, too few for mode " +
            std::to_string(mode));
+    // assimp's line-loop assembly dereferences a null face list when an index is past the
+    // vertices (other modes drop such faces); the glTF spec forbids such indices anyway.
+    if (mode == 2 && member(prim, "indices"))
+      check_indices_below(accessor_ref(prim, "indices", where + " indices"), vertices,
+                          where + " (a LINE_LOOP) indices");
     opt_ref(prim, "material", material_count_, "material", where);
 
     if (const json* targets = member(prim, "targets")) {

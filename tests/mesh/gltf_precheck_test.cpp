@@ -243,6 +243,30 @@ TEST_F(GltfPrecheck, PrimitiveModesNeedEnoughVertices) {
                   "indices has type");
 }
 
+// assimp crashes assembling a LINE_LOOP whose indices run past the vertices (a fuzzer's find);
+// a LINE_LOOP with valid indices passes the pre-check (assimp reads it: it has no triangles).
+TEST_F(GltfPrecheck, LineLoopIndicesMustBeInRange) {
+  const auto line_loop = [](Glb& g) { g.doc["meshes"][0]["primitives"][0]["mode"] = 2; };
+  {
+    Glb g = base_;
+    line_loop(g);
+    const std::string path = dir_ + "/loop.glb";
+    write_bytes(path, glb_bytes(g.doc.dump(), g.bin));
+    expect_error(path, "no triangles");
+  }
+  expect_rejected(
+      [&](Glb& g) {
+        line_loop(g);
+        const size_t a = g.doc["meshes"][0]["primitives"][0]["indices"].get<size_t>();
+        const json& idx = g.doc["accessors"][a];
+        const json& view = g.doc["bufferViews"][idx["bufferView"].get<size_t>()];
+        const size_t at = view.value("byteOffset", size_t{0}) + idx.value("byteOffset", size_t{0});
+        g.bin[at + 1] = '\x7f';  // the first index's second byte: far past 24 vertices
+      },
+      "(a LINE_LOOP) indices: index");
+  expect_error(test::data_dir() + "/bad/mesh/fuzz_glb_line_loop_bad_index.glb", "LINE_LOOP");
+}
+
 TEST_F(GltfPrecheck, NodeHierarchy) {
   expect_rejected([](Glb& g) { g.doc["nodes"][0]["children"] = {0}; }, "its own child");
   expect_rejected(
