@@ -165,8 +165,16 @@ TEST(ImageCodec, HugeDeclaredSizesAreRefusedWithTheirSize) {
                                   8,   0,   0,   0,   0};
   png += std::string("\0\0\0\x0d", 4);
   png.append(reinterpret_cast<const char*>(ihdr), 17);
-  const uLong crc = crc32(0, ihdr, 17);
-  for (int shift = 24; shift >= 0; shift -= 8) png += static_cast<char>((crc >> shift) & 0xff);
+  const auto put_crc = [&](const unsigned char* chunk, unsigned n) {
+    const uLong crc = crc32(0, chunk, n);
+    for (int shift = 24; shift >= 0; shift -= 8) png += static_cast<char>((crc >> shift) & 0xff);
+  };
+  put_crc(ihdr, 17);
+  // An empty IDAT: libpng reads the header up to the first image data.
+  const unsigned char idat[4] = {'I', 'D', 'A', 'T'};
+  png += std::string("\0\0\0\0", 4);
+  png.append(reinterpret_cast<const char*>(idat), 4);
+  put_crc(idat, 4);
   try {
     decode_image(reinterpret_cast<const std::uint8_t*>(png.data()), png.size(), "huge.png");
     ADD_FAILURE() << "a 20000 x 20000 header decoded";
