@@ -227,7 +227,8 @@ void deflate_strip(const Image& image, int y0, int y1, bool last, Strip& out) {
   z.next_out = reinterpret_cast<Bytef*>(out.deflated.data());
   z.avail_out = static_cast<uInt>(out.deflated.size());
   const int status = deflate(&z, last ? Z_FINISH : Z_SYNC_FLUSH);
-  out.ok = last ? status == Z_STREAM_END : (status == Z_OK && z.avail_in == 0);
+  // All input taken and all output out (room left in the buffer: nothing pending).
+  out.ok = (last ? status == Z_STREAM_END : status == Z_OK) && z.avail_in == 0 && z.avail_out > 0;
   out.deflated.resize(z.total_out);
   deflateEnd(&z);
 }
@@ -258,7 +259,8 @@ std::string encode_png(const Image& image, const std::string& what) {
   put_u32be(ihdr, static_cast<uint32_t>(image.width));
   put_u32be(ihdr, static_cast<uint32_t>(image.height));
   const char color = image.channels == 1 ? 0 : image.channels == 3 ? 2 : 6;
-  ihdr += std::string{8, color, 0, 0, 0};  // 8 bits, colour type, deflate, adaptive, progressive
+  ihdr +=
+      std::string{8, color, 0, 0, 0};  // 8 bits, colour type, deflate, filter set 0, no interlace
   put_chunk(out, "IHDR", ihdr);
   constexpr size_t kIdat = size_t{1} << 24;  // chunks of 16 MiB
   for (size_t at = 0; at < zdata.size(); at += kIdat)
