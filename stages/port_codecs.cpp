@@ -449,7 +449,11 @@ void register_port_codecs(pipeline::Registry& registry) {
   registry.add_codec<BakeList>(2, save_bakes, load_bakes, bakes_bytes);
   registry.add_codec<render::MergeResult>(
       2, save_merged, load_merged, [](const render::MergeResult& m) {
-        const bool derived = m.weight.channels == 1 && m.trust_mask == trust_from_weight(m.weight);
+        // Whether the trust mask follows from the weight, compared in place (no mask is built:
+        // this runs on the graph's path).
+        bool derived = m.weight.channels == 1 && m.trust_mask.size() == m.weight.pixels.size();
+        for (size_t t = 0; derived && t < m.trust_mask.size(); ++t)
+          derived = m.trust_mask[t] == (m.weight.pixels[t] > 1e-8f ? 255 : 0);
         return image_bytes(m.texture) + image_bytes(m.weight) + 9 +
                (derived ? 0 : vec_bytes(m.trust_mask)) + 21 * m.views.size();
       });
