@@ -36,8 +36,11 @@ VertexInpaintStats vertex_inpaint(const Mesh& mesh, image::Image& texture,
     texel[i] = uv_to_texel(v_flipped ? Vec2{uv[0], 1.0f - uv[1]} : uv, size);
   }
 
-  // Colours in double: the reference mixes float32 colours with float64 weights.
-  std::vector<double> color(n * channels, 0.0);
+  // Colours are float32 and are summed in float32 with each float64 weight rounded to float32, as
+  // the reference's numpy arithmetic does (a float32 array times a float64 scalar stays float32);
+  // only the weight total is float64. Summing in double instead differs in the last bit, which the
+  // 8-bit truncation before cv::inpaint turns into whole steps at some texture sizes.
+  std::vector<float> color(n * channels, 0.0f);
   std::vector<uint8_t> known(n, 0);
   std::vector<uint32_t> work;  // one entry per corner whose vertex is unknown, duplicates kept
   std::vector<std::vector<uint32_t>> neighbours(n);
@@ -67,21 +70,24 @@ VertexInpaintStats vertex_inpaint(const Mesh& mesh, image::Image& texture,
 
   int counter = 2;
   size_t last = 0;
-  std::vector<double> sum(channels);
+  std::vector<float> sum(channels);
   while (counter > 0) {
     size_t uncoloured = 0;
     for (uint32_t v : work) {
-      std::fill(sum.begin(), sum.end(), 0.0);
+      std::fill(sum.begin(), sum.end(), 0.0f);
       double weight_sum = 0.0;
       for (uint32_t u : neighbours[v]) {
         if (!known[u]) continue;
         const double d = std::max(static_cast<double>(distance(v, u)), 1e-4);
-        const double w = 1.0 / (d * d);
-        for (int c = 0; c < channels; ++c) sum[c] += w * color[u * channels + c];
-        weight_sum += w;
+        const double w = 1.0 / d;
+        const double w2 = w * w;
+        const float wf = static_cast<float>(w2);
+        for (int c = 0; c < channels; ++c) sum[c] += color[u * channels + c] * wf;
+        weight_sum += w2;
       }
       if (weight_sum > 0.0) {
-        for (int c = 0; c < channels; ++c) color[v * channels + c] = sum[c] / weight_sum;
+        const float total = static_cast<float>(weight_sum);
+        for (int c = 0; c < channels; ++c) color[v * channels + c] = sum[c] / total;
         known[v] = 1;
       } else {
         ++uncoloured;
@@ -96,7 +102,7 @@ VertexInpaintStats vertex_inpaint(const Mesh& mesh, image::Image& texture,
     if (!known[v] || position_of[v] == UINT32_MAX) continue;
     const auto [row, col] = texel[v];
     float* px = texture.at(col, row);
-    for (int c = 0; c < channels; ++c) px[c] = static_cast<float>(color[v * channels + c]);
+    for (int c = 0; c < channels; ++c) px[c] = color[v * channels + c];
     mask[static_cast<size_t>(row) * size + col] = 255;
   }
   size_t total = 0;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "golden_support.h"
@@ -55,7 +56,7 @@ TEST(VertexInpaintGolden, UnitCaseWithRoundingTies) {
   std::vector<uint8_t> mask = mask_from(g.png("vinpaint_unit_in_mask.png"));
   mesh::vertex_inpaint(m, tex, mask, /*v_flipped=*/false);
   EXPECT_EQ(mask, mask_from(g.png("vinpaint_unit_out_mask.png")));
-  expect_close(tex, image_from(g.npy("vinpaint_unit_out_texture.npy")), 1e-6f, "unit texture");
+  expect_close(tex, image_from(g.npy("vinpaint_unit_out_texture.npy")), 0.0f, "unit texture");
 }
 
 TEST(VertexInpaintGolden, BakedTextureThenReferenceInpaint) {
@@ -70,7 +71,9 @@ TEST(VertexInpaintGolden, BakedTextureThenReferenceInpaint) {
   std::vector<uint8_t> mask = trust;
   mesh::vertex_inpaint(m, tex, mask, /*v_flipped=*/true);
   EXPECT_EQ(mask, mask_from(g.png("inpaint_vertex_mask.png")));
-  expect_close(tex, image_from(g.npy("inpaint_vertex_texture.npy")), 1e-6f, "vertex texture");
+  // Bit for bit: a last-bit difference turns into a whole step where the 8-bit truncation before
+  // cv::inpaint meets an integer, and the inpainting spreads it (seen at texture sizes 64 and 100).
+  expect_close(tex, image_from(g.npy("inpaint_vertex_texture.npy")), 0.0f, "vertex texture");
 
   if (!g.has("inpaint_final.png")) return;
   InpaintOptions options;
@@ -112,21 +115,23 @@ TEST(TextureInpaint, ChartMethodFillsEveryChartTexelFromPaintedNeighbours) {
   }
   for (float v : out.pixels) ASSERT_TRUE(std::isfinite(v) && v >= 0.0f && v <= 1.0f);
   // Filled chart texels resemble the painted ones (the synthetic views are smooth ramps): the
-  // mean absolute difference to the reference's whole-image inpaint stays small.
+  // median absolute difference to the reference's whole-image inpaint stays small. Not the mean:
+  // small textures leave a dozen such texels, and one at a seam, where the reference's inpaint
+  // mixes in a neighbouring chart, would decide it.
   InpaintOptions ref;
   ref.method = "reference";
   const image::Image want = inpaint_texture(m, merged, trust, nullptr, ref);
-  double sum = 0;
-  size_t n = 0;
+  std::vector<float> differences;
   for (size_t i = 0; i < charts.size(); ++i) {
     if (charts[i] && !trust[i]) {
-      for (int c = 0; c < 3; ++c, ++n) {
-        sum += std::fabs(out.pixels[i * 3 + c] - want.pixels[i * 3 + c]);
-      }
+      for (int c = 0; c < 3; ++c)
+        differences.push_back(std::fabs(out.pixels[i * 3 + c] - want.pixels[i * 3 + c]));
     }
   }
-  if (n > 0) {
-    EXPECT_LT(sum / n, 0.05) << "over " << n / 3 << " filled chart texels";
+  if (!differences.empty()) {
+    auto middle = differences.begin() + differences.size() / 2;
+    std::nth_element(differences.begin(), middle, differences.end());
+    EXPECT_LT(*middle, 0.05) << "over " << differences.size() / 3 << " filled chart texels";
   }
 }
 
