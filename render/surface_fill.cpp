@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -13,6 +14,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_reduce.h>
 #include <tbb/parallel_sort.h>
+#include <tbb/task_group.h>
 #include <Eigen/Eigenvalues>
 #include <Eigen/IterativeLinearSolvers>
 #include <Eigen/SparseCore>
@@ -329,6 +331,12 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
     return (vec(mesh.positions[f[1]]) - a).cross(vec(mesh.positions[f[2]]) - a).normalized();
   };
 
+  // The symmetry planes depend on the mesh alone: they are sought while step 0 runs.
+  std::vector<SymmetryPlane> candidates;
+  tbb::task_group mesh_work;
+  if (options.symmetry)
+    mesh_work.run([&] { candidates = symmetry_candidates(mesh, options.symmetry_tolerance); });
+
   // 0. Near the seen surface (the texels a bake leaves out at silhouette edges and grazing angles):
   // the nearest seen colours, ring by ring inside the charts, as local as image inpainting.
   {
@@ -404,17 +412,29 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
   // 1. Mirror: an unknown chart texel whose mirror image lies on a painted texel takes its colour.
   // Of the planes within tolerance (a box has three), the one that recovers the most texels wins.
   if (options.symmetry) {
-    // Per face: whether it holds unknown (bit 0) and painted (bit 1) chart texels.
+    // Per face: whether it holds unknown (bit 0) and painted (bit 1) chart texels. A face's bit is
+    // set once (atomically) and read often, so the rows are scanned in parallel.
     std::vector<uint8_t> holds(mesh.faces.size(), 0);
-    size_t chart = 0, painted = 0;
-    for (size_t i = 0; i < texels; ++i) {
-      if (!uv.face_id[i]) continue;
-      ++chart;
-      painted += known[i] != 0;
-      holds[static_cast<size_t>(uv.face_id[i] - 1)] |= known[i] ? 2 : 1;
-    }
+    const auto [chart, painted] = tbb::parallel_reduce(
+        tbb::blocked_range<size_t>(0, texels), std::pair<size_t, size_t>{0, 0},
+        [&](const tbb::blocked_range<size_t>& range, std::pair<size_t, size_t> n) {
+          for (size_t i = range.begin(); i < range.end(); ++i) {
+            if (!uv.face_id[i]) continue;
+            ++n.first;
+            n.second += known[i] != 0;
+            const uint8_t bit = known[i] ? 2 : 1;
+            std::atomic_ref<uint8_t> h(holds[static_cast<size_t>(uv.face_id[i] - 1)]);
+            if (!(h.load(std::memory_order_relaxed) & bit))
+              h.fetch_or(bit, std::memory_order_relaxed);
+          }
+          return n;
+        },
+        [](std::pair<size_t, size_t> a, std::pair<size_t, size_t> b) {
+          return std::pair<size_t, size_t>{a.first + b.first, a.second + b.second};
+        });
     std::vector<SymmetryPlane> planes;
-    for (const SymmetryPlane& p : symmetry_candidates(mesh, options.symmetry_tolerance)) {
+    mesh_work.wait();
+    for (const SymmetryPlane& p : candidates) {
       if (!r.plane.found || p.error < r.plane.error) r.plane = p, r.plane.found = true;
       if (p.error <= options.symmetry_tolerance) planes.push_back(p);
     }

@@ -234,14 +234,18 @@ image::Image register_to_silhouette(const image::Image& reference_in, const Rast
     return best_iou;
   };
   const size_t coarse = std::max<size_t>(1, sil.size() / 4000);
+  // The boxes of the view's silhouette and of the object: the other start, and the bounding-box
+  // fit the result is compared with.
+  Box dst, src;
   {
-    // The other start: the boxes' centres and their mean scale.
-    Box dst, src;
     std::vector<uint8_t> s_mask(raster.pixel_count()), o_mask(mask.m.size());
     for (size_t i = 0; i < s_mask.size(); ++i) s_mask[i] = raster.face_id[i] != 0;
     for (size_t i = 0; i < o_mask.size(); ++i) o_mask[i] = mask.m[i] > 0.5f;
     mask_box(s_mask, w, h, dst);
     mask_box(o_mask, rw, rh, src);
+  }
+  {
+    // The other start: the boxes' centres and their mean scale.
     Similarity b = t;
     b.log_s =
         0.5 * std::log(double(src.width()) * src.height() / (double(dst.width()) * dst.height()));
@@ -252,7 +256,10 @@ image::Image register_to_silhouette(const image::Image& reference_in, const Rast
   search(t, coarse, 8.0, 0.25 * std::sqrt(double(coarse)));
   // Sub-pixel refinement on 10000 silhouette pixels at most.
   search(t, std::max<size_t>(1, sil.size() / 10000), 1.0, 0.05);
-  const double final_iou = iou(t, 1);
+  // The fit and the bounding-box fit are scored on the same 250,000 silhouette pixels at most: an
+  // IoU within about 1e-3, at a tenth of the cost of a 2048 view's every pixel.
+  const size_t fine = std::max<size_t>(1, sil.size() / 250000);
+  const double final_iou = iou(t, fine);
 
   SilhouetteFit f;
   f.iou = final_iou;
@@ -264,23 +271,19 @@ image::Image register_to_silhouette(const image::Image& reference_in, const Rast
     const double dx = (ocx - t.ax) / s, dy = (ocy - t.ay) / s;
     const double fx = t.cx + c * dx + n * dy, fy = t.cy - n * dx + c * dy;
     // The bounding-box fit: view box -> object box, per axis.
-    Box dst, src;
-    std::vector<uint8_t> s_mask(raster.pixel_count()), o_mask(mask.m.size());
-    for (size_t i = 0; i < s_mask.size(); ++i) s_mask[i] = raster.face_id[i] != 0;
-    for (size_t i = 0; i < o_mask.size(); ++i) o_mask[i] = mask.m[i] > 0.5f;
-    mask_box(s_mask, w, h, dst);
-    mask_box(o_mask, reference.width, reference.height, src);
     const double sx = double(src.width()) / dst.width(), sy = double(src.height()) / dst.height();
     const double bx = (ocx + 0.5 - src.x0) / sx + dst.x0 - 0.5;
     const double by = (ocy + 0.5 - src.y0) / sy + dst.y0 - 0.5;
     f.offset_x = fx - bx, f.offset_y = fy - by;
-    double inter = 0;
-    for (uint32_t p : sil) {
-      const int x = static_cast<int>(p % w), y = static_cast<int>(p / w);
+    double inter = 0, samples = 0;
+    for (size_t k = 0; k < sil.size(); k += fine) {
+      const int x = static_cast<int>(sil[k] % w), y = static_cast<int>(sil[k] / w);
       inter +=
           mask.at(src.x0 + (x - dst.x0 + 0.5) * sx - 0.5, src.y0 + (y - dst.y0 + 0.5) * sy - 0.5);
+      samples += 1;
     }
-    f.bbox_iou = inter / std::max(1e-9, sil.size() + area / (sx * sy) - inter);
+    const double object = area / (sx * sy) * samples / static_cast<double>(sil.size());
+    f.bbox_iou = inter / std::max(1e-9, samples + object - inter);
   }
   if (f.bbox_iou > f.iou) {
     // The search found no better agreement than the boxes (a local optimum): keep the boxes.
