@@ -5,6 +5,7 @@
 // run (f32 is the baseline). Prints one JSON document.
 //
 // Usage: gen3d_dinov2_bench [preset=giant] [repeats=2] [storages=f32,f16] [batch=1]
+//   storages: f32 (baseline), f16 (weights stored f16, f32 compute), bf16 (the bf16 precision mode)
 //   presets: giant, large (1024/24/16, MLP), base (768/12/12, MLP), small (384/12/6, MLP)
 
 #include <tbb/info.h>
@@ -123,7 +124,9 @@ int main(int argc, char** argv) {
     const auto comma = rest.find(',');
     const std::string s = rest.substr(0, comma);
     rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
-    const Dinov2Options opt{s == "f16" ? WeightStorage::kF16 : WeightStorage::kF32};
+    const Dinov2Options opt{s == "f16"    ? WeightStorage::kF16
+                            : s == "bf16" ? WeightStorage::kBF16
+                                          : WeightStorage::kF32};
     auto t0 = Clock::now();
     auto model = std::make_shared<const Dinov2Model>(Dinov2Model::random(ec.model, 1234, opt));
     const double init_ms = ms_since(t0);
