@@ -1,6 +1,7 @@
 #pragma once
-// Mesh files in and out: assimp formats in (OBJ+MTL, glTF/GLB, PLY, STL, FBX, OFF, ...), GLB / OBJ
-// / PLY out, with the base-colour texture.
+// Mesh files in and out: glTF/GLB through tinygltf (Draco through libdraco), the other formats
+// through assimp (OBJ+MTL, PLY, STL, FBX, OFF, ...); GLB / OBJ / PLY out, with the base-colour
+// texture.
 
 #include <string>
 
@@ -16,8 +17,13 @@ namespace gen3d::mesh {
 // - UV channel 0 is kept with its own index buffer (uv_faces), welded by exact value; UVs follow
 //   the OBJ convention (v up, texture row 0 at v = 1) whatever the format;
 // - per-vertex normals and colours (channel 0) are averaged over the welded corners;
-// - the base-colour (or diffuse) texture of the material that covers most faces is loaded,
-//   embedded ("*0" in GLB) or from a file next to the model (Windows "\" paths accepted).
+// - every material is kept: one gives Mesh::texture, several give Mesh::materials and
+//   face_materials; base-colour (or diffuse) textures are loaded embedded or from a file next to
+//   the model (Windows "\" paths and glTF's percent-escapes accepted);
+// - glTF: the default scene's nodes with their transforms (mirroring ones keep faces CCW), triangle
+//   lists, strips and fans, sparse accessors, quantized attributes, KHR_texture_transform on the
+//   base-colour UVs, KHR_draco_mesh_compression; skins, morph targets and animations are ignored
+//   (the mesh as stored); triangles with indices past their vertices are dropped with a warning.
 // Throws MeshError naming the file for: missing file, unsupported format, parse failure, no
 // triangles, non-finite positions, out-of-range indices.
 Mesh load_mesh(const std::string& path);

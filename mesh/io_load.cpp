@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -26,6 +27,7 @@
 #include "mesh/error.h"
 #include "mesh/io.h"
 #include "mesh/precheck.h"
+#include "mesh/scene_parts.h"
 
 namespace gen3d::mesh {
 namespace fs = std::filesystem;
@@ -69,30 +71,6 @@ class Welder {
   std::unordered_map<Key, uint32_t, Hash> map_;
 };
 
-// Finds a texture file referenced by a material: relative to the model, with Windows separators
-// and "./" prefixes tolerated, falling back to the bare file name and a case-insensitive match.
-std::string resolve_texture_path(const std::string& ref, const fs::path& model_dir) {
-  std::string p = ref;
-  std::replace(p.begin(), p.end(), '\\', '/');
-  while (p.rfind("./", 0) == 0) p = p.substr(2);
-  std::vector<fs::path> candidates;
-  const fs::path rel(p);
-  if (rel.is_absolute()) candidates.push_back(rel);
-  candidates.push_back(model_dir / rel);
-  candidates.push_back(model_dir / rel.filename());
-  std::error_code ec;
-  for (const auto& c : candidates) {
-    if (fs::is_regular_file(c, ec)) return c.string();
-  }
-  const std::string want = lower(rel.filename().string());
-  for (const auto& entry : fs::directory_iterator(model_dir.empty() ? "." : model_dir, ec)) {
-    if (entry.is_regular_file(ec) && lower(entry.path().filename().string()) == want) {
-      return entry.path().string();
-    }
-  }
-  return {};
-}
-
 std::shared_ptr<const image::Image> load_material_texture(const aiScene& scene,
                                                           const aiMaterial& mat,
                                                           const std::string& model_path) {
@@ -128,7 +106,7 @@ std::shared_ptr<const image::Image> load_material_texture(const aiScene& scene,
       spdlog::warn("{}: embedded texture {} is missing; loading without texture", model_path, name);
       return nullptr;
     }
-    const std::string file = resolve_texture_path(name, fs::path(model_path).parent_path());
+    const std::string file = detail::resolve_texture_path(name, fs::path(model_path).parent_path());
     if (file.empty()) {
       spdlog::warn("{}: texture '{}' not found; loading without texture", model_path, name);
       return nullptr;
@@ -161,9 +139,9 @@ void collect_instances(const aiNode* node, const aiMatrix4x4& parent, unsigned d
   }
 }
 
-// Only .gltf/.glb files pass the glTF pre-check, but assimp falls back to content sniffing when
-// the readers of an extension decline a file, and its glTF readers accept glTF JSON under any
-// name (a ".xml" file, for one). Removing them from this importer keeps unchecked glTF out.
+// glTF is read by tinygltf, never by assimp; but assimp falls back to content sniffing when the
+// readers of an extension decline a file, and its glTF readers accept glTF JSON under any name (a
+// ".xml" file, for one). Removing them from this importer keeps glTF out of assimp.
 void drop_gltf_readers(Assimp::Importer& importer) {
   for (size_t i = importer.GetImporterCount(); i-- > 0;) {
     Assimp::BaseImporter* reader = importer.GetImporter(i);
@@ -219,17 +197,15 @@ void check_mesh_file(const std::string& path) {
   if (fs::file_size(path, ec) == 0) throw MeshError("cannot load mesh '" + path + "': empty file");
 }
 
-// Step 2: the format pre-checks and assimp's import. The scene is owned by `importer`.
+// Step 2 (assimp): the format pre-checks and the import. The scene is owned by `importer`.
 const aiScene& import_scene(Assimp::Importer& importer, const std::string& path) {
   const std::string ext = lower(fs::path(path).extension().string());
   if (ext.empty() || !importer.IsExtensionSupported(ext)) {
     throw MeshError("cannot load mesh '" + path + "': unsupported format '" + ext + "'");
   }
-  if (ext == ".off" || ext == ".ply" || ext == ".obj" || ext == ".gltf" || ext == ".glb") {
+  if (ext == ".off" || ext == ".ply" || ext == ".obj")
     detail::precheck_mesh_file(path, ext, read_file(path));
-  } else {
-    drop_gltf_readers(importer);
-  }
+  drop_gltf_readers(importer);
   // No aiProcess_ValidateDataStructure: it rejects face-less meshes (point clouds) with a cryptic
   // message; we check what we use ourselves (null arrays, index ranges, finite positions).
   // aiProcess_SortByPType keeps points and lines out of the way but present, so we can count and
@@ -271,71 +247,110 @@ struct Presence {
   }
 };
 
-// Step 3: every triangle of every mesh instance into one Mesh, positions and UVs welded by value,
-// normals and colours summed per welded vertex (averaged in finish()).
+// Step 3 (assimp): one mesh instance as a Part in world space. A mirroring transform (negative
+// determinant) turns CCW faces into CW ones, so their corner order is reversed to keep CCW-outward;
+// normals transform by the inverse transpose. Faces that are not triangles count as dropped.
+detail::Part assimp_part(const aiScene& scene, const Instance& inst, size_t& dropped,
+                         const std::string& path) {
+  const unsigned mi = inst.mesh;
+  if (mi >= scene.mNumMeshes || !scene.mMeshes) {
+    throw MeshError("cannot load mesh '" + path + "': a node references missing mesh " +
+                    std::to_string(mi));
+  }
+  detail::Part part;
+  const aiMesh* m = scene.mMeshes[mi];
+  if (!m || !(m->mPrimitiveTypes & aiPrimitiveType_TRIANGLE)) {
+    if (m) dropped += m->mNumFaces;
+    return part;
+  }
+  if ((m->mNumVertices > 0 && !m->mVertices) || (m->mNumFaces > 0 && !m->mFaces)) {
+    throw MeshError("cannot load mesh '" + path + "': mesh " + std::to_string(mi) +
+                    " has no vertex or face data");
+  }
+  part.material = m->mMaterialIndex;
+  part.positions.resize(m->mNumVertices);
+  for (unsigned v = 0; v < m->mNumVertices; ++v) {
+    const aiVector3D w = inst.transform * m->mVertices[v];
+    if (!std::isfinite(w.x) || !std::isfinite(w.y) || !std::isfinite(w.z)) {
+      throw MeshError("cannot load mesh '" + path + "': vertex " + std::to_string(v) + " of mesh " +
+                      std::to_string(mi) + " has a non-finite position (NaN/Inf)");
+    }
+    part.positions[v] = {w.x, w.y, w.z};
+  }
+  aiMatrix3x3 normal_xf(inst.transform);
+  const bool mirrored = normal_xf.Determinant() < 0;
+  normal_xf.Inverse().Transpose();
+  if (m->HasNormals()) {
+    part.normals.resize(m->mNumVertices);
+    for (unsigned v = 0; v < m->mNumVertices; ++v) {
+      const aiVector3D n = normal_xf * m->mNormals[v];
+      part.normals[v] = {n.x, n.y, n.z};
+    }
+  }
+  if (m->HasTextureCoords(0)) {
+    part.uvs.resize(m->mNumVertices);
+    for (unsigned v = 0; v < m->mNumVertices; ++v)
+      part.uvs[v] = {m->mTextureCoords[0][v].x, m->mTextureCoords[0][v].y};
+  }
+  if (m->HasVertexColors(0)) {
+    part.colors.resize(m->mNumVertices);
+    for (unsigned v = 0; v < m->mNumVertices; ++v) {
+      const aiColor4D& c = m->mColors[0][v];
+      part.colors[v] = {c.r, c.g, c.b, c.a};
+    }
+  }
+  for (unsigned fi = 0; fi < m->mNumFaces; ++fi) {
+    const aiFace& face = m->mFaces[fi];
+    if (face.mNumIndices != 3 || !face.mIndices) {
+      ++dropped;
+      continue;
+    }
+    Tri tri{};
+    for (int k = 0; k < 3; ++k) {
+      const unsigned idx = face.mIndices[mirrored ? 2 - k : k];
+      if (idx >= m->mNumVertices) {
+        throw MeshError("cannot load mesh '" + path + "': face " + std::to_string(fi) +
+                        " of mesh " + std::to_string(mi) + " uses vertex " + std::to_string(idx) +
+                        " but there are only " + std::to_string(m->mNumVertices));
+      }
+      tri[k] = idx;
+    }
+    part.faces.push_back(tri);
+  }
+  return part;
+}
+
+// Step 4: every triangle of every part into one Mesh, positions and UVs welded by value, normals
+// and colours summed per welded vertex (averaged in finish()). Only the vertices the faces use are
+// welded, in the order the faces first use them.
 class SceneConverter {
  public:
   explicit SceneConverter(const std::string& path) : path_(path) {}
 
-  void add_instance(const aiScene& scene, const Instance& inst) {
-    const unsigned mi = inst.mesh;
-    if (mi >= scene.mNumMeshes || !scene.mMeshes) {
-      throw MeshError("cannot load mesh '" + path_ + "': a node references missing mesh " +
-                      std::to_string(mi));
-    }
-    const aiMesh* m = scene.mMeshes[mi];
-    if (!m || !(m->mPrimitiveTypes & aiPrimitiveType_TRIANGLE)) {
-      if (m) dropped_ += m->mNumFaces;
-      return;
-    }
-    if ((m->mNumVertices > 0 && !m->mVertices) || (m->mNumFaces > 0 && !m->mFaces)) {
-      throw MeshError("cannot load mesh '" + path_ + "': mesh " + std::to_string(mi) +
-                      " has no vertex or face data");
-    }
-    const std::vector<aiVector3D> world = world_positions(*m, mi, inst.transform);
-    // Normals transform by the inverse transpose; a mirroring transform (negative determinant)
-    // turns CCW faces into CW ones, so their corner order is reversed to keep CCW-outward.
-    aiMatrix3x3 normal_xf(inst.transform);
-    const bool mirrored = normal_xf.Determinant() < 0;
-    normal_xf.Inverse().Transpose();
-    const MeshAttributes attrs{m->HasTextureCoords(0), m->HasNormals(), m->HasVertexColors(0)};
-    // Per-mesh maps from assimp vertex to welded index; only referenced vertices are welded.
-    std::vector<int64_t> pos_of(m->mNumVertices, -1), uv_of(m->mNumVertices, -1);
-    size_t mesh_tris = 0;
-    for (unsigned fi = 0; fi < m->mNumFaces; ++fi) {
-      const aiFace& face = m->mFaces[fi];
-      if (face.mNumIndices != 3 || !face.mIndices) {
-        ++dropped_;
-        continue;
-      }
+  void add(const detail::Part& part) {
+    if (part.faces.empty()) return;
+    const MeshAttributes attrs{!part.uvs.empty(), !part.normals.empty(), !part.colors.empty()};
+    std::vector<int64_t> pos_of(part.positions.size(), -1), uv_of(part.positions.size(), -1);
+    for (const Tri& face : part.faces) {
       Tri tri{}, uv_tri{};
       for (int k = 0; k < 3; ++k) {
-        const unsigned idx = face.mIndices[mirrored ? 2 - k : k];
-        if (idx >= m->mNumVertices) {
-          throw MeshError("cannot load mesh '" + path_ + "': face " + std::to_string(fi) +
-                          " of mesh " + std::to_string(mi) + " uses vertex " + std::to_string(idx) +
-                          " but there are only " + std::to_string(m->mNumVertices));
-        }
-        if (pos_of[idx] < 0) pos_of[idx] = add_vertex(*m, idx, world[idx], normal_xf, attrs);
+        const uint32_t idx = face[k];
+        if (pos_of[idx] < 0) pos_of[idx] = add_vertex(part, idx, attrs);
         tri[k] = uint32_t(pos_of[idx]);
         if (attrs.uvs) {
-          if (uv_of[idx] < 0) {
-            const aiVector3D& t = m->mTextureCoords[0][idx];
-            uv_of[idx] = uv_welder_.insert({t.x, t.y}, out_.uvs);
-          }
+          if (uv_of[idx] < 0) uv_of[idx] = uv_welder_.insert(part.uvs[idx], out_.uvs);
           uv_tri[k] = uint32_t(uv_of[idx]);
         }
       }
       out_.faces.push_back(tri);
-      out_.uv_faces.push_back(uv_tri);  // trimmed in finish() when some mesh lacks UVs
-      ++mesh_tris;
+      out_.uv_faces.push_back(uv_tri);  // trimmed in finish() when some part lacks UVs
     }
-    if (mesh_tris == 0) return;
-    face_material_.resize(out_.faces.size(), m->mMaterialIndex);
+    face_material_.resize(out_.faces.size(), part.material);
     uvs_.add(attrs.uvs);
     normals_.add(attrs.normals);
     colors_.add(attrs.colors);
   }
+  void add_dropped(size_t n) { dropped_ += n; }
 
   // Keeps an attribute only where every mesh had it (warning otherwise) and it is usable. Throws
   // when the file gave no triangle at all.
@@ -353,7 +368,7 @@ class SceneConverter {
     return std::move(out_);
   }
 
-  // The assimp material index of every face.
+  // The file's material index of every face.
   const std::vector<unsigned>& face_material() const { return face_material_; }
 
  private:
@@ -361,40 +376,25 @@ class SceneConverter {
     bool uvs, normals, colors;
   };
 
-  // The instance's vertices in world space; throws on a non-finite one.
-  std::vector<aiVector3D> world_positions(const aiMesh& m, unsigned mi,
-                                          const aiMatrix4x4& xf) const {
-    std::vector<aiVector3D> world(m.mNumVertices);
-    for (unsigned v = 0; v < m.mNumVertices; ++v) {
-      world[v] = xf * m.mVertices[v];
-      const aiVector3D& w = world[v];
-      if (!std::isfinite(w.x) || !std::isfinite(w.y) || !std::isfinite(w.z)) {
-        throw MeshError("cannot load mesh '" + path_ + "': vertex " + std::to_string(v) +
-                        " of mesh " + std::to_string(mi) + " has a non-finite position (NaN/Inf)");
-      }
-    }
-    return world;
-  }
-
-  // Welds the position of assimp vertex `idx` and adds its normal and colour to the welded
-  // vertex's sums; returns the welded index.
-  uint32_t add_vertex(const aiMesh& m, unsigned idx, const aiVector3D& p,
-                      const aiMatrix3x3& normal_xf, const MeshAttributes& attrs) {
+  // Welds the position of part vertex `idx` and adds its normal and colour to the welded vertex's
+  // sums; returns the welded index.
+  uint32_t add_vertex(const detail::Part& part, uint32_t idx, const MeshAttributes& attrs) {
     const size_t before = out_.positions.size();
-    const uint32_t w = pos_welder_.insert({p.x, p.y, p.z}, out_.positions);
+    const uint32_t w = pos_welder_.insert(part.positions[idx], out_.positions);
     if (out_.positions.size() > before) {
       normal_sum_.push_back({0, 0, 0});
       color_sum_.push_back({0, 0, 0, 0});
       color_count_.push_back(0);
     }
     if (attrs.normals) {
-      const aiVector3D n = normal_xf * m.mNormals[idx];
-      normal_sum_[w] = {normal_sum_[w][0] + n.x, normal_sum_[w][1] + n.y, normal_sum_[w][2] + n.z};
+      const Vec3& n = part.normals[idx];
+      normal_sum_[w] = {normal_sum_[w][0] + n[0], normal_sum_[w][1] + n[1],
+                        normal_sum_[w][2] + n[2]};
     }
     if (attrs.colors) {
-      const aiColor4D& c = m.mColors[0][idx];
-      color_sum_[w] = {color_sum_[w][0] + c.r, color_sum_[w][1] + c.g, color_sum_[w][2] + c.b,
-                       color_sum_[w][3] + c.a};
+      const Vec4& c = part.colors[idx];
+      color_sum_[w] = {color_sum_[w][0] + c[0], color_sum_[w][1] + c[1], color_sum_[w][2] + c[2],
+                       color_sum_[w][3] + c[3]};
       ++color_count_[w];
     }
     return w;
@@ -473,33 +473,34 @@ Vec4 material_color(const aiMaterial& mat) {
   return {unit(c.r), unit(c.g), unit(c.b), unit(c.a)};
 }
 
-// Step 4: the materials. One material gives the mesh its texture (as every consumer expects of a
+// An assimp material: name, base colour and (when asked) its texture.
+Material assimp_material(const aiScene& scene, unsigned m, bool with_texture,
+                         const std::string& path) {
+  Material mat;
+  if (m >= scene.mNumMaterials) return mat;
+  const aiMaterial& am = *scene.mMaterials[m];
+  mat.name = am.GetName().C_Str();
+  mat.base_color = material_color(am);
+  if (with_texture) mat.texture = load_material_texture(scene, am, path);
+  return mat;
+}
+
+// Step 5: the materials. One material gives the mesh its texture (as every consumer expects of a
 // single-material mesh); several keep each face's own material, textures and colours alike, so a
 // render of the mesh shows every part as the file does.
-void attach_materials(const aiScene& scene, const std::vector<unsigned>& face_material, Mesh& mesh,
+void attach_materials(const std::function<Material(unsigned, bool)>& material_of,
+                      const std::vector<unsigned>& face_material, Mesh& mesh,
                       const std::string& path) {
-  std::map<unsigned, uint32_t> slot;  // assimp material index -> index into mesh.materials
+  std::map<unsigned, uint32_t> slot;  // file material index -> index into mesh.materials
   for (unsigned m : face_material) slot.emplace(m, 0);
   if (slot.empty()) return;
-  const auto textures = [&](unsigned m) {
-    return mesh.has_uvs() && m < scene.mNumMaterials
-               ? load_material_texture(scene, *scene.mMaterials[m], path)
-               : nullptr;
-  };
   if (slot.size() == 1) {
-    mesh.texture = textures(slot.begin()->first);
+    mesh.texture = material_of(slot.begin()->first, mesh.has_uvs()).texture;
     return;
   }
   for (auto& [m, index] : slot) {
     index = uint32_t(mesh.materials.size());
-    Material mat;
-    if (m < scene.mNumMaterials) {
-      const aiMaterial& am = *scene.mMaterials[m];
-      mat.name = am.GetName().C_Str();
-      mat.base_color = material_color(am);
-    }
-    mat.texture = textures(m);
-    mesh.materials.push_back(std::move(mat));
+    mesh.materials.push_back(material_of(m, mesh.has_uvs()));
   }
   mesh.face_materials.resize(face_material.size());
   for (size_t f = 0; f < face_material.size(); ++f) mesh.face_materials[f] = slot[face_material[f]];
@@ -510,16 +511,57 @@ void attach_materials(const aiScene& scene, const std::vector<unsigned>& face_ma
 
 }  // namespace
 
+namespace detail {
+
+// Finds a texture file referenced by a material: relative to the model, with Windows separators
+// and "./" prefixes tolerated, falling back to the bare file name and a case-insensitive match.
+std::string resolve_texture_path(const std::string& ref, const std::filesystem::path& model_dir) {
+  std::string p = ref;
+  std::replace(p.begin(), p.end(), '\\', '/');
+  while (p.rfind("./", 0) == 0) p = p.substr(2);
+  std::vector<fs::path> candidates;
+  const fs::path rel(p);
+  if (rel.is_absolute()) candidates.push_back(rel);
+  candidates.push_back(model_dir / rel);
+  candidates.push_back(model_dir / rel.filename());
+  std::error_code ec;
+  for (const auto& c : candidates) {
+    if (fs::is_regular_file(c, ec)) return c.string();
+  }
+  const std::string want = lower(rel.filename().string());
+  for (const auto& entry : fs::directory_iterator(model_dir.empty() ? "." : model_dir, ec)) {
+    if (entry.is_regular_file(ec) && lower(entry.path().filename().string()) == want) {
+      return entry.path().string();
+    }
+  }
+  return {};
+}
+
+}  // namespace detail
+
 Mesh load_mesh(const std::string& path) {
   check_mesh_file(path);
+  SceneConverter converter(path);
+  const std::string ext = lower(fs::path(path).extension().string());
+  if (ext == ".gltf" || ext == ".glb") {
+    const detail::Scene scene = detail::read_gltf(path);
+    for (const detail::Part& part : scene.parts) converter.add(part);
+    converter.add_dropped(scene.dropped);
+    Mesh mesh = converter.finish();
+    attach_materials(scene.material, converter.face_material(), mesh, path);
+    return mesh;
+  }
   Assimp::Importer importer;
   const aiScene& scene = import_scene(importer, path);
   std::vector<Instance> instances;
   collect_instances(scene.mRootNode, aiMatrix4x4(), 0, instances, path);
-  SceneConverter converter(path);
-  for (const Instance& inst : instances) converter.add_instance(scene, inst);
+  size_t dropped = 0;
+  for (const Instance& inst : instances) converter.add(assimp_part(scene, inst, dropped, path));
+  converter.add_dropped(dropped);
   Mesh mesh = converter.finish();
-  attach_materials(scene, converter.face_material(), mesh, path);
+  attach_materials(
+      [&](unsigned m, bool with_texture) { return assimp_material(scene, m, with_texture, path); },
+      converter.face_material(), mesh, path);
   return mesh;
 }
 

@@ -1,14 +1,14 @@
-// save_mesh: GLB written by hand with nlohmann-json (assimp's glTF2 exporter does not give control
-// over the layout and material we need), OBJ+MTL+PNG and binary PLY as plain text/bytes.
+// save_mesh: GLB through tinygltf (assimp's glTF2 exporter does not give control over the layout
+// and material we need), OBJ+MTL+PNG and binary PLY as plain text/bytes.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <optional>
+#include <map>
+#include <sstream>
 
 #include <spdlog/spdlog.h>
-#include <nlohmann/json.hpp>
 
 #include "image/codec.h"
 #include "image/error.h"
@@ -18,10 +18,10 @@
 #include "mesh/io.h"
 #include "mesh/normals.h"
 #include "mesh/seams.h"
+#include "mesh/tinygltf.h"
 
 namespace gen3d::mesh {
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 namespace {
 
@@ -97,37 +97,44 @@ void append_bytes(std::string& s, const T* data, size_t count) {
   s.append(reinterpret_cast<const char*>(data), count * sizeof(T));
 }
 
-void pad4(std::string& s, char fill) {
-  while (s.size() % 4) s.push_back(fill);
-}
-
+// The GLB through tinygltf: one buffer (the BIN chunk) holding the index lists, the vertex
+// attributes and the PNG textures; one primitive and one material per mesh material.
 std::string build_glb(const Mesh& input, const std::string& path) {
   const Mesh mesh = split_uv_seams(input);
   const std::vector<Vec3> normals = export_normals(mesh);
   const size_t nv = mesh.positions.size();
-  std::string bin;
-  json views = json::array(), accessors = json::array();
+  tinygltf::Model model;
+  model.asset.version = "2.0";
+  model.asset.generator = "gen3d";
+  std::vector<unsigned char>& bin = model.buffers.emplace_back().data;
 
-  auto add_view = [&](const void* data, size_t bytes, int target) {
-    pad4(bin, '\0');
-    json v = {{"buffer", 0}, {"byteOffset", bin.size()}, {"byteLength", bytes}};
-    if (target) v["target"] = target;
-    bin.append(static_cast<const char*>(data), bytes);
-    views.push_back(v);
-    return views.size() - 1;
+  const auto add_view = [&](const void* data, size_t bytes, int target) {
+    while (bin.size() % 4) bin.push_back(0);
+    tinygltf::BufferView view;
+    view.buffer = 0;
+    view.byteOffset = bin.size();
+    view.byteLength = bytes;
+    view.target = target;
+    const auto* begin = static_cast<const unsigned char*>(data);
+    bin.insert(bin.end(), begin, begin + bytes);
+    model.bufferViews.push_back(view);
+    return int(model.bufferViews.size() - 1);
   };
-  auto add_accessor = [&](size_t view, int component, size_t count, const char* type) {
-    accessors.push_back(
-        {{"bufferView", view}, {"componentType", component}, {"count", count}, {"type", type}});
-    return accessors.size() - 1;
+  const auto add_accessor = [&](int view, int component, size_t count, int type) {
+    tinygltf::Accessor a;
+    a.bufferView = view;
+    a.componentType = component;
+    a.count = count;
+    a.type = type;
+    model.accessors.push_back(a);
+    return int(model.accessors.size() - 1);
   };
-  constexpr int kFloat = 5126, kUint = 5125, kArray = 34962, kElements = 34963;
 
   // One primitive per material (or one for the whole mesh), sharing the vertex attributes; the
   // index accessors come first.
   std::vector<Material> materials = mesh.materials;
   if (!mesh.has_materials()) materials = {Material{"material0", mesh.texture, {1, 1, 1, 1}}};
-  std::vector<std::optional<size_t>> index_accessor(materials.size());
+  std::vector<int> index_accessor(materials.size(), -1);
   for (size_t m = 0; m < materials.size(); ++m) {
     std::vector<Tri> faces;
     if (!mesh.has_materials()) {
@@ -137,10 +144,12 @@ std::string build_glb(const Mesh& input, const std::string& path) {
         if (mesh.face_materials[f] == m) faces.push_back(mesh.faces[f]);
     }
     if (faces.empty()) continue;
-    index_accessor[m] = add_accessor(add_view(faces.data(), faces.size() * sizeof(Tri), kElements),
-                                     kUint, faces.size() * 3, "SCALAR");
+    index_accessor[m] = add_accessor(
+        add_view(faces.data(), faces.size() * sizeof(Tri), TINYGLTF_TARGET_ELEMENT_ARRAY_BUFFER),
+        TINYGLTF_COMPONENT_TYPE_UNSIGNED_INT, faces.size() * 3, TINYGLTF_TYPE_SCALAR);
   }
-  json attributes;
+  std::map<std::string, int> attributes;
+  constexpr int kFloat = TINYGLTF_COMPONENT_TYPE_FLOAT, kArray = TINYGLTF_TARGET_ARRAY_BUFFER;
   {
     Vec3 lo = mesh.positions[0], hi = mesh.positions[0];
     for (const Vec3& p : mesh.positions) {
@@ -149,19 +158,19 @@ std::string build_glb(const Mesh& input, const std::string& path) {
         hi[i] = std::max(hi[i], p[i]);
       }
     }
-    const size_t a = add_accessor(add_view(mesh.positions.data(), nv * sizeof(Vec3), kArray),
-                                  kFloat, nv, "VEC3");
-    accessors[a]["min"] = {lo[0], lo[1], lo[2]};
-    accessors[a]["max"] = {hi[0], hi[1], hi[2]};
+    const int a = add_accessor(add_view(mesh.positions.data(), nv * sizeof(Vec3), kArray), kFloat,
+                               nv, TINYGLTF_TYPE_VEC3);
+    model.accessors[a].minValues = {lo[0], lo[1], lo[2]};
+    model.accessors[a].maxValues = {hi[0], hi[1], hi[2]};
     attributes["POSITION"] = a;
   }
-  attributes["NORMAL"] =
-      add_accessor(add_view(normals.data(), nv * sizeof(Vec3), kArray), kFloat, nv, "VEC3");
+  attributes["NORMAL"] = add_accessor(add_view(normals.data(), nv * sizeof(Vec3), kArray), kFloat,
+                                      nv, TINYGLTF_TYPE_VEC3);
   if (mesh.has_uvs()) {
     std::vector<Vec2> uv(nv);  // glTF puts v = 0 at the top of the image
     for (size_t i = 0; i < nv; ++i) uv[i] = {mesh.uvs[i][0], 1.0f - mesh.uvs[i][1]};
-    attributes["TEXCOORD_0"] =
-        add_accessor(add_view(uv.data(), nv * sizeof(Vec2), kArray), kFloat, nv, "VEC2");
+    attributes["TEXCOORD_0"] = add_accessor(add_view(uv.data(), nv * sizeof(Vec2), kArray), kFloat,
+                                            nv, TINYGLTF_TYPE_VEC2);
   }
   if (!mesh.colors.empty()) {
     std::vector<Vec4> c(nv);
@@ -172,65 +181,62 @@ std::string build_glb(const Mesh& input, const std::string& path) {
       }
     }
     attributes["COLOR_0"] =
-        add_accessor(add_view(c.data(), nv * sizeof(Vec4), kArray), kFloat, nv, "VEC4");
+        add_accessor(add_view(c.data(), nv * sizeof(Vec4), kArray), kFloat, nv, TINYGLTF_TYPE_VEC4);
   }
 
-  json doc = {{"asset", {{"version", "2.0"}, {"generator", "gen3d"}}},
-              {"scene", 0},
-              {"scenes", json::array({{{"nodes", {0}}}})},
-              {"nodes", json::array({{{"mesh", 0}}})}};
   // One glTF material per mesh material, each with its own texture.
-  json images = json::array(), textures = json::array(), gl_materials = json::array();
   for (size_t m = 0; m < materials.size(); ++m) {
-    json pbr = {{"metallicFactor", 0.0}, {"roughnessFactor", 1.0}};
+    tinygltf::Material out;
+    out.name = materials[m].name.empty() ? "material" + std::to_string(m) : materials[m].name;
+    out.pbrMetallicRoughness.metallicFactor = 0.0;
+    out.pbrMetallicRoughness.roughnessFactor = 1.0;
     const Vec4& c = materials[m].base_color;
-    if (c != Vec4{1, 1, 1, 1}) pbr["baseColorFactor"] = {c[0], c[1], c[2], c[3]};
+    out.pbrMetallicRoughness.baseColorFactor = {c[0], c[1], c[2], c[3]};
     if (materials[m].texture && mesh.has_uvs()) {
       const std::string png = image::encode_image(*materials[m].texture, ".png",
                                                   path + " (texture " + std::to_string(m) + ")");
-      images.push_back(
-          {{"bufferView", add_view(png.data(), png.size(), 0)}, {"mimeType", "image/png"}});
-      textures.push_back({{"source", images.size() - 1}, {"sampler", 0}});
-      pbr["baseColorTexture"] = {{"index", textures.size() - 1}, {"texCoord", 0}};
+      tinygltf::Image image;
+      image.bufferView = add_view(png.data(), png.size(), 0);
+      image.mimeType = "image/png";
+      model.images.push_back(image);
+      if (model.samplers.empty()) {
+        tinygltf::Sampler linear;
+        linear.magFilter = TINYGLTF_TEXTURE_FILTER_LINEAR;
+        linear.minFilter = TINYGLTF_TEXTURE_FILTER_LINEAR;
+        model.samplers.push_back(linear);
+      }
+      tinygltf::Texture texture;
+      texture.source = int(model.images.size() - 1);
+      texture.sampler = 0;
+      model.textures.push_back(texture);
+      out.pbrMetallicRoughness.baseColorTexture.index = int(model.textures.size() - 1);
     }
-    const std::string name =
-        materials[m].name.empty() ? "material" + std::to_string(m) : materials[m].name;
-    gl_materials.push_back({{"name", name}, {"pbrMetallicRoughness", pbr}});
+    model.materials.push_back(out);
   }
-  if (!images.empty()) {
-    doc["images"] = images;
-    doc["samplers"] = json::array({{{"magFilter", 9729}, {"minFilter", 9729}}});
-    doc["textures"] = textures;
-  }
-  doc["materials"] = gl_materials;
-  json primitives = json::array();
+  tinygltf::Mesh gl_mesh;
   for (size_t m = 0; m < materials.size(); ++m) {
-    if (!index_accessor[m]) continue;
-    primitives.push_back({{"attributes", attributes},
-                          {"indices", *index_accessor[m]},
-                          {"material", m},
-                          {"mode", 4}});
+    if (index_accessor[m] < 0) continue;
+    tinygltf::Primitive primitive;
+    primitive.attributes = attributes;
+    primitive.indices = index_accessor[m];
+    primitive.material = int(m);
+    primitive.mode = TINYGLTF_MODE_TRIANGLES;
+    gl_mesh.primitives.push_back(primitive);
   }
-  doc["meshes"] = json::array({{{"primitives", primitives}}});
-  pad4(bin, '\0');
-  doc["accessors"] = accessors;
-  doc["bufferViews"] = views;
-  doc["buffers"] = json::array({{{"byteLength", bin.size()}}});
+  model.meshes.push_back(gl_mesh);
+  tinygltf::Node node;
+  node.mesh = 0;
+  model.nodes.push_back(node);
+  model.scenes.push_back({});
+  model.scenes[0].nodes = {0};
+  model.defaultScene = 0;
+  while (bin.size() % 4) bin.push_back(0);
 
-  std::string js = doc.dump();
-  pad4(js, ' ');
-  std::string glb;
-  auto u32 = [&](uint32_t v) { append_bytes(glb, &v, 1); };
-  u32(0x46546C67);  // "glTF"
-  u32(2);
-  u32(uint32_t(12 + 8 + js.size() + 8 + bin.size()));
-  u32(uint32_t(js.size()));
-  u32(0x4E4F534A);  // "JSON"
-  glb += js;
-  u32(uint32_t(bin.size()));
-  u32(0x004E4942);  // "BIN\0"
-  glb += bin;
-  return glb;
+  std::ostringstream glb;
+  tinygltf::TinyGLTF writer;
+  if (!writer.WriteGltfSceneToStream(&model, glb, /*prettyPrint=*/false, /*writeBinary=*/true))
+    throw MeshError("cannot write '" + path + "': the glTF writer failed");
+  return std::move(glb).str();
 }
 
 std::vector<io::PendingFile> build_obj(const Mesh& mesh, const std::string& path) {

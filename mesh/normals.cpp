@@ -90,8 +90,12 @@ std::vector<Vec3> accumulate(const Mesh& mesh) {
 
 }  // namespace
 
-std::vector<Vec3> vertex_normals_area_weighted(const Mesh& mesh) { return accumulate<false>(mesh); }
+std::vector<Vec3> vertex_normals_area_weighted(const Mesh& mesh) {
+  return accumulate<false>(mesh);
+}
 
-std::vector<Vec3> vertex_normals_face_mean(const Mesh& mesh) { return accumulate<true>(mesh); }
+std::vector<Vec3> vertex_normals_face_mean(const Mesh& mesh) {
+  return accumulate<true>(mesh);
+}
 
 }  // namespace gen3d::mesh

@@ -293,9 +293,6 @@ void precheck_mesh_file(const std::string& path, const std::string& ext, const s
   if (ext == ".off") check_off(path, bytes);
   if (ext == ".ply") check_ply(path, bytes);
   if (ext == ".obj") check_obj(path, bytes);
-  // assimp 5.2 picks the glTF flavour by extension, not by content.
-  if (ext == ".glb") check_gltf(path, true, bytes);
-  if (ext == ".gltf") check_gltf(path, false, bytes);
 }
 
 }  // namespace gen3d::mesh::detail

@@ -1,6 +1,7 @@
-// glTF 2.0 files from arbitrary bytes through the mesh loader (the glTF/GLB pre-check, then
-// assimp's glTF2 reader). Bytes starting with the GLB magic are a .glb, the rest a .gltf (JSON),
-// so the seeds are plain files and every mutation stays on the glTF paths.
+// glTF 2.0 files from arbitrary bytes through the mesh loader (tinygltf, then gen3d's
+// bounds-checked reading of accessors, Draco streams, nodes and materials). Bytes starting with the
+// GLB magic are a .glb, the rest a .gltf (JSON), so the seeds are plain files and every mutation
+// stays on the glTF paths.
 #include <unistd.h>
 
 #include <cstddef>

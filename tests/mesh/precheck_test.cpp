@@ -56,10 +56,10 @@ TEST(PlyPrecheck, ElementDeclaredTwiceIsRefused) {
   }
 }
 
-// Draco-compressed glTF is decoded by assimp (Debian's is built with libdraco): the pre-check lets
-// it through, and the geometry is the uncompressed file's (bounds as the uncompressed
-// 2CylinderEngine.glb's; the encoder dropped its 11,160 zero-area faces of 121,496).
-TEST(GltfDraco, CompressedMeshesLoadThroughAssimp) {
+// Draco-compressed glTF is decoded with libdraco, and the geometry is the uncompressed file's
+// (bounds as the uncompressed 2CylinderEngine.glb's; the encoder dropped its 11,160 zero-area faces
+// of 121,496).
+TEST(GltfDraco, CompressedMeshesDecode) {
   const Mesh m =
       load_mesh(test::data_dir() + "/mesh/meshes-assimp/glTF2/draco/2CylinderEngine.gltf");
   EXPECT_EQ(m.face_count(), 110336u);
