@@ -65,15 +65,29 @@ class Reader {
            " levels deep (tinygltf reads nesting recursively)");
     const std::string text = without_draco_indices(bytes, binary);
     tinygltf::TinyGLTF loader;
-    // Images keep their encoded bytes: decoding waits until a face uses the material.
+    // Images keep their encoded bytes: decoding waits until a face uses the material. tinygltf
+    // hands over a bufferView's bytes without checking the view against its buffer, so that is
+    // checked here first.
     loader.SetImageLoader(
-        [](tinygltf::Image* image, int, std::string*, std::string*, int, int,
-           const unsigned char* data, int size, void*) {
+        [](tinygltf::Image* image, int index, std::string* err, std::string*, int, int,
+           const unsigned char* data, int size, void* user) {
+          const tinygltf::Model& model = *static_cast<const tinygltf::Model*>(user);
+          if (image->bufferView >= 0) {
+            const auto& view = model.bufferViews[size_t(image->bufferView)];
+            const size_t buffer = model.buffers[size_t(view.buffer)].data.size();
+            if (view.byteOffset > buffer || view.byteLength > buffer - view.byteOffset) {
+              if (err)
+                *err += "image " + std::to_string(index) + ": bufferView " +
+                        std::to_string(image->bufferView) + " runs past the end of buffer " +
+                        std::to_string(view.buffer);
+              return false;
+            }
+          }
           image->image.assign(data, data + size);
           image->as_is = true;
           return true;
         },
-        nullptr);
+        &model_);
     std::string err, warn;
     const std::string dir = fs::path(path_).parent_path().string();
     bool ok = false;

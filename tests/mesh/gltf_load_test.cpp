@@ -234,6 +234,15 @@ TEST_F(GltfLoad, References) {
   expect_rejected([](Glb& g) { g.doc["scenes"][0]["nodes"] = {4}; }, "refers to node 4");
   expect_rejected([](Glb& g) { g.doc["scene"] = 1; }, "default scene 1 is missing");
   expect_rejected([](Glb& g) { g.doc["images"][0]["bufferView"] = 17; }, "bufferView");
+  // tinygltf hands an image's bufferView over unchecked (a fuzzer's find: a heap overflow).
+  expect_rejected(
+      [](Glb& g) {
+        const size_t view = g.doc["images"][0]["bufferView"].get<size_t>();
+        g.doc["bufferViews"][view]["byteLength"] = 1u << 20;
+      },
+      "image 0: bufferView");
+  expect_error(test::data_dir() + "/bad/mesh/fuzz_glb_image_view_past_buffer.glb",
+               "runs past the end of buffer 0");
   // What only colours the mesh is left out with a warning: the geometry is intact.
   EXPECT_FALSE(expect_loads([](Glb& g) { g.doc["textures"][0]["source"] = 3; }).texture);
   EXPECT_FALSE(expect_loads([](Glb& g) {
