@@ -656,15 +656,45 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
   const std::vector<uint32_t> weld = weld_positions(mesh, nv);
   std::vector<Vector3d> color(nv, Vector3d::Zero());
   std::vector<double> weight(nv, 0.0);
-  for (size_t i = 0; i < texels; ++i) {
-    if (!uv.face_id[i] || !known[i]) continue;
-    const mesh::Tri& f = mesh.faces[static_cast<size_t>(uv.face_id[i] - 1)];
-    const float* c = tex.pixels.data() + i * 3;
-    for (int k = 0; k < 3; ++k) {
-      const double b = uv.bary[i * 3 + k];
-      color[weld[f[k]]] += b * Vector3d(c[0], c[1], c[2]);
-      weight[weld[f[k]]] += b;
-    }
+  {
+    // Per face, per corner: the weighted colour and weight of its known texels, summed in
+    // parallel over fixed blocks of rows (so the sums do not depend on the thread count), then
+    // added to the welded corners block by block, face by face.
+    struct FaceSum {
+      uint32_t face;
+      std::array<Vector3d, 3> color;
+      std::array<double, 3> weight;
+    };
+    const size_t w = static_cast<size_t>(tex.width), rows = texels / w;
+    constexpr size_t kRowsPerBlock = 64;
+    std::vector<std::vector<FaceSum>> blocks((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+    tbb::parallel_for(size_t{0}, blocks.size(), [&](size_t b) {
+      std::vector<FaceSum>& sums = blocks[b];
+      std::unordered_map<uint32_t, uint32_t> slot;
+      const size_t end = std::min(rows, (b + 1) * kRowsPerBlock) * w;
+      for (size_t i = b * kRowsPerBlock * w; i < end; ++i) {
+        if (!uv.face_id[i] || !known[i]) continue;
+        const uint32_t face = static_cast<uint32_t>(uv.face_id[i] - 1);
+        const auto [it, added] = slot.try_emplace(face, static_cast<uint32_t>(sums.size()));
+        if (added)
+          sums.push_back({face, {Vector3d::Zero(), Vector3d::Zero(), Vector3d::Zero()}, {}});
+        FaceSum& s = sums[it->second];
+        const float* c = tex.pixels.data() + i * 3;
+        for (int k = 0; k < 3; ++k) {
+          const double bk = uv.bary[i * 3 + k];
+          s.color[k] += bk * Vector3d(c[0], c[1], c[2]);
+          s.weight[k] += bk;
+        }
+      }
+    });
+    for (const auto& sums : blocks)
+      for (const FaceSum& s : sums) {
+        const mesh::Tri& f = mesh.faces[s.face];
+        for (int k = 0; k < 3; ++k) {
+          color[weld[f[k]]] += s.color[k];
+          weight[weld[f[k]]] += s.weight[k];
+        }
+      }
   }
   std::vector<uint8_t> seen(nv, 0);
   for (size_t p = 0; p < nv; ++p)
