@@ -1,14 +1,20 @@
 #include "pipeline/cli/bench_dit.h"
 
 #include <sys/resource.h>
+#include <tbb/blocked_range.h>
+#include <tbb/flow_graph.h>
+#include <tbb/parallel_reduce.h>
 #include <tbb/task_arena.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "models/core/precision.h"
@@ -51,7 +57,36 @@ struct Run {
   std::vector<double> ms;
   double flops = 0, cpu_s = 0;
   long involuntary = 0;
+  nlohmann::json alongside;
 };
+
+// A CPU-bound TBB workload standing in for the flow graph's image stages: `units` independent
+// blocks of dependent square roots, spread over the arena.
+double cpu_work(size_t units) {
+  return tbb::parallel_reduce(
+      tbb::blocked_range<size_t>(0, units, 1), 0.0,
+      [](const tbb::blocked_range<size_t>& r, double acc) {
+        for (size_t u = r.begin(); u < r.end(); ++u) {
+          double x = static_cast<double>(u);
+          for (int i = 0; i < 100000; ++i) x = std::sqrt(x + i);
+          acc += x;
+        }
+        return acc;
+      },
+      std::plus<double>());
+}
+
+// Times `f` (wall ms, CPU s, involuntary context switches).
+template <typename F>
+std::tuple<double, double, long> timed(F&& f) {
+  const Usage u0 = usage_now();
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  const auto t1 = std::chrono::steady_clock::now();
+  const Usage u1 = usage_now();
+  return {std::chrono::duration<double, std::milli>(t1 - t0).count(), u1.cpu_s - u0.cpu_s,
+          u1.involuntary - u0.involuntary};
+}
 
 }  // namespace
 
@@ -80,6 +115,10 @@ void add_bench_dit(CLI::App& bench, BenchDitOptions& opt) {
   c->add_option("--precision", opt.precision,
                 "auto, fp32, bf16, or a comma list (interleaved in one run)")
       ->capture_default_str();
+  c->add_flag("--alongside", opt.alongside,
+              "also time one forward beside a CPU-bound TBB workload of the same length in a flow "
+              "graph, against the two alone (together_over_sum near 1: the cores are shared "
+              "without loss)");
   opt.command = c;
 }
 
@@ -110,7 +149,7 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
       } catch (const std::exception& e) {
         throw pipeline::ConfigError(std::string("bench dit: --precision: ") + e.what());
       }
-      runs.push_back(Run{p, nullptr, {}, 0, 0, 0});
+      runs.push_back(Run{p, nullptr, {}, 0, 0, 0, {}});
     }
   }
   if (runs.empty()) throw pipeline::ConfigError("bench dit: --precision is empty");
@@ -145,6 +184,39 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
         r.involuntary += u1.involuntary - u0.involuntary;
       }
     }
+    if (!opt.alongside) return;
+    // The workload alone, sized to last about as long as one forward.
+    const double unit_ms = std::get<0>(timed([&] { (void)cpu_work(64); })) / 64.0;
+    for (Run& r : runs) {
+      std::vector<double> s = r.ms;
+      std::sort(s.begin(), s.end());
+      const size_t units =
+          std::max<size_t>(1, static_cast<size_t>(s[s.size() / 2] / std::max(unit_ms, 1e-3)));
+      const auto [model_ms, model_cpu, model_sw] =
+          timed([&] { (void)r.model->forward(x, t, ctx); });
+      const auto [work_ms, work_cpu, work_sw] = timed([&] { (void)cpu_work(units); });
+      // Both at once, each in its own flow-graph node, as the executor runs stages.
+      const auto [both_ms, both_cpu, both_sw] = timed([&] {
+        tbb::flow::graph g;
+        tbb::flow::function_node<int> model(g, 1, [&](int) { (void)r.model->forward(x, t, ctx); });
+        tbb::flow::function_node<int> work(g, 1, [&](int) { (void)cpu_work(units); });
+        model.try_put(0);
+        work.try_put(0);
+        g.wait_for_all();
+      });
+      const auto per_thread = [&](double cpu, double ms) { return cpu / (ms * 1e-3) / threads; };
+      r.alongside = {
+          {"model_ms", model_ms},
+          {"work_ms", work_ms},
+          {"together_ms", both_ms},
+          {"together_over_sum", both_ms / (model_ms + work_ms)},
+          {"cpu_per_thread_model", per_thread(model_cpu, model_ms)},
+          {"cpu_per_thread_work", per_thread(work_cpu, work_ms)},
+          {"cpu_per_thread_together", per_thread(both_cpu, both_ms)},
+          {"involuntary_switches_per_s_alone",
+           static_cast<double>(model_sw + work_sw) / ((model_ms + work_ms) * 1e-3)},
+          {"involuntary_switches_per_s_together", static_cast<double>(both_sw) / (both_ms * 1e-3)}};
+    }
   });
 
   for (const Run& r : runs) {
@@ -178,6 +250,7 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
     j["involuntary_switches_per_forward"] =
         static_cast<double>(r.involuntary) / static_cast<double>(opt.reps);
     j["onednn"] = models::kernels::dnnl_description();
+    if (opt.alongside) j["alongside"] = r.alongside;
     std::printf("%s\n", j.dump().c_str());
   }
   std::fflush(stdout);

@@ -1,6 +1,7 @@
 #pragma once
 // `gen3d bench dit`: times the DiT forward at any size with seeded random weights and prints one
-// JSON line per precision (ms_per_forward, gflops, threads, CPU use).
+// JSON line per precision (ms_per_forward, gflops, threads, CPU use; with --alongside, the same
+// forward beside a CPU-bound TBB workload in a flow graph).
 
 #include <CLI/CLI.hpp>
 #include <string>
@@ -15,6 +16,10 @@ struct BenchDitOptions {
   // One precision, or several separated by commas: their repetitions are interleaved in one
   // process so the ratios are fair on a shared machine.
   std::string precision = "auto";
+  // Also time a forward side by side with a CPU-bound TBB workload in a flow graph (as a model
+  // stage runs beside image stages), against the two alone: whether oneDNN's OpenMP threads and
+  // TBB's share the cores without loss.
+  bool alongside = false;
   CLI::App* command = nullptr;
 };
 

@@ -5,6 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -186,3 +189,37 @@ TEST(ImageToTexturedMesh, TinyModelFolderGivesATexturedGlb) {
 
 }  // namespace
 }  // namespace gen3d::test
+
+namespace gen3d {
+namespace {
+
+// `gen3d bench dit` at a tiny size: one JSON line per precision with its timing, and with
+// --alongside the forward beside a CPU-bound flow-graph node against the two alone.
+TEST(BenchDit, PrintsOneJsonLinePerPrecisionWithTheAlongsideRun) {
+  const auto r = test::run_gen3d(
+      "bench dit --hidden 64 --heads 4 --depth 1 --single 1 --tokens 16 --context-tokens 8 "
+      "--context-dim 32 --in-channels 8 --batch 1 --reps 2 --precision fp32,bf16 --alongside");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(r.output);
+  for (std::string text; std::getline(in, text);)
+    if (!text.empty() && text[0] == '{') lines.push_back(nlohmann::json::parse(text));
+  ASSERT_EQ(lines.size(), 2u) << r.output;
+  EXPECT_EQ(lines[0]["precision"], "fp32");
+  EXPECT_EQ(lines[1]["precision"], "bf16");
+  for (const auto& line : lines) {
+    EXPECT_EQ(line["bench"], "dit");
+    EXPECT_GT(line["ms_per_forward"].get<double>(), 0.0);
+    EXPECT_GT(line["gflop_per_forward"].get<double>(), 0.0);
+    const auto& a = line["alongside"];
+    ASSERT_TRUE(a.is_object()) << line.dump();
+    for (const char* key : {"model_ms", "work_ms", "together_ms", "together_over_sum"})
+      EXPECT_GT(a[key].get<double>(), 0.0) << key;
+  }
+  const auto bad = test::run_gen3d("bench dit --hidden 30 --heads 4");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("multiple of --heads"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace gen3d
