@@ -112,7 +112,7 @@ struct ViewMasks {
 };
 
 ViewMasks view_masks(const mesh::Mesh& mesh, const Raster& raster, const std::vector<Vec1>& zattr,
-                     int render_size) {
+                     int window) {
   const int W = raster.width, H = raster.height;
   const auto z_at = [&](size_t p) {
     return interpolate_pixel<1>(&raster.bary[p * 3], std::span<const Vec1>(zattr),
@@ -162,8 +162,8 @@ ViewMasks view_masks(const mesh::Mesh& mesh, const Raster& raster, const std::ve
   cv::Canny(depth8, m.edges, 30.0, 80.0, 3, false);
   const cv::Mat& edges = m.edges;
 
-  // 4-5. Erosion/dilation window from the configured render size.
-  splat_mask(covered, edges, bake_kernel_half_size(render_size), m.eroded, m.dilated, m.mask);
+  // 4-5. Erosion/dilation with the (2 window + 1)^2 box.
+  splat_mask(covered, edges, window, m.eroded, m.dilated, m.mask);
   return m;
 }
 
@@ -219,7 +219,8 @@ void splat_view(const mesh::Mesh& mesh, const Raster& raster, const Camera& came
   };
 
   // 2-5. Depth edges and eroded coverage: which pixels may splat.
-  const ViewMasks vm = view_masks(mesh, raster, zattr, options.render_size);
+  const ViewMasks vm =
+      view_masks(mesh, raster, zattr, bake_edge_window(options.render_size, options.edge_window));
   const cv::Mat &depth8 = vm.depth8, &edges = vm.edges, &eroded = vm.eroded, &dilated = vm.dilated,
                 &mask = vm.mask;
   const float thr = cos_threshold(options.angle_threshold);
@@ -377,7 +378,8 @@ BackProjection gather(const mesh::Mesh& mesh, const Raster& uv_raster, const Ras
     const std::vector<mesh::Vec3> cam = camera_positions(mesh, camera);
     for (size_t i = 0; i < zattr.size(); ++i) zattr[i] = {cam[i][2]};
   }
-  const ViewMasks vm = view_masks(mesh, view_raster, zattr, options.render_size);
+  const ViewMasks vm = view_masks(mesh, view_raster, zattr,
+                                  bake_edge_window(options.render_size, options.edge_window));
   const float thr = cos_threshold(options.angle_threshold);
 
   BackProjection out;

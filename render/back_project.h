@@ -15,12 +15,17 @@ namespace gen3d::render {
 struct BakeOptions {
   int texture_size = 2048;        // T: the UV-space outputs are T x T
   int render_size = 2048;         // the renderer's configured size; sets the erosion kernel (Q2)
+  int edge_window = -1;           // erosion/dilation half-size; < 0: the reference's (render_size)
   double angle_threshold = 75.0;  // degrees; pixels seen more obliquely get cos 0 (still splat, Q3)
   bool boundary_map = false;      // also splat the (always zero, Q1) boundary map
 };
 
 // Half-size k of the (2k+1)^2 erosion/dilation window: int(2/512 * render_size) (0 below 256).
 int bake_kernel_half_size(int render_size);
+// The window a bake uses: `edge_window` when it is >= 0, else the reference's for render_size.
+inline int bake_edge_window(int render_size, int edge_window) {
+  return edge_window >= 0 ? edge_window : bake_kernel_half_size(render_size);
+}
 
 struct BackProjection {
   image::Image texture;   // T x T x C: splatted colour (0 where nothing landed)
@@ -68,6 +73,7 @@ struct GatherOptions {
   float depth_tolerance = 3e-5f;  // visibility: |texel depth - raster depth| in z01 units (about
                                   // 5 pixel widths of a 2048 view), or the same face id
   int render_size = 2048;         // configured render size: erosion/edge window as back_project
+  int edge_window = -1;           // erosion/dilation half-size; < 0: the reference's (render_size)
   bool bicubic = true;            // sample the view with Catmull-Rom (sharper) or bilinearly
 };
 

@@ -469,6 +469,10 @@ void register_port_codecs(pipeline::Registry& registry) {
       1, [](const TextReport& t, ByteWriter& w) { w.str(t.text); },
       [](ByteReader& r) { return TextReport{r.str()}; },
       [](const TextReport& t) { return 8 + t.text.size(); });
+  registry.add_codec<ReferenceFit>(
+      1, [](const ReferenceFit& f, ByteWriter& w) { w.f64(f.iou); },
+      [](ByteReader& r) { return ReferenceFit{r.f64()}; },
+      [](const ReferenceFit&) { return size_t{8}; });
   registry.add_codec<models::Tensor>(1, save_tensor, load_tensor, [](const models::Tensor& t) {
     return 48 + 4 * static_cast<uint64_t>(t.numel());
   });

@@ -154,7 +154,16 @@ class BakeViews final : public pipeline::Stage {
         .param<int>("render_size", 2048, Range{16, 16384},
                     "the configured render size (sets the edge erosion window, as the reference)")
         .param<double>("angle_threshold", 75.0, Range{0.0, 90.0},
-                       "degrees; more oblique pixels do not count");
+                       "degrees; more oblique pixels do not count")
+        .optional_input<ReferenceFit>("fit",
+                                      "how exactly the images were registered (views_from_"
+                                      "reference): an exact fit needs only a narrow edge window")
+        .param<double>("registered_iou", 0.97, Range{0.0, 1.0},
+                       "with the fit input: a silhouette IoU from which the images count as "
+                       "exactly registered")
+        .param<int>("registered_window", 1, Range{0, 64},
+                    "edge erosion/dilation half-size for exactly registered images (the "
+                    "reference's window, from render_size, guards against misregistration)");
   }
   void run(StageContext& ctx) const override {
     auto m = ctx.in<mesh::Mesh>("mesh");
@@ -166,6 +175,15 @@ class BakeViews final : public pipeline::Stage {
                                std::to_string(views->size()) + " views");
     const bool gather = ctx.param<std::string>("method") == "gather";
     const int tex = ctx.param<int>("texture_size");
+    // An exactly registered reference (a render or photo of this mesh) lands on the silhouette
+    // and its depth edges to the pixel: the reference's wide window would only throw away
+    // seen texels there.
+    int window = -1;
+    if (ctx.has_input("fit") &&
+        ctx.in<ReferenceFit>("fit")->iou >= ctx.param<double>("registered_iou"))
+      window = ctx.param<int>("registered_window");
+    ctx.gauge("bake.edge_window",
+              static_cast<double>(render::bake_edge_window(ctx.param<int>("render_size"), window)));
     render::RasterCache& cache = raster_cache(ctx);
     const uint64_t fingerprint = m->fingerprint();
     std::shared_ptr<const render::Raster> uv_raster;
@@ -182,11 +200,13 @@ class BakeViews final : public pipeline::Stage {
         render::GatherOptions o;
         o.angle_threshold = ctx.param<double>("angle_threshold");
         o.render_size = ctx.param<int>("render_size");
+        o.edge_window = window;
         (*out)[v] = render::gather(*m, *uv_raster, *raster, cam, image, o);
       } else {
         render::BakeOptions o;
         o.texture_size = tex;
         o.render_size = ctx.param<int>("render_size");
+        o.edge_window = window;
         o.angle_threshold = ctx.param<double>("angle_threshold");
         (*out)[v] = render::back_project(*m, *raster, cam, image, o);
       }

@@ -23,6 +23,11 @@ using BakeList = std::vector<render::BackProjection>;
 struct TextReport {
   std::string text;
 };
+// How well a reference image was registered onto the views it was placed on: the lowest
+// silhouette IoU of its fits (0 when no silhouette fit was made).
+struct ReferenceFit {
+  double iou = 0;
+};
 
 }  // namespace gen3d::stages
 
@@ -36,6 +41,7 @@ GEN3D_PORT_TYPE(gen3d::render::MergeResult, "MergedTexture");
 GEN3D_PORT_TYPE(gen3d::render::InpaintReport, "InpaintReport");
 GEN3D_PORT_TYPE(gen3d::render::SurfaceFillResult, "SurfaceFill");
 GEN3D_PORT_TYPE(gen3d::stages::TextReport, "TextReport");
+GEN3D_PORT_TYPE(gen3d::stages::ReferenceFit, "ReferenceFit");
 
 #include "models/core/tensor.h"
 GEN3D_PORT_TYPE(gen3d::models::Tensor, "Tensor");

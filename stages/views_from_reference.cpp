@@ -46,7 +46,7 @@ class ViewsFromReference final : public pipeline::Stage {
     return StageContract("views_from_reference",
                          "The reference image on the view it shows, fitted onto the normalized "
                          "mesh's silhouette there; views without a reference get no image.")
-        .semantics_version(2)  // 2: the overlay output
+        .semantics_version(3)  // 2: the overlay output; 3: the fit output
         .input<render::ViewSet>("views")
         .input<mesh::Mesh>("mesh", "normalized target mesh (its silhouettes)")
         .input<image::Image>("image", "the (delit) reference image")
@@ -54,6 +54,9 @@ class ViewsFromReference final : public pipeline::Stage {
         .output<ImageList>("overlay",
                            "the placed images with the silhouette's outline in magenta: how the "
                            "reference fits the mesh")
+        .output<ReferenceFit>("fit",
+                              "the lowest silhouette IoU of the placed references (0 with the "
+                              "bbox fit): how exactly they landed, for the bake's edge window")
         .param<int>("resolution", 2048, Range{16, 16384}, "view image size")
         .param<int>("reference_view", 0, Range{0, 1023}, "the view the reference image shows")
         .param<bool>("mirror_back", false, "also use it, mirrored, for the opposite view")
@@ -85,6 +88,8 @@ class ViewsFromReference final : public pipeline::Stage {
     const bool silhouette = ctx.param<std::string>("fit") == "silhouette";
     render::SilhouetteFitOptions fit_options;
     fit_options.max_rotation_deg = ctx.param<double>("max_rotation");
+    auto quality = std::make_shared<ReferenceFit>();
+    bool first_fit = true;
     const auto place = [&](const image::Image& reference, size_t view, bool mirror) {
       if (view >= views->size())
         throw std::runtime_error(
@@ -100,6 +105,8 @@ class ViewsFromReference final : public pipeline::Stage {
       (*images)[view] =
           render::register_to_silhouette(reference, *raster, mirror, fit_options, &fit);
       outline();
+      quality->iou = first_fit ? fit.iou : std::min(quality->iou, fit.iou);
+      first_fit = false;
       const std::string key = fmt::format("multiview.fit_view{}", view);
       ctx.gauge(key + ".iou", fit.iou);
       ctx.gauge(key + ".bbox_iou", fit.bbox_iou);
@@ -128,6 +135,8 @@ class ViewsFromReference final : public pipeline::Stage {
     report_view_images(ctx, *images);
     ctx.out("images", std::move(images));
     ctx.out("overlay", std::move(overlay));
+    if (silhouette) ctx.gauge("multiview.fit_iou", quality->iou);
+    ctx.out("fit", std::move(quality));
   }
 };
 

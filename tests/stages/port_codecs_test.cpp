@@ -86,7 +86,8 @@ TEST(PortCodecs, EveryPortTypeHasOne) {
         pipeline::port_type<stages::ImageList>(), pipeline::port_type<stages::BakeList>(),
         pipeline::port_type<render::MergeResult>(), pipeline::port_type<render::InpaintReport>(),
         pipeline::port_type<render::SurfaceFillResult>(), pipeline::port_type<stages::TextReport>(),
-        pipeline::port_type<models::Tensor>(), pipeline::port_type<models::VolumeGrid>()})
+        pipeline::port_type<stages::ReferenceFit>(), pipeline::port_type<models::Tensor>(),
+        pipeline::port_type<models::VolumeGrid>()})
     EXPECT_NE(codecs().codec(t), nullptr) << t.name;
 }
 
@@ -187,6 +188,7 @@ TEST(PortCodecs, TexturesViewsAndReportsRoundTrip) {
   EXPECT_EQ(tb.multiplier_f64, t.multiplier_f64);
 
   EXPECT_EQ(load<stages::TextReport>(save(stages::TextReport{"a table\n"})).text, "a table\n");
+  EXPECT_EQ(load<stages::ReferenceFit>(save(stages::ReferenceFit{0.9857})).iou, 0.9857);
 }
 
 // Mostly empty images (a view's bake, a merge) are stored as their runs of non-zero pixels: small,

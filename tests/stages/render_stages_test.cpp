@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -334,6 +335,39 @@ TEST(RenderStages, RenderAlbedoShowsTheTexturedResult) {
     EXPECT_TRUE(near_rgb(img.at(32, 32), kRed)) << "centre";
     EXPECT_TRUE(near_rgb(img.at(1, 1), kWhite)) << "corner";
   }
+}
+
+}  // namespace
+}  // namespace gen3d::test
+
+namespace gen3d::test {
+namespace {
+
+// With the fit input, an exactly registered reference bakes with the narrow edge window and a
+// loose one with the reference's; without it the window is the reference's (render_size 1024:
+// half-size 4). An exact fit keeps texels the wide window throws away.
+TEST(RenderStages, AnExactlyRegisteredReferenceBakesWithTheNarrowEdgeWindow) {
+  auto views = custom_views({0, 0}, {0, 180});
+  const auto bake = [&](std::optional<double> iou) {
+    pipeline::StageRunner r = runner("bake_views");
+    r.input<mesh::Mesh>("mesh", smooth_sphere()).input<render::ViewSet>("views", views);
+    r.input<stages::ImageList>("images", stages::ImageList{solid(128, kRed), Image{}});
+    r.param("texture_size", 128).param("render_size", 1024);
+    if (iou) r.input<stages::ReferenceFit>("fit", stages::ReferenceFit{*iou});
+    r.run();
+    size_t texels = 0;
+    const auto& bp = (*r.output<stages::BakeList>("bakes"))[0];
+    for (float c : bp.cos.pixels) texels += c > 0;
+    return std::pair{r.profiler().counter_totals().at("bake.edge_window"), texels};
+  };
+  const auto [none, none_texels] = bake(std::nullopt);
+  const auto [loose, loose_texels] = bake(0.9);
+  const auto [exact, exact_texels] = bake(0.99);
+  EXPECT_EQ(none, 4.0);
+  EXPECT_EQ(loose, 4.0);
+  EXPECT_EQ(exact, 1.0);
+  EXPECT_EQ(loose_texels, none_texels);
+  EXPECT_GT(exact_texels, none_texels);
 }
 
 }  // namespace
