@@ -484,6 +484,33 @@ TEST_F(GltfLoad, ExternalImagesAreFoundByTheirDecodedName) {
   EXPECT_TRUE(load_mesh(path).texture);
 }
 
+// A Draco-compressed GLB (made by Debian's draco_encoder): the box's 12 triangles decode, and a
+// damaged bitstream or attribute id is one named error.
+TEST_F(GltfLoad, DracoPrimitivesDecodeAndDamageIsNamed) {
+  const std::string file = test::data_dir() + "/mesh/draco/box.glb";
+  const Mesh box = load_mesh(file);
+  EXPECT_EQ(box.faces.size(), 12u);
+  EXPECT_EQ(box.positions.size(), 8u);
+  const std::string bytes = read_bytes(file);
+  const uint32_t js_len = u32_at(bytes, 12);
+  Glb draco{json::parse(bytes.substr(20, js_len)), bytes.substr(20 + js_len + 8)};
+  const auto damaged = [&](const std::function<void(Glb&)>& edit, const std::string& fragment) {
+    Glb g = draco;
+    edit(g);
+    const std::string path = dir_ + "/draco_damaged.glb";
+    write_bytes(path, glb_bytes(g.doc.dump(), g.bin));
+    expect_error(path, fragment);
+  };
+  auto ext = [](Glb& g) -> json& {
+    return g.doc["meshes"][0]["primitives"][0]["extensions"]["KHR_draco_mesh_compression"];
+  };
+  damaged([](Glb& g) { std::fill(g.bin.begin() + 8, g.bin.end(), '\x5a'); }, "does not decode");
+  damaged([&](Glb& g) { ext(g)["attributes"]["POSITION"] = 7; }, "no usable POSITION");
+  damaged([&](Glb& g) { ext(g)["bufferView"] = 3; }, "refers to bufferView 3");
+  damaged([&](Glb& g) { g.doc["bufferViews"][0]["byteLength"] = 1u << 20; },
+          "runs past the end of buffer 0");
+}
+
 // glTF JSON under another extension is not read as glTF.
 TEST_F(GltfLoad, GltfContentUnderOtherExtensionsIsNotReadAsGltf) {
   Glb g = base_;
