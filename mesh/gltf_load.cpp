@@ -63,7 +63,7 @@ class Reader {
     if (json_depth(json_text) > kMaxJsonDepth)
       fail("the glTF JSON is nested more than " + std::to_string(kMaxJsonDepth) +
            " levels deep (tinygltf reads nesting recursively)");
-    const std::string text = without_draco_indices(bytes, binary);
+    const std::string text = without_draco_indices(bytes, json_text, binary);
     tinygltf::TinyGLTF loader;
     // Images keep their encoded bytes: decoding waits until a face uses the material. tinygltf
     // hands over a bufferView's bytes without checking the view against its buffer, so that is
@@ -144,19 +144,10 @@ class Reader {
   // compressed primitive's index accessor, which has no bufferView. The indices come from the
   // Draco stream, so such primitives lose their "indices" before tinygltf reads the JSON (a GLB is
   // reassembled around the new JSON chunk; its BIN chunk is kept as it is).
-  static std::string without_draco_indices(const std::string& bytes, bool binary) {
-    if (bytes.find("KHR_draco_mesh_compression") == std::string::npos) return bytes;
-    std::string_view json_text = bytes, rest;
-    constexpr uint32_t kJsonChunk = 0x4E4F534A;
-    if (binary) {
-      if (bytes.size() < 20) return bytes;  // tinygltf reports the broken container
-      uint32_t length = 0, type = 0;
-      std::memcpy(&length, bytes.data() + 12, 4);
-      std::memcpy(&type, bytes.data() + 16, 4);
-      if (type != kJsonChunk || length > bytes.size() - 20) return bytes;
-      json_text = std::string_view(bytes).substr(20, length);
-      rest = std::string_view(bytes).substr(20 + length);
-    }
+  // `json_text` is the file's JSON (a GLB's JSON chunk, checked by glb_json).
+  static std::string without_draco_indices(const std::string& bytes, std::string_view json_text,
+                                           bool binary) {
+    if (json_text.find("KHR_draco_mesh_compression") == std::string_view::npos) return bytes;
     nlohmann::json doc = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
     if (!doc.is_object() || !doc.contains("meshes") || !doc["meshes"].is_array()) return bytes;
     bool changed = false;
@@ -175,11 +166,12 @@ class Reader {
     std::string json = doc.dump();
     if (!binary) return json;
     while (json.size() % 4) json.push_back(' ');
+    const std::string_view rest = std::string_view(bytes).substr(20 + json_text.size());
     std::string glb(bytes.substr(0, 8));  // magic and version
     const auto u32 = [&](uint32_t v) { glb.append(reinterpret_cast<const char*>(&v), 4); };
     u32(uint32_t(20 + json.size() + rest.size()));
     u32(uint32_t(json.size()));
-    u32(kJsonChunk);
+    u32(0x4E4F534A);  // "JSON"
     glb += json;
     glb += rest;
     return glb;
