@@ -14,6 +14,9 @@ namespace {
 
 // Largest linear scale-up normalize_chart applies (UV area to 3D area).
 constexpr double kMaxAreaScale = 16.0;
+// Weight of the pull of each vertex towards its planar position in charts of several pieces
+// (relative to the conformal energy of the faces, both in squared lengths).
+constexpr double kPieceHold = 1e-6;
 // Largest self-overlap bitmap (texels) per chart.
 constexpr double kMaxOverlapTexels = 16.0 * 1024 * 1024;
 
@@ -71,8 +74,11 @@ bool lscm(Chart& c, const Mesh& m, const Topology& t) {
   };
   const size_t p0 = farthest(0), p1 = farthest(p0);
   if (p0 == p1) return false;
-  // One edge-connected piece only: a piece hanging on by a vertex, or not at all, is free to
-  // collapse to a point (zero conformal energy), so such charts are flattened by projection.
+  // A piece hanging on by a vertex, or not at all, is free to turn, shrink or collapse to a
+  // point at zero conformal energy: where there are several edge-connected pieces, a faint pull
+  // towards the planar positions (kPieceHold per vertex against the faces' conformal energy)
+  // decides what the faces leave free and nothing else.
+  bool several_pieces = false;
   {
     std::vector<uint32_t> root(c.faces.size());
     std::iota(root.begin(), root.end(), 0u);
@@ -96,7 +102,8 @@ bool lscm(Chart& c, const Mesh& m, const Topology& t) {
         root[find(edges[i].second)] = find(edges[i - 1].second);
     uint32_t pieces = 0;
     for (uint32_t i = 0; i < c.faces.size(); ++i) pieces += t.area[c.faces[i]] > 0 && find(i) == i;
-    if (pieces != 1) return false;
+    if (pieces == 0) return false;
+    several_pieces = pieces > 1;
   }
   // Vertices of zero-area faces only appear in no equation: they stay at their planar position
   // (left free they would make the system singular and land anywhere).
@@ -158,8 +165,17 @@ bool lscm(Chart& c, const Mesh& m, const Topology& t) {
   Eigen::SparseMatrix<double> A(row, 2 * nfree);
   A.setFromTriplets(trip.begin(), trip.end());
   const Eigen::Map<const Eigen::VectorXd> rhs(rhs_rows.data(), row);
-  const Eigen::SparseMatrix<double> AtA = A.transpose() * A;
-  const Eigen::VectorXd Atb = A.transpose() * rhs;
+  Eigen::SparseMatrix<double> AtA = A.transpose() * A;
+  Eigen::VectorXd Atb = A.transpose() * rhs;
+  if (several_pieces) {
+    for (size_t i = 0; i < nv; ++i) {
+      if (var[i] < 0) continue;
+      for (int k = 0; k < 2; ++k) {
+        AtA.coeffRef(2 * var[i] + k, 2 * var[i] + k) += kPieceHold;
+        Atb[2 * var[i] + k] += kPieceHold * (k ? planar[i].y : planar[i].x);
+      }
+    }
+  }
   Eigen::SimplicialLDLT<Eigen::SparseMatrix<double>> solver(AtA);
   if (solver.info() != Eigen::Success) return false;
   const Eigen::VectorXd x = solver.solve(Atb);
@@ -270,6 +286,24 @@ bool extent_is_sane(const Chart& c, const Mesh& m) {
   return std::hypot(umax, vmax) <= kMaxAreaScale * diag3 + 1e-12;
 }
 
+// True when faces holding more than kCollapsedShare of the chart's 3D area keep under
+// kCollapsedRatio of their 3D area in UV (after normalize_chart): an LSCM solve that crushed part
+// of the chart (slivers, pieces joined by a thread) or a projection seen edge-on. Such faces
+// would get almost no texels; their footprint is a needle that only wastes atlas.
+constexpr double kCollapsedRatio = 1.0 / 16;
+constexpr double kCollapsedShare = 0.02;
+bool collapsed(const Chart& c, const Topology& t) {
+  double crushed = 0;
+  for (size_t i = 0; i < c.faces.size(); ++i) {
+    const double a3 = t.area[c.faces[i]];
+    if (!(a3 > 0)) continue;
+    const auto& tr = c.tris[i];
+    const double a2 = 0.5 * std::abs(cross2(c.uv[tr[0]], c.uv[tr[1]], c.uv[tr[2]]));
+    if (a2 < kCollapsedRatio * a3) crushed += a3;
+  }
+  return crushed > kCollapsedShare * c.area3d;
+}
+
 }  // namespace
 
 void parameterize_chart(Chart& c, const Mesh& m, const Topology& t, const UnwrapOptions& opt,
@@ -311,7 +345,7 @@ void parameterize_chart(Chart& c, const Mesh& m, const Topology& t, const Unwrap
     }
     if (c.lscm) {
       normalize_chart(c);
-      if (!extent_is_sane(c, m)) c.lscm = false;
+      if (!extent_is_sane(c, m) || collapsed(c, t)) c.lscm = false;
     }
     if (!c.lscm) c.uv = planar;
   }
@@ -325,6 +359,10 @@ void parameterize_chart(Chart& c, const Mesh& m, const Topology& t, const Unwrap
       return;
     }
     normalize_chart(c);
+    if (splittable && collapsed(c, t)) {
+      c.needs_split = true;
+      return;
+    }
   }
   // A chart longer than the atlas at about the final scale (a long pipe unrolled, a strip) would
   // cap the density of the whole atlas: split it like a folded one.

@@ -498,6 +498,80 @@ size_t merge_charts(const Mesh& m, const Topology& t, double cos_max, double sma
   return merges;
 }
 
+size_t merge_strips(const Topology& t, double thin_width, const UnwrapOptions& opt,
+                    std::vector<uint32_t>& chart_of) {
+  const size_t nf = chart_of.size();
+  uint32_t nchart = 0;
+  for (uint32_t c : chart_of) nchart = std::max(nchart, c + 1);
+  std::vector<double> area(nchart, 0.0), perim(nchart, 0.0);
+  std::vector<size_t> faces(nchart, 0);
+  std::vector<D3> normal(nchart);
+  struct Shared {
+    uint32_t a, b;
+    double len;
+  };
+  std::vector<Shared> shared;
+  for (uint32_t f = 0; f < nf; ++f) {
+    const uint32_t cf = chart_of[f];
+    area[cf] += t.area[f];
+    normal[cf] = add(normal[cf], scaled(t.normal[f], t.area[f]));
+    ++faces[cf];
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t g = t.nb[f][k];
+      if (g != kNone && chart_of[g] == cf) continue;
+      perim[cf] += t.edge_len[f][k];
+      if (g != kNone) shared.push_back({cf, chart_of[g], t.edge_len[f][k]});
+    }
+  }
+  std::sort(shared.begin(), shared.end(),
+            [](const Shared& x, const Shared& y) { return x.a != y.a ? x.a < y.a : x.b < y.b; });
+  // Per thin chart, the neighbour it shares the longest border with (ties: the lower id).
+  auto thin = [&](uint32_t c) { return area[c] > 0 && 2 * area[c] < thin_width * perim[c]; };
+  const double crease_cos = std::cos(40.0 * M_PI / 180.0);
+  std::vector<uint32_t> target(nchart, kNone);
+  std::vector<double> target_len(nchart, 0.0);
+  for (size_t i = 0; i < shared.size();) {
+    size_t j = i;
+    double len = 0;
+    while (j < shared.size() && shared[j].a == shared[i].a && shared[j].b == shared[i].b)
+      len += shared[j++].len;
+    const uint32_t a = shared[i].a, b = shared[i].b;
+    i = j;
+    // A long side, not a corner: unfolding about a short hinge would swing the strip wide.
+    if (!thin(a) || !(len >= 0.3 * perim[a]) || !(area[b] > 0)) continue;
+    // Across a crease only (mean normals over 40 degrees apart, the normal merge's crease
+    // angle: a plate's side, a flange's rim); on a smooth surface the normal merge decides.
+    const D3 na = normalized_or(normal[a], D3{}), nb = normalized_or(normal[b], D3{});
+    if (dot(na, nb) > crease_cos) continue;
+    if (len > target_len[a]) target_len[a] = len, target[a] = b;
+  }
+  // Thinnest first, into the neighbour's current chart; a chart never grows past the face limit.
+  std::vector<uint32_t> order;
+  for (uint32_t c = 0; c < nchart; ++c)
+    if (target[c] != kNone) order.push_back(c);
+  std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+    const double wx = area[x] / perim[x], wy = area[y] / perim[y];
+    return wx != wy ? wx < wy : x < y;
+  });
+  std::vector<uint32_t> parent(nchart);
+  std::iota(parent.begin(), parent.end(), 0u);
+  auto find = [&](uint32_t c) {
+    while (parent[c] != c) c = parent[c] = parent[parent[c]];
+    return c;
+  };
+  size_t merges = 0;
+  for (uint32_t c : order) {
+    const uint32_t a = find(c), b = find(target[c]);
+    if (a == b) continue;
+    if (opt.max_chart_faces > 0 && faces[a] + faces[b] > opt.max_chart_faces) continue;
+    parent[a] = b;
+    faces[b] += faces[a];
+    ++merges;
+  }
+  for (uint32_t& c : chart_of) c = find(c);
+  return merges;
+}
+
 uint32_t renumber_charts(std::vector<uint32_t>& chart_of) {
   uint32_t next = 0;
   std::vector<uint32_t> id(chart_of.size(), kNone);

@@ -23,6 +23,40 @@ namespace gen3d::mesh {
 using namespace unwrap_detail;
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// Charts narrower than this many gutters are strips to join to a neighbour (merge_strips).
+constexpr double kStripWidth = 1.5;
+
+// A chart that joined strips and still folds or overlaps itself is taken back apart into the
+// charts it joined (each then split on its own if need be). False when it joined none.
+bool unjoin_strips(const std::vector<uint32_t>& faces, const Topology& t,
+                   std::vector<uint32_t>& strip_group, std::vector<uint32_t>& chart_of,
+                   uint32_t& nchart) {
+  std::vector<std::pair<uint32_t, uint32_t>> ids;  // (strip group, new chart), first seen first
+  auto chart_for = [&](uint32_t g) {
+    for (const auto& [group, chart] : ids)
+      if (group == g) return chart;
+    ids.push_back({g, nchart++});
+    return ids.back().second;
+  };
+  uint32_t first = kNone;  // zero-area faces go with the first piece that has area
+  bool several = false;
+  for (uint32_t f : faces)
+    if (t.area[f] > 0) {
+      if (first == kNone) first = strip_group[f];
+      several |= strip_group[f] != first;
+    }
+  if (!several) return false;
+  for (uint32_t f : faces) {
+    if (!(t.area[f] > 0)) strip_group[f] = first;
+    chart_of[f] = chart_for(strip_group[f]);
+  }
+  return true;
+}
+
+}  // namespace
+
 UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
   const auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
@@ -68,7 +102,8 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
   tbb::enumerable_thread_specific<std::vector<uint8_t>> overlap_buf;
   std::vector<std::vector<uint32_t>> pending = {std::vector<uint32_t>(nf)};  // face groups to grow
   std::iota(pending[0].begin(), pending[0].end(), 0u);
-  size_t merged = 0;
+  size_t merged = 0, strips = 0;
+  std::vector<uint32_t> strip_group;  // per face: its chart before strips were joined
   for (int round = 0; !pending.empty(); ++round) {
     const uint32_t first = nchart;
     if (round == 0) {
@@ -81,14 +116,19 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
         const double small_side = 12.0 / est_scale;
         merged = merge_charts(mesh, topo, cos_max, small_side * small_side, opt, chart_of, nchart);
       }
+      strip_group = chart_of;
+      if (opt.merge_charts && opt.gutter > 0) {
+        strips = merge_strips(topo, kStripWidth * opt.gutter / est_scale, opt, chart_of);
+      }
       nchart = attach_degenerate_faces(mesh, topo, chart_of);
-      spdlog::debug("uv_unwrap: segmentation {} charts ({} merged), {:.3f} s", nchart, merged,
-                    elapsed());
+      spdlog::debug("uv_unwrap: segmentation {} charts ({} merged, {} strips joined), {:.3f} s",
+                    nchart, merged, strips, elapsed());
+      merged += strips;
     } else {
       for (const auto& group : pending) {
         if (round >= 16) {
           for (uint32_t f : group) chart_of[f] = nchart++;
-        } else {
+        } else if (!unjoin_strips(group, topo, strip_group, chart_of, nchart)) {
           split_chart(mesh, topo, group, in_set, chart_of, nchart);
         }
       }

@@ -3,13 +3,16 @@
 // parameterized (planar projection or LSCM), packed without overlap into a square texture.
 //
 // Pipeline: face adjacency (by welded position) -> region growing over (smoothed) normals with a
-// seam-length cost -> merging of neighbouring charts within the normal cone ->
-// per chart: planar projection if flat, else LSCM (Eigen sparse LDLT), falling back to planar; a
-// chart that still folds or overlaps itself is split in two across its principal axis, repeatedly
-// -> charts rotated to their minimum-area bounding box -> packing: conservative texel footprints
-// placed in four orientations at a bounded set of candidate positions, into the skyline or into
-// holes under it, with `gutter` free texels around every chart; the scale (texels per unit) is
-// searched so the layout just fits the square, and lowered (then the gutter) when it cannot.
+// seam-length cost -> merging of neighbouring charts within the normal cone -> strips a few
+// texels wide (a plate's sides, a flange's rim) joined across their crease to the chart they share
+// a long edge with -> per chart: planar projection if flat, else LSCM (Eigen sparse LDLT), falling
+// back to planar when it folds or crushes faces; a chart that still folds or overlaps itself gives
+// back the strips it joined, or is split in two across its principal axis, repeatedly -> charts
+// rotated to their minimum-area bounding box -> packing: conservative texel footprints (covered
+// runs per column, so the inside of a ring stays free) placed in four orientations at a bounded
+// set of candidate positions, on the skyline or into holes under it, with `gutter` free texels
+// around every chart; the scale (texels per unit) is searched so the layout just fits the square,
+// and lowered (then the gutter) when it cannot.
 // Stages: uv_segment.cpp, uv_parameterize.cpp, uv_pack.cpp; uv_unwrap.cpp runs them.
 
 #include <cstddef>

@@ -92,6 +92,13 @@ void smooth_chart_borders(const Topology& t, double cos_max, int passes,
 size_t merge_charts(const Mesh& m, const Topology& t, double cos_max, double small_area,
                     const UnwrapOptions& opt, std::vector<uint32_t>& chart_of, uint32_t nchart);
 
+// Merges thin charts (twice their area over their boundary under `thin_width`, 3D units: strips
+// whose gutter takes more atlas than they do, like the side faces of a plate or a flange's rim)
+// into the neighbour they share the longest border with, across any crease: LSCM unfolds a strip
+// about its hinge without distortion. Chart ids are left sparse. Returns the number of merges.
+size_t merge_strips(const Topology& t, double thin_width, const UnwrapOptions& opt,
+                    std::vector<uint32_t>& chart_of);
+
 // Dense chart ids in order of first face. Returns the chart count.
 uint32_t renumber_charts(std::vector<uint32_t>& chart_of);
 

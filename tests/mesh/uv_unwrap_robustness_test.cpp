@@ -12,7 +12,9 @@
 #include <spdlog/spdlog.h>
 
 #include "mesh/cleanup.h"
+#include "mesh/io.h"
 #include "mesh/uv_unwrap.h"
+#include "support/paths.h"
 
 namespace gen3d::mesh {
 namespace {
@@ -134,6 +136,110 @@ TEST(UvUnwrapCad, MergingOffGivesMoreCharts) {
   o.merge_charts = false;
   const UnwrapResult r = uv_unwrap(m, o);
   EXPECT_LT(merged, r.metrics.charts);
+  expect_inside_and_not_overlapping(r, 512);
+}
+
+// A plate (one shared vertex per corner) whose sides are a few texels thin: each side is a strip
+// whose gutter would take more atlas than itself, so it joins a face it shares its long edge
+// with, unfolded about that edge. The plate's two faces stay apart (joined they would fold).
+TEST(UvUnwrapCad, ThinSidesOfAPlateJoinItsFaces) {
+  Mesh m;
+  const float t = 0.004f;  // ~2.6 texels at 1024
+  for (int i = 0; i < 8; ++i)
+    m.positions.push_back({float(i & 1), (i & 2) ? t : 0.0f, float(i >> 2)});
+  // Corner i = x + 2 y + 4 z; faces wound outwards.
+  const int quads[6][4] = {{0, 1, 5, 4}, {2, 6, 7, 3}, {0, 4, 6, 2},
+                           {1, 3, 7, 5}, {0, 2, 3, 1}, {4, 5, 7, 6}};
+  for (const auto& q : quads) {
+    m.faces.push_back({uint32_t(q[0]), uint32_t(q[1]), uint32_t(q[2])});
+    m.faces.push_back({uint32_t(q[0]), uint32_t(q[2]), uint32_t(q[3])});
+  }
+  UnwrapOptions o;
+  o.texture_size = 1024;
+  const UnwrapResult joined = uv_unwrap(m, o);
+  o.merge_charts = false;
+  const UnwrapResult apart = uv_unwrap(m, o);
+  EXPECT_EQ(apart.metrics.charts, 6u);
+  EXPECT_EQ(joined.metrics.charts, 2u);
+  // Unfolding about a straight edge is exact; only where two sides joined to one face meet at a
+  // plate corner (glued along their short edge) is there a little distortion.
+  EXPECT_LT(joined.metrics.angle_distortion, 0.05);
+  expect_inside_and_not_overlapping(joined, 1024);
+}
+
+// assimp's 2CylinderEngine (121k faces of CAD tessellation: slivers, fans, cracks): every face
+// with area keeps a fair share of the atlas. A parameterization that crushes part of a chart
+// (LSCM over slivers, a projection seen edge-on) leaves faces without texels and needles that
+// only waste atlas space.
+TEST(UvUnwrapCad, EveryFaceOfARealEngineKeepsItsShareOfTexels) {
+  const Mesh m = load_mesh(test::data_dir() + "/mesh/meshes-assimp/glTF2/2CylinderEngine.glb");
+  UnwrapOptions o;
+  o.texture_size = 1024;
+  const UnwrapResult r = uv_unwrap(m, o);
+  const double texels_per_area = r.metrics.texels_per_unit * r.metrics.texels_per_unit /
+                                 (double(o.texture_size) * o.texture_size);
+  double total = 0, crushed = 0;
+  for (size_t f = 0; f < m.faces.size(); ++f) {
+    const Vec3 &a = m.positions[m.faces[f][0]], &b = m.positions[m.faces[f][1]],
+               &c = m.positions[m.faces[f][2]];
+    const double e1[3] = {b[0] - a[0], b[1] - a[1], b[2] - a[2]},
+                 e2[3] = {c[0] - a[0], c[1] - a[1], c[2] - a[2]};
+    const double n[3] = {e1[1] * e2[2] - e1[2] * e2[1], e1[2] * e2[0] - e1[0] * e2[2],
+                         e1[0] * e2[1] - e1[1] * e2[0]};
+    const double area3 = 0.5 * std::sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
+    const Vec2 &u = r.mesh.uvs[r.mesh.uv_faces[f][0]], &v = r.mesh.uvs[r.mesh.uv_faces[f][1]],
+               &w = r.mesh.uvs[r.mesh.uv_faces[f][2]];
+    const double area2 = 0.5 * std::abs((double(v[0]) - u[0]) * (double(w[1]) - u[1]) -
+                                        (double(v[1]) - u[1]) * (double(w[0]) - u[0]));
+    total += area3;
+    if (area2 < area3 * texels_per_area / 64) crushed += area3;  // under 1/8 of its scale
+  }
+  EXPECT_LT(crushed, 0.002 * total) << "share of the surface with (almost) no texels";
+  EXPECT_GT(r.metrics.utilization, 0.3);
+  // The file's T-junction cracks have two sides at the same place, which may share a texel.
+  const UvCheckResult check = check_uvs(r.mesh, 1024);
+  EXPECT_EQ(check.out_of_range, 0u);
+  EXPECT_LT(check.overlap_fraction, 1e-4);
+}
+
+// A flat ring and many small squares: the squares may sit inside the ring, in texels its outline
+// leaves free (a footprint is its covered runs per column, not the span between its ends).
+TEST(UvUnwrapPack, SmallChartsFillTheInsideOfARing) {
+  Mesh m;
+  const int segments = 96;
+  const float r_in = 0.7f, r_out = 1.0f;
+  for (int s = 0; s < segments; ++s) {
+    const float a0 = 2 * float(M_PI) * float(s) / segments,
+                a1 = 2 * float(M_PI) * float(s + 1) / segments;
+    const Vec3 i0{r_in * std::cos(a0), 0, -r_in * std::sin(a0)},
+        i1{r_in * std::cos(a1), 0, -r_in * std::sin(a1)};
+    const Vec3 o0{r_out * std::cos(a0), 0, -r_out * std::sin(a0)},
+        o1{r_out * std::cos(a1), 0, -r_out * std::sin(a1)};
+    add_quad(m, i0, o0, o1, i1);
+  }
+  const size_t ring_faces = m.faces.size();
+  for (int i = 0; i < 60; ++i) {  // squares of side 0.15, far apart in 3D
+    const float x = 3 + float(i % 10), z = float(i / 10);
+    add_quad(m, {x, 0, z}, {x + 0.15f, 0, z}, {x + 0.15f, 0, z - 0.15f}, {x, 0, z - 0.15f});
+  }
+  UnwrapOptions o;
+  o.texture_size = 512;
+  const UnwrapResult r = uv_unwrap(m, o);
+  // The ring's centre and inner radius in the atlas (its outer vertices are at r_out).
+  double cx = 0, cy = 0;
+  size_t n = 0;
+  for (size_t f = 0; f < ring_faces; ++f)
+    for (uint32_t i : r.mesh.uv_faces[f]) cx += r.mesh.uvs[i][0], cy += r.mesh.uvs[i][1], ++n;
+  cx /= double(n), cy /= double(n);
+  const double inner = r_in * r.metrics.texels_per_unit / o.texture_size;
+  size_t inside = 0;
+  for (size_t f = ring_faces; f < m.faces.size(); ++f) {
+    bool all_in = true;
+    for (uint32_t i : r.mesh.uv_faces[f])
+      all_in &= std::hypot(r.mesh.uvs[i][0] - cx, r.mesh.uvs[i][1] - cy) < inner;
+    inside += all_in;
+  }
+  EXPECT_GT(inside, 0u) << "no square inside the ring";
   expect_inside_and_not_overlapping(r, 512);
 }
 
