@@ -525,6 +525,15 @@ size_t merge_strips(const Topology& t, double thin_width, const UnwrapOptions& o
   }
   std::sort(shared.begin(), shared.end(),
             [](const Shared& x, const Shared& y) { return x.a != y.a ? x.a < y.a : x.b < y.b; });
+  // Flat charts (every normal within the flat angle of the mean): a strip hinged on one unfolds
+  // without distortion. Curved targets (organic meshes) fold too often to be worth the solve.
+  const double cos_flat =
+      std::cos(std::clamp(double(opt.flat_angle_deg), 0.0, 89.0) * M_PI / 180.0);
+  std::vector<char> flat(nchart, 1);
+  for (uint32_t f = 0; f < nf; ++f) {
+    const uint32_t c = chart_of[f];
+    if (t.area[f] > 0 && dot(t.normal[f], normalized_or(normal[c], D3{})) < cos_flat) flat[c] = 0;
+  }
   // Per thin chart, the neighbour it shares the longest border with (ties: the lower id).
   auto thin = [&](uint32_t c) { return area[c] > 0 && 2 * area[c] < thin_width * perim[c]; };
   const double crease_cos = std::cos(40.0 * M_PI / 180.0);
@@ -538,7 +547,7 @@ size_t merge_strips(const Topology& t, double thin_width, const UnwrapOptions& o
     const uint32_t a = shared[i].a, b = shared[i].b;
     i = j;
     // A long side, not a corner: unfolding about a short hinge would swing the strip wide.
-    if (!thin(a) || !(len >= 0.3 * perim[a]) || !(area[b] > 0)) continue;
+    if (!thin(a) || !(len >= 0.3 * perim[a]) || !(area[b] > 0) || !flat[b]) continue;
     // Across a crease only (mean normals over 40 degrees apart, the normal merge's crease
     // angle: a plate's side, a flange's rim); on a smooth surface the normal merge decides.
     const D3 na = normalized_or(normal[a], D3{}), nb = normalized_or(normal[b], D3{});

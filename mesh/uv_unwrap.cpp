@@ -102,7 +102,7 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
   tbb::enumerable_thread_specific<std::vector<uint8_t>> overlap_buf;
   std::vector<std::vector<uint32_t>> pending = {std::vector<uint32_t>(nf)};  // face groups to grow
   std::iota(pending[0].begin(), pending[0].end(), 0u);
-  size_t merged = 0, strips = 0;
+  size_t merged = 0, strips = 0, unjoined = 0;
   std::vector<uint32_t> strip_group;  // per face: its chart before strips were joined
   for (int round = 0; !pending.empty(); ++round) {
     const uint32_t first = nchart;
@@ -128,7 +128,9 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
       for (const auto& group : pending) {
         if (round >= 16) {
           for (uint32_t f : group) chart_of[f] = nchart++;
-        } else if (!unjoin_strips(group, topo, strip_group, chart_of, nchart)) {
+        } else if (unjoin_strips(group, topo, strip_group, chart_of, nchart)) {
+          ++unjoined;
+        } else {
           split_chart(mesh, topo, group, in_set, chart_of, nchart);
         }
       }
@@ -151,8 +153,10 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
       pending.push_back(std::move(c.faces));
       c = Chart{};
     }
-    spdlog::debug("uv_unwrap: round {}: charts {}..{}, {} split, {:.3f} s", round, first, nchart,
-                  split, elapsed());
+    spdlog::debug(
+        "uv_unwrap: round {}: charts {}..{}, {} to split, {} gave back their strips so "
+        "far, {:.3f} s",
+        round, first, nchart, split, unjoined, elapsed());
   }
   // Drop emptied charts and renumber densely, keeping order.
   {
