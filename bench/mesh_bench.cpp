@@ -1,7 +1,7 @@
 // Benchmarks of gen3d_mesh on the real Hunyuan3D-2 shape (1.glb, 40k faces, used in place from the
 // shared assets: never copied into the repository), on assimp's 2CylinderEngine.glb (121k faces of
-// hard-surface CAD, thousands of planar regions; also from the shared assets) and on generated
-// 200k- and 1M-face spheres. Missing asset files skip their benchmarks with a message.
+// hard-surface CAD, thousands of planar regions; also from the shared assets, plain and Draco) and
+// on generated 200k- and 1M-face spheres. Missing asset files skip their benchmarks with a message.
 // Baselines in the same run: unwrap with planar charts only and no rotations (the cheap strategy
 // uv_unwrap falls back to), and simplify without UV seams.
 //
@@ -43,6 +43,21 @@ const Mesh* shape() {
 const Mesh* engine() {
   static const Mesh* mesh = [] {
     const std::string p = engine_path();
+    return std::filesystem::exists(p) ? new Mesh(load_mesh(p)) : nullptr;
+  }();
+  return mesh;
+}
+
+// The same engine as Draco-compressed glTF: decoding welds and reorders its vertices, so its
+// charts differ from the plain file's.
+std::string draco_engine_path() {
+  const char* env = std::getenv("GEN3D_BENCH_DRACO_MESH");
+  return env && *env ? env : "/work/shared/assets/meshes-assimp/glTF2/draco/2CylinderEngine.gltf";
+}
+
+const Mesh* draco_engine() {
+  static const Mesh* mesh = [] {
+    const std::string p = draco_engine_path();
     return std::filesystem::exists(p) ? new Mesh(load_mesh(p)) : nullptr;
   }();
   return mesh;
@@ -145,6 +160,9 @@ void BM_Unwrap_Engine(benchmark::State& s) {
 void BM_Unwrap_Engine512(benchmark::State& s) {
   unwrap(s, engine(), false, 512, engine_path());
 }
+void BM_Unwrap_EngineDraco(benchmark::State& s) {
+  unwrap(s, draco_engine(), false, 2048, draco_engine_path());
+}
 
 void BM_Load_Shape(benchmark::State& state) {
   if (!std::filesystem::exists(shape_path())) {
@@ -205,6 +223,11 @@ BENCHMARK(BM_Unwrap_Sphere1M)
     ->UseRealTime()
     ->Iterations(1);
 BENCHMARK(BM_Unwrap_Engine)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->Iterations(1);
+BENCHMARK(BM_Unwrap_EngineDraco)
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime()
