@@ -148,11 +148,17 @@ TEST(TextureCommand, FlagsPickAShippedConfigAndSetItsVariables) {
 
 TEST(TextureCommand, SourceMeshTransfersTheTexture) {
   const std::string dir = temp_dir("texture_src");
-  const auto r = run_gen3d("texture --mesh " + kSpider + " --source-mesh " + kSpider + kSmall +
-                           "--set uv.keep_existing=false -o " + dir + "/out.obj");
+  const auto r =
+      run_gen3d("texture --mesh " + kSpider + " --source-mesh " + kSpider + kSmall +
+                "--set uv.keep_existing=false -o " + dir + "/out.obj --metrics " + dir + "/m.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(fs::exists(dir + "/out.obj"));
   EXPECT_TRUE(fs::exists(dir + "/out.png")) << "OBJ output writes its texture beside it";
+  // The source is the mesh itself: its renders land exactly, so the bake keeps the texels along
+  // silhouettes and depth edges (the narrow window) instead of the reference's.
+  const auto m = read_json(dir + "/m.json");
+  EXPECT_DOUBLE_EQ(m["counters"]["multiview.fit_view0.iou"].get<double>(), 1.0);
+  EXPECT_EQ(m["counters"]["bake.edge_window"], 1.0);
 }
 
 TEST(TextureCommand, ViewsDirectoryGivesOneImagePerView) {

@@ -58,6 +58,34 @@ TEST(ViewsFromMesh, RendersTheSourceAlbedoFromEveryView) {
   }
 }
 
+// The fit: how exactly the source's renders cover the target's silhouettes (the bake narrows
+// its edge window when they land exactly).
+double fit_onto(std::shared_ptr<const mesh::Mesh> source, const mesh::Mesh* target,
+                const mesh::NormalizeTransform& transform) {
+  pipeline::StageRunner r = runner("views_from_mesh");
+  r.input<render::ViewSet>("views", level_views({0, 90, 180}));
+  r.input<mesh::Mesh>("mesh", std::move(source)).param("resolution", kSize);
+  r.input<mesh::NormalizeTransform>("transform", transform);
+  if (target) r.input<mesh::Mesh>("target", *target);
+  r.run();
+  return r.output<stages::ReferenceFit>("fit")->iou;
+}
+
+TEST(ViewsFromMesh, FitMeasuresHowTheRendersCoverTheTarget) {
+  // Re-baking: the source is the target itself, placed by its own normalization.
+  mesh::Mesh target = *red_sphere();
+  const mesh::NormalizeTransform t = mesh::normalize_mesh(target);
+  EXPECT_DOUBLE_EQ(fit_onto(red_sphere(), &target, t), 1.0);
+  // A source shifted by a tenth of its size lands off the target's silhouette.
+  mesh::Mesh shifted = *red_sphere();
+  for (auto& p : shifted.positions) p[0] += 0.2f;
+  const double off = fit_onto(std::make_shared<const mesh::Mesh>(std::move(shifted)), &target, t);
+  EXPECT_GT(off, 0.5);
+  EXPECT_LT(off, 0.97);
+  // Without a target nothing is measured.
+  EXPECT_EQ(fit_onto(red_sphere(), nullptr, t), 0.0);
+}
+
 TEST(ViewsFromMesh, AnUntexturedSourceIsAnError) {
   pipeline::StageRunner r = runner("views_from_mesh");
   r.input<render::ViewSet>("views", level_views({0}));
