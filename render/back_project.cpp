@@ -111,8 +111,11 @@ struct ViewMasks {
   cv::Mat mask;     // eroded AND NOT dilated: the pixels that splat
 };
 
+// close_cracks: first fill single-pixel cracks in the depth (pixels whose centres lie exactly on an
+// edge shared by two triangles belong to neither in the reference's float test, so the surface
+// behind shows through, and Canny would call the seam of a flat face a depth edge).
 ViewMasks view_masks(const mesh::Mesh& mesh, const Raster& raster, const std::vector<Vec1>& zattr,
-                     int window) {
+                     int window, bool close_cracks) {
   const int W = raster.width, H = raster.height;
   const auto z_at = [&](size_t p) {
     return interpolate_pixel<1>(&raster.bary[p * 3], std::span<const Vec1>(zattr),
@@ -159,6 +162,12 @@ ViewMasks view_masks(const mesh::Mesh& mesh, const Raster& raster, const std::ve
       depth8.data[p] = d;
     }
   });
+  if (close_cracks) {
+    // A closing with a 3 x 3 square: a far pixel between near ones on both sides becomes near; a
+    // step from a near to a far surface stays where it is.
+    const cv::Mat square = cv::getStructuringElement(cv::MORPH_RECT, cv::Size(3, 3));
+    cv::morphologyEx(depth8, depth8, cv::MORPH_CLOSE, square);
+  }
   cv::Canny(depth8, m.edges, 30.0, 80.0, 3, false);
   const cv::Mat& edges = m.edges;
 
@@ -220,7 +229,8 @@ void splat_view(const mesh::Mesh& mesh, const Raster& raster, const Camera& came
 
   // 2-5. Depth edges and eroded coverage: which pixels may splat.
   const ViewMasks vm =
-      view_masks(mesh, raster, zattr, bake_edge_window(options.render_size, options.edge_window));
+      view_masks(mesh, raster, zattr, bake_edge_window(options.render_size, options.edge_window),
+                 /*close_cracks=*/false);
   const cv::Mat &depth8 = vm.depth8, &edges = vm.edges, &eroded = vm.eroded, &dilated = vm.dilated,
                 &mask = vm.mask;
   const float thr = cos_threshold(options.angle_threshold);
@@ -379,7 +389,8 @@ BackProjection gather(const mesh::Mesh& mesh, const Raster& uv_raster, const Ras
     for (size_t i = 0; i < zattr.size(); ++i) zattr[i] = {cam[i][2]};
   }
   const ViewMasks vm = view_masks(mesh, view_raster, zattr,
-                                  bake_edge_window(options.render_size, options.edge_window));
+                                  bake_edge_window(options.render_size, options.edge_window),
+                                  /*close_cracks=*/true);
   const float thr = cos_threshold(options.angle_threshold);
 
   BackProjection out;

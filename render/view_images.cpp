@@ -73,10 +73,32 @@ void paint_input_rgb(const image::Image& image, int size, float background, floa
       out[i * 3 + c] = rgb.pixels[i * rgb.channels + (rgb.channels == 1 ? 0 : c)];
 }
 
+std::vector<uint8_t> silhouette_mask(const Raster& raster) {
+  std::vector<uint8_t> mask(raster.pixel_count());
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = raster.face_id[i] != 0;
+  return mask;
+}
+
+std::vector<uint8_t> non_white_mask(const image::Image& rgb) {
+  std::vector<uint8_t> mask(static_cast<size_t>(rgb.width) * rgb.height, 0);
+  for (size_t i = 0; i < mask.size(); ++i)
+    for (int c = 0; c < rgb.channels && !mask[i]; ++c)
+      mask[i] = rgb.pixels[i * rgb.channels + c] < 0.9f;
+  return mask;
+}
+
+double mask_iou(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  size_t both = 0, either = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    both += a[i] && b[i];
+    either += a[i] || b[i];
+  }
+  return either ? static_cast<double>(both) / static_cast<double>(either) : 1.0;
+}
+
 image::Image fit_into_silhouette(const image::Image& reference, const Raster& raster, bool mirror) {
   const int w = raster.width, h = raster.height;
-  std::vector<uint8_t> silhouette(raster.pixel_count());
-  for (size_t i = 0; i < silhouette.size(); ++i) silhouette[i] = raster.face_id[i] != 0;
+  const std::vector<uint8_t> silhouette = silhouette_mask(raster);
   std::vector<uint8_t> object(static_cast<size_t>(reference.width) * reference.height, 1);
   if (reference.channels == 4)
     for (size_t i = 0; i < object.size(); ++i) object[i] = reference.pixels[i * 4 + 3] > 0.5f;
@@ -238,8 +260,8 @@ image::Image register_to_silhouette(const image::Image& reference_in, const Rast
   // fit the result is compared with.
   Box dst, src;
   {
-    std::vector<uint8_t> s_mask(raster.pixel_count()), o_mask(mask.m.size());
-    for (size_t i = 0; i < s_mask.size(); ++i) s_mask[i] = raster.face_id[i] != 0;
+    const std::vector<uint8_t> s_mask = silhouette_mask(raster);
+    std::vector<uint8_t> o_mask(mask.m.size());
     for (size_t i = 0; i < o_mask.size(); ++i) o_mask[i] = mask.m[i] > 0.5f;
     mask_box(s_mask, w, h, dst);
     mask_box(o_mask, rw, rh, src);

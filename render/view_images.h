@@ -3,6 +3,7 @@
 // image fitted onto a view's silhouette, and the RGB inputs of the paint model.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,15 @@ void paint_input_rgb(const image::Image& image, int size, float background, floa
 // bounding box of the raster's silhouette, on a white RGB canvas of the raster's size; `mirror`
 // flips it left-right. Throws RenderError when the silhouette or the object is empty.
 image::Image fit_into_silhouette(const image::Image& reference, const Raster& raster, bool mirror);
+
+// The raster's covered pixels (its silhouette), one byte per pixel.
+std::vector<uint8_t> silhouette_mask(const Raster& raster);
+// The pixels of an RGB image on white that are not white (some channel below 0.9): the object of
+// an albedo render or of a view image composited over white. Light parts of an object fall out,
+// which can only lower an IoU measured with it.
+std::vector<uint8_t> non_white_mask(const image::Image& rgb);
+// Intersection over union of two masks of one size (1 when both are empty: nothing to misplace).
+double mask_iou(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b);
 
 // How a reference image was registered onto a silhouette (the "silhouette" fit).
 struct SilhouetteFit {

@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 #include <tbb/parallel_for.h>
+#include <algorithm>
 #include <cmath>
 
 #include "render/maps.h"
@@ -162,8 +163,9 @@ class BakeViews final : public pipeline::Stage {
                        "with the fit input: a silhouette IoU from which the images count as "
                        "exactly registered")
         .param<int>("registered_window", 1, Range{0, 64},
-                    "edge erosion/dilation half-size for exactly registered images (the "
-                    "reference's window, from render_size, guards against misregistration)");
+                    "edge erosion/dilation half-size for exactly registered images, when "
+                    "narrower than the reference's window (from render_size), which guards "
+                    "against misregistration");
   }
   void run(StageContext& ctx) const override {
     auto m = ctx.in<mesh::Mesh>("mesh");
@@ -181,7 +183,8 @@ class BakeViews final : public pipeline::Stage {
     int window = -1;
     if (ctx.has_input("fit") &&
         ctx.in<ReferenceFit>("fit")->iou >= ctx.param<double>("registered_iou"))
-      window = ctx.param<int>("registered_window");
+      window = std::min(ctx.param<int>("registered_window"),
+                        render::bake_kernel_half_size(ctx.param<int>("render_size")));
     ctx.gauge("bake.edge_window",
               static_cast<double>(render::bake_edge_window(ctx.param<int>("render_size"), window)));
     render::RasterCache& cache = raster_cache(ctx);

@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+
+#include <spdlog/spdlog.h>
 
 #include "models/core/precision.h"
 
@@ -52,6 +55,18 @@ void report_view_images(const pipeline::StageContext& ctx, const ImageList& imag
 std::string resolved_precision(const std::string& spelled) {
   return std::string(
       models::precision_name(models::resolve_precision(models::parse_precision(spelled))));
+}
+
+std::shared_ptr<ReferenceFit> view_fit(const pipeline::StageContext& ctx,
+                                       const std::vector<double>& iou) {
+  auto fit = std::make_shared<ReferenceFit>();
+  if (iou.empty()) return fit;
+  fit->iou = *std::min_element(iou.begin(), iou.end());
+  for (size_t v = 0; v < iou.size(); ++v)
+    ctx.gauge("multiview.fit_view" + std::to_string(v) + ".iou", iou[v]);
+  spdlog::info("{}: the view images cover the mesh's silhouettes at IoU {:.4f} or more",
+               ctx.node_id(), fit->iou);
+  return fit;
 }
 
 }  // namespace gen3d::stages

@@ -1,6 +1,7 @@
 #pragma once
 // Per-run objects shared by several stages, fetched through the stage context.
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ std::string resolved_precision(const std::string& spelled);
 
 // Publishes the cache's counters (hits, misses, rasterizations, bytes, evictions) as gauges.
 void report_cache(const pipeline::StageContext& ctx, const render::RasterCache& cache);
+
+// How exactly view images land on the target's silhouettes, from each view's IoU: the lowest
+// (0 for no views), with a gauge per view (`multiview.fit_view<v>.iou`) and one log line.
+std::shared_ptr<ReferenceFit> view_fit(const pipeline::StageContext& ctx,
+                                       const std::vector<double>& iou);
 
 // Publishes how many views have an image (`multiview.views_with_images`), whichever stage made
 // them.

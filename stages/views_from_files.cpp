@@ -1,6 +1,7 @@
 // views_from_files: the view images read from disk (e.g. made by a multiview model elsewhere).
 
 #include <filesystem>
+#include <vector>
 
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
@@ -26,8 +27,17 @@ class ViewsFromFiles final : public pipeline::Stage {
     return StageContract("views_from_files",
                          "The image of every view read from disk: RGB on white at the render "
                          "size, in view order.")
+        .semantics_version(2)  // 2: the target input and the fit output
         .input<render::ViewSet>("views")
+        .optional_input<mesh::Mesh>("target",
+                                    "the normalized mesh the views will be baked onto: its "
+                                    "silhouettes measure how exactly the images land on it")
         .output<ImageList>("images", "RGB, one per view")
+        .output<ReferenceFit>("fit",
+                              "the lowest IoU over the views of the image's object (its pixels "
+                              "that are not white once composited over white) and the target's "
+                              "silhouette (0 without a target): how exactly the images land, for "
+                              "the bake's edge window")
         .param<int>("resolution", 2048, Range{16, 16384}, "view image size")
         .param<std::vector<std::string>>("files", std::vector<std::string>{},
                                          "one image per view, in view order")
@@ -55,12 +65,24 @@ class ViewsFromFiles final : public pipeline::Stage {
     if (files.size() != views->size())
       throw std::runtime_error(
           fmt::format("{} view images for {} views", files.size(), views->size()));
+    const mesh::Mesh* target =
+        ctx.has_input("target") ? ctx.in<mesh::Mesh>("target").get() : nullptr;
+    const uint64_t fingerprint = target ? target->fingerprint() : 0;
     auto images = std::make_shared<ImageList>(files.size());
+    std::vector<double> iou(files.size(), 0.0);
     tbb::parallel_for(size_t{0}, files.size(), [&](size_t v) {
       (*images)[v] = render::view_image_rgb(image::load_image(files[v]), size);
+      if (target) {
+        // The raster the bake will look up for this view (same pose and size).
+        auto raster = raster_cache(ctx).get(fingerprint, *target, (*views)[v].camera, size, size);
+        iou[v] = render::mask_iou(render::non_white_mask((*images)[v]),
+                                  render::silhouette_mask(*raster));
+      }
     });
+    auto fit = target ? view_fit(ctx, iou) : std::make_shared<ReferenceFit>();
     report_view_images(ctx, *images);
     ctx.out("images", std::move(images));
+    ctx.out("fit", std::move(fit));
   }
 };
 

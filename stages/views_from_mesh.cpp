@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
-#include <spdlog/spdlog.h>
 #include <tbb/parallel_for.h>
 
 #include "mesh/normalize.h"
 #include "render/maps.h"
+#include "render/view_images.h"
 #include "stages/register.h"
 #include "stages/shared.h"
 #include "stages/types.h"
@@ -20,18 +20,6 @@ namespace {
 using pipeline::Range;
 using pipeline::StageContext;
 using pipeline::StageContract;
-
-// Intersection over union of the covered pixels of two rasters of one size (1 when both are
-// empty: nothing to misplace).
-double silhouette_iou(const render::Raster& a, const render::Raster& b) {
-  size_t both = 0, either = 0;
-  for (size_t i = 0; i < a.pixel_count(); ++i) {
-    const bool x = a.face_id[i] != 0, y = b.face_id[i] != 0;
-    both += x && y;
-    either += x || y;
-  }
-  return either ? static_cast<double>(both) / static_cast<double>(either) : 1.0;
-}
 
 class ViewsFromMesh final : public pipeline::Stage {
  public:
@@ -76,17 +64,11 @@ class ViewsFromMesh final : public pipeline::Stage {
       (*images)[v] = render::albedo_map(source, *raster);
       // The target's raster is the one its bake will look up (same pose and size).
       if (target)
-        iou[v] =
-            silhouette_iou(*raster, *cache.get(target_fingerprint, *target, camera, size, size));
+        iou[v] = render::mask_iou(
+            render::silhouette_mask(*raster),
+            render::silhouette_mask(*cache.get(target_fingerprint, *target, camera, size, size)));
     });
-    auto fit = std::make_shared<ReferenceFit>();
-    if (target && !iou.empty()) {
-      fit->iou = *std::min_element(iou.begin(), iou.end());
-      for (size_t v = 0; v < iou.size(); ++v)
-        ctx.gauge("multiview.fit_view" + std::to_string(v) + ".iou", iou[v]);
-      spdlog::info("{}: the source's renders cover the target's silhouettes at IoU {:.4f} or more",
-                   ctx.node_id(), fit->iou);
-    }
+    auto fit = target ? view_fit(ctx, iou) : std::make_shared<ReferenceFit>();
     report_cache(ctx, cache);
     report_view_images(ctx, *images);
     ctx.out("images", std::move(images));

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "mesh/normalize.h"
 #include "pipeline/error.h"
 #include "stage_test_helpers.h"
 #include "support/paths.h"
@@ -67,6 +68,37 @@ TEST(ViewsFromFiles, ExplicitFilesKeepTheirOrder) {
   const auto images = r.output<stages::ImageList>("images");
   EXPECT_TRUE(near_rgb((*images)[0].at(0, 0), {0.5f, 0.5f, 0.5f}, 0.01f));
   EXPECT_TRUE(near_rgb((*images)[1].at(0, 0), kWhite));
+}
+
+// Renders of a red sphere saved as files land exactly on the sphere's silhouettes (the fit the
+// bake narrows its edge window for); the same files on a smaller sphere do not.
+TEST(ViewsFromFiles, FitMeasuresHowTheImagesCoverTheTarget) {
+  mesh::Mesh red = *smooth_sphere();
+  red.texture = std::make_shared<const Image>(solid(4, kRed));
+  mesh::normalize_mesh(red);
+  pipeline::StageRunner render = runner("views_from_mesh");
+  two_views(render);
+  render.input<mesh::Mesh>("mesh", red).param("resolution", 64).run();
+  const std::string dir = temp_dir("views_from_files_fit");
+  pipeline::StageRunner saver = runner("save_images");
+  saver.input<stages::ImageList>("images", *render.output<stages::ImageList>("images"));
+  saver.param("dir", dir).run();
+  const auto fit_on = [&](const mesh::Mesh* target) {
+    pipeline::StageRunner r = runner("views_from_files");
+    two_views(r);
+    r.param("dir", dir).param("resolution", 64);
+    if (target) r.input<mesh::Mesh>("target", *target);
+    r.run();
+    return r.output<stages::ReferenceFit>("fit")->iou;
+  };
+  EXPECT_GT(fit_on(&red), 0.99);
+  mesh::Mesh smaller = red;
+  for (auto& p : smaller.positions)
+    for (int k = 0; k < 3; ++k) p[k] *= 0.9f;
+  const double off = fit_on(&smaller);
+  EXPECT_GT(off, 0.6);
+  EXPECT_LT(off, 0.97);
+  EXPECT_EQ(fit_on(nullptr), 0.0);
 }
 
 TEST(ViewsFromFiles, WrongCountFailsAndBadParamsAreConfigErrors) {
