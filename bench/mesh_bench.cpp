@@ -21,45 +21,42 @@ namespace {
 
 using namespace gen3d::mesh;
 
+// A benchmark mesh: the environment variable's path if set, else the shared asset.
+std::string bench_path(const char* variable, const char* fallback) {
+  const char* env = std::getenv(variable);
+  return env && *env ? env : fallback;
+}
+
 std::string shape_path() {
-  const char* env = std::getenv("GEN3D_BENCH_MESH");
-  return env && *env ? env : "/work/shared/assets/hunyuan3d-2/1.glb";
+  return bench_path("GEN3D_BENCH_MESH", "/work/shared/assets/hunyuan3d-2/1.glb");
 }
-
 std::string engine_path() {
-  const char* env = std::getenv("GEN3D_BENCH_CAD_MESH");
-  return env && *env ? env : "/work/shared/assets/meshes-assimp/glTF2/2CylinderEngine.glb";
+  return bench_path("GEN3D_BENCH_CAD_MESH",
+                    "/work/shared/assets/meshes-assimp/glTF2/2CylinderEngine.glb");
 }
-
-// Loaded once; nullptr when the file is not there (the benchmarks then skip).
-const Mesh* shape() {
-  static const Mesh* mesh = [] {
-    const std::string p = shape_path();
-    return std::filesystem::exists(p) ? new Mesh(load_mesh(p)) : nullptr;
-  }();
-  return mesh;
-}
-
-const Mesh* engine() {
-  static const Mesh* mesh = [] {
-    const std::string p = engine_path();
-    return std::filesystem::exists(p) ? new Mesh(load_mesh(p)) : nullptr;
-  }();
-  return mesh;
-}
-
 // The same engine as Draco-compressed glTF: decoding welds and reorders its vertices, so its
 // charts differ from the plain file's.
 std::string draco_engine_path() {
-  const char* env = std::getenv("GEN3D_BENCH_DRACO_MESH");
-  return env && *env ? env : "/work/shared/assets/meshes-assimp/glTF2/draco/2CylinderEngine.gltf";
+  return bench_path("GEN3D_BENCH_DRACO_MESH",
+                    "/work/shared/assets/meshes-assimp/glTF2/draco/2CylinderEngine.gltf");
 }
 
+// The mesh at `path`, or nullptr when the file is not there (the benchmarks then skip).
+const Mesh* load_if_present(const std::string& path) {
+  return std::filesystem::exists(path) ? new Mesh(load_mesh(path)) : nullptr;
+}
+
+// Each loaded once.
+const Mesh* shape() {
+  static const Mesh* mesh = load_if_present(shape_path());
+  return mesh;
+}
+const Mesh* engine() {
+  static const Mesh* mesh = load_if_present(engine_path());
+  return mesh;
+}
 const Mesh* draco_engine() {
-  static const Mesh* mesh = [] {
-    const std::string p = draco_engine_path();
-    return std::filesystem::exists(p) ? new Mesh(load_mesh(p)) : nullptr;
-  }();
+  static const Mesh* mesh = load_if_present(draco_engine_path());
   return mesh;
 }
 
