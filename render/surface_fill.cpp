@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
@@ -33,27 +34,35 @@ Vector3d reflect(const Vector3d& p, const SymmetryPlane& plane) {
   return p - 2.0 * (p - c).dot(n) * n;
 }
 
-// Distance from p to triangle abc (closest point by regions, Ericson's method).
-double point_triangle_distance(const Vector3d& p, const Vector3d& a, const Vector3d& b,
-                               const Vector3d& c) {
+// Barycentric weights of the point of triangle abc nearest to p (by regions, Ericson's method).
+Vector3d closest_barycentric(const Vector3d& p, const Vector3d& a, const Vector3d& b,
+                             const Vector3d& c) {
   const Vector3d ab = b - a, ac = c - a, ap = p - a;
   const double d1 = ab.dot(ap), d2 = ac.dot(ap);
-  if (d1 <= 0 && d2 <= 0) return ap.norm();
+  if (d1 <= 0 && d2 <= 0) return {1, 0, 0};
   const Vector3d bp = p - b;
   const double d3 = ab.dot(bp), d4 = ac.dot(bp);
-  if (d3 >= 0 && d4 <= d3) return bp.norm();
+  if (d3 >= 0 && d4 <= d3) return {0, 1, 0};
   const double vc = d1 * d4 - d3 * d2;
-  if (vc <= 0 && d1 >= 0 && d3 <= 0) return (p - (a + ab * (d1 / (d1 - d3)))).norm();
+  if (vc <= 0 && d1 >= 0 && d3 <= 0) {
+    const double t = d1 / (d1 - d3);
+    return {1 - t, t, 0};
+  }
   const Vector3d cp = p - c;
   const double d5 = ab.dot(cp), d6 = ac.dot(cp);
-  if (d6 >= 0 && d5 <= d6) return cp.norm();
+  if (d6 >= 0 && d5 <= d6) return {0, 0, 1};
   const double vb = d5 * d2 - d1 * d6;
-  if (vb <= 0 && d2 >= 0 && d6 <= 0) return (p - (a + ac * (d2 / (d2 - d6)))).norm();
+  if (vb <= 0 && d2 >= 0 && d6 <= 0) {
+    const double t = d2 / (d2 - d6);
+    return {1 - t, 0, t};
+  }
   const double va = d3 * d6 - d5 * d4;
-  if (va <= 0 && (d4 - d3) >= 0 && (d5 - d6) >= 0)
-    return (p - (b + (c - b) * ((d4 - d3) / ((d4 - d3) + (d5 - d6))))).norm();
+  if (va <= 0 && (d4 - d3) >= 0 && (d5 - d6) >= 0) {
+    const double t = (d4 - d3) / ((d4 - d3) + (d5 - d6));
+    return {0, 1 - t, t};
+  }
   const double denom = 1.0 / (va + vb + vc);
-  return (p - (a + ab * (vb * denom) + ac * (vc * denom))).norm();
+  return {1 - (vb + vc) * denom, vb * denom, vc * denom};
 }
 
 // A uniform grid of cells keyed by their integer coordinates.
@@ -82,6 +91,77 @@ Bounds bounds_of(const mesh::Mesh& mesh) {
   }
   return b;
 }
+
+// The mesh's triangles hashed into cells of diag / 64 by their bounding boxes.
+class FaceGrid {
+ public:
+  struct Hit {
+    int64_t face = -1;  // -1: none within reach
+    double distance = 0;
+    Vector3d bary = Vector3d::Zero();
+  };
+  explicit FaceGrid(const mesh::Mesh& mesh) : mesh_(mesh) {
+    const Bounds box = bounds_of(mesh);
+    if (mesh.faces.empty() || !(box.diagonal() > 0)) return;  // empty: nothing is ever near
+    grid_.cell = box.diagonal() / 64.0;
+    grid_.origin = box.lo;
+    for (size_t f = 0; f < mesh.faces.size(); ++f) {
+      Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
+      for (int k = 0; k < 3; ++k) {
+        lo = lo.cwiseMin(vec(mesh.positions[mesh.faces[f][k]]));
+        hi = hi.cwiseMax(vec(mesh.positions[mesh.faces[f][k]]));
+      }
+      for (int64_t x = grid_.coord(lo[0], 0); x <= grid_.coord(hi[0], 0); ++x)
+        for (int64_t y = grid_.coord(lo[1], 1); y <= grid_.coord(hi[1], 1); ++y)
+          for (int64_t z = grid_.coord(lo[2], 2); z <= grid_.coord(hi[2], 2); ++z)
+            cells_[CellKey::key(x, y, z)].push_back(static_cast<uint32_t>(f));
+    }
+  }
+  double cell() const { return grid_.cell; }
+  // The nearest triangle that `accept(face)` takes, nearer than `reach` (at most two cells: the
+  // search covers the 3 x 3 x 3 cells around p). The own cell goes first; once the best distance
+  // is under one cell, a cell whose box is farther than it is passed over: a nearer triangle has
+  // its nearest point in a nearer cell, which lists it.
+  template <class Accept>
+  Hit nearest(const Vector3d& p, double reach, Accept&& accept) const {
+    Hit hit;
+    hit.distance = reach;
+    const int64_t cx = grid_.coord(p[0], 0), cy = grid_.coord(p[1], 1), cz = grid_.coord(p[2], 2);
+    const Vector3d local =
+        (p - grid_.origin) / grid_.cell - Vector3d(static_cast<double>(cx), static_cast<double>(cy),
+                                                   static_cast<double>(cz));  // in [0, 1)^3
+    for (int n = 0; n < 27; ++n) {
+      // n = 0 is the own cell; then the 26 neighbours.
+      const int o = n == 0 ? 13 : (n <= 13 ? n - 1 : n);
+      const int ox = o / 9 - 1, oy = o / 3 % 3 - 1, oz = o % 3 - 1;
+      if (n > 0 && hit.distance <= grid_.cell) {
+        double gap2 = 0;
+        const int off[3] = {ox, oy, oz};
+        for (int k = 0; k < 3; ++k) {
+          const double g = off[k] < 0 ? local[k] : off[k] > 0 ? 1.0 - local[k] : 0.0;
+          gap2 += g * g;
+        }
+        if (gap2 * grid_.cell * grid_.cell >= hit.distance * hit.distance) continue;
+      }
+      const auto it = cells_.find(CellKey::key(cx + ox, cy + oy, cz + oz));
+      if (it == cells_.end()) continue;
+      for (uint32_t f : it->second) {
+        const Vector3d a = vec(mesh_.positions[mesh_.faces[f][0]]),
+                       b = vec(mesh_.positions[mesh_.faces[f][1]]),
+                       c = vec(mesh_.positions[mesh_.faces[f][2]]);
+        const Vector3d w = closest_barycentric(p, a, b, c);
+        const double d = (p - (w[0] * a + w[1] * b + w[2] * c)).norm();
+        if (d < hit.distance && accept(f)) hit = {f, d, w};
+      }
+    }
+    return hit;
+  }
+
+ private:
+  const mesh::Mesh& mesh_;
+  CellKey grid_;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> cells_;
+};
 
 // A 128^3 bit grid over the mesh's bounds (grown by `margin`) marking boxes; `any` tells whether
 // a box touches a marked cell. Conservative: a box that meets a marked one always answers true.
@@ -131,29 +211,42 @@ class CoarseGrid {
   std::vector<uint64_t> bits_;
 };
 
-// Weld equal positions: welded index per vertex and the number of welded vertices.
-std::vector<uint32_t> weld_positions(const mesh::Mesh& mesh, size_t& count) {
-  std::vector<uint32_t> order(mesh.positions.size());
+// The fill's graph nodes, one per face corner: equal positions are welded (so the fill crosses UV
+// seams), but not across materials. A material boundary is where a mesh's author put a change of
+// surface, so colour does not diffuse over it. `material` gets each node's material.
+std::vector<uint32_t> corner_nodes(const mesh::Mesh& mesh, size_t& count,
+                                   std::vector<uint32_t>& material) {
+  const size_t corners = mesh.faces.size() * 3;
+  const auto material_of = [&](size_t corner) {
+    return mesh.has_materials() ? mesh.face_materials[corner / 3] : 0u;
+  };
+  const auto key = [&](size_t corner) {
+    return std::make_pair(material_of(corner), mesh.positions[mesh.faces[corner / 3][corner % 3]]);
+  };
+  std::vector<uint32_t> order(corners);
   std::iota(order.begin(), order.end(), 0u);
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return mesh.positions[a] < mesh.positions[b] ||
-           (mesh.positions[a] == mesh.positions[b] && a < b);
+    const auto ka = key(a), kb = key(b);
+    return ka < kb || (ka == kb && a < b);
   });
-  std::vector<uint32_t> weld(mesh.positions.size());
+  std::vector<uint32_t> node(corners);
   count = 0;
+  material.clear();
   for (size_t i = 0; i < order.size(); ++i) {
-    if (i == 0 || mesh.positions[order[i]] != mesh.positions[order[i - 1]]) ++count;
-    weld[order[i]] = static_cast<uint32_t>(count - 1);
+    if (i == 0 || key(order[i]) != key(order[i - 1])) {
+      ++count;
+      material.push_back(material_of(order[i]));
+    }
+    node[order[i]] = static_cast<uint32_t>(count - 1);
   }
-  return weld;
+  return node;
 }
-
-}  // namespace
 
 // The candidate planes with their errors. A plane certain to score worse than both `tolerance` and
 // the best plane so far (more than half its samples lie farther) is dropped as soon as that is
 // certain, with an infinite error: it can be neither accepted nor the best.
-std::vector<SymmetryPlane> symmetry_candidates(const mesh::Mesh& mesh, double tolerance) {
+std::vector<SymmetryPlane> symmetry_candidates(const mesh::Mesh& mesh, const FaceGrid& faces,
+                                               double tolerance) {
   std::vector<SymmetryPlane> out;
   if (mesh.faces.empty()) return out;
   const Bounds box = bounds_of(mesh);
@@ -188,53 +281,9 @@ std::vector<SymmetryPlane> symmetry_candidates(const mesh::Mesh& mesh, double to
     if (!dup) normals.push_back(n);
   }
 
-  // Triangles hashed into cells of diag / 64 by their bounding boxes (large triangles in at most
-  // 4096 cells; beyond that the cell is coarsened for them).
-  CellKey grid;
-  grid.cell = diag / 64.0;
-  grid.origin = box.lo;
-  std::unordered_map<uint64_t, std::vector<uint32_t>> cells;
-  for (size_t f = 0; f < mesh.faces.size(); ++f) {
-    Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
-    for (int k = 0; k < 3; ++k) {
-      lo = lo.cwiseMin(vec(mesh.positions[mesh.faces[f][k]]));
-      hi = hi.cwiseMax(vec(mesh.positions[mesh.faces[f][k]]));
-    }
-    for (int64_t x = grid.coord(lo[0], 0); x <= grid.coord(hi[0], 0); ++x)
-      for (int64_t y = grid.coord(lo[1], 1); y <= grid.coord(hi[1], 1); ++y)
-        for (int64_t z = grid.coord(lo[2], 2); z <= grid.coord(hi[2], 2); ++z)
-          cells[CellKey::key(x, y, z)].push_back(static_cast<uint32_t>(f));
-  }
-  // The nearest triangle listed in the 3 x 3 x 3 cells around p (capped at two cells). The own
-  // cell goes first; once the best distance is under one cell, a cell whose box is farther than
-  // it is passed over: a nearer triangle has its nearest point in a nearer cell, which lists it.
+  // "Far" is two cells away.
   const auto distance_to_surface = [&](const Vector3d& p) {
-    double d = 2.0 * grid.cell;  // "far": at least two cells away
-    const int64_t cx = grid.coord(p[0], 0), cy = grid.coord(p[1], 1), cz = grid.coord(p[2], 2);
-    const Vector3d local =
-        (p - grid.origin) / grid.cell - Vector3d(static_cast<double>(cx), static_cast<double>(cy),
-                                                 static_cast<double>(cz));  // in [0, 1)^3
-    for (int n = 0; n < 27; ++n) {
-      // n = 0 is the own cell; then the 26 neighbours.
-      const int o = n == 0 ? 13 : (n <= 13 ? n - 1 : n);
-      const int ox = o / 9 - 1, oy = o / 3 % 3 - 1, oz = o % 3 - 1;
-      if (n > 0 && d <= grid.cell) {
-        double gap2 = 0;
-        const int off[3] = {ox, oy, oz};
-        for (int k = 0; k < 3; ++k) {
-          const double g = off[k] < 0 ? local[k] : off[k] > 0 ? 1.0 - local[k] : 0.0;
-          gap2 += g * g;
-        }
-        if (gap2 * grid.cell * grid.cell >= d * d) continue;
-      }
-      const auto it = cells.find(CellKey::key(cx + ox, cy + oy, cz + oz));
-      if (it == cells.end()) continue;
-      for (uint32_t f : it->second)
-        d = std::min(d, point_triangle_distance(p, vec(mesh.positions[mesh.faces[f][0]]),
-                                                vec(mesh.positions[mesh.faces[f][1]]),
-                                                vec(mesh.positions[mesh.faces[f][2]])));
-    }
-    return d;
+    return faces.nearest(p, 2.0 * faces.cell(), [](size_t) { return true; }).distance;
   };
   // Area-weighted surface samples: a deterministic low-discrepancy walk over the faces.
   constexpr int kSamples = 2048;
@@ -291,6 +340,8 @@ std::vector<SymmetryPlane> symmetry_candidates(const mesh::Mesh& mesh, double to
   return out;
 }
 
+}  // namespace
+
 image::Image source_colors(const std::vector<uint8_t>& sources, int size) {
   if (size <= 0 || sources.size() != static_cast<size_t>(size) * size) return image::Image();
   static const float kColors[6][3] = {{0.0f, 0.0f, 0.0f},    {0.2f, 0.75f, 0.3f},
@@ -305,7 +356,8 @@ image::Image source_colors(const std::vector<uint8_t>& sources, int size) {
 
 SymmetryPlane detect_symmetry(const mesh::Mesh& mesh, double tolerance) {
   SymmetryPlane best;
-  for (const SymmetryPlane& p : symmetry_candidates(mesh, tolerance))
+  const FaceGrid faces(mesh);
+  for (const SymmetryPlane& p : symmetry_candidates(mesh, faces, tolerance))
     if (!best.found || p.error < best.error) {
       best = p;
       best.found = true;
@@ -333,12 +385,20 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
 
   // The symmetry planes depend on the mesh alone: they are sought while step 0 runs.
   std::vector<SymmetryPlane> candidates;
+  std::optional<FaceGrid> faces;
   tbb::task_group mesh_work;
   if (options.symmetry)
-    mesh_work.run([&] { candidates = symmetry_candidates(mesh, options.symmetry_tolerance); });
+    mesh_work.run([&] {
+      faces.emplace(mesh);
+      candidates = symmetry_candidates(mesh, *faces, options.symmetry_tolerance);
+    });
 
   // 0. Near the seen surface (the texels a bake leaves out at silhouette edges and grazing angles):
-  // the nearest seen colours, ring by ring inside the charts, as local as image inpainting.
+  // the nearest seen colours of the same material, ring by ring inside the charts, as local as
+  // image inpainting.
+  const auto material_at = [&](size_t i) {
+    return mesh.has_materials() ? mesh.face_materials[static_cast<size_t>(uv.face_id[i] - 1)] : 0u;
+  };
   {
     const int w = tex.width, h = tex.height;
     const int rings = std::max(2, w / 128);
@@ -351,7 +411,7 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
           const int nx = x + dx, ny = y + dy;
           if (nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
           const size_t j = static_cast<size_t>(ny) * w + nx;
-          if (known[j] || queued[j] || !uv.face_id[j]) continue;
+          if (known[j] || queued[j] || !uv.face_id[j] || material_at(j) != material_at(i)) continue;
           queued[j] = 1;
           out.push_back(static_cast<uint32_t>(j));
         }
@@ -369,7 +429,7 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
               const int nx = x + dx, ny = y + dy;
               if (nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
               const size_t j = static_cast<size_t>(ny) * w + nx;
-              if (known[j] && uv.face_id[j]) {
+              if (known[j] && uv.face_id[j] && material_at(j) == material_at(i)) {
                 next_to_known = true;
                 break;
               }
@@ -392,7 +452,7 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
             const int nx = x + dx, ny = y + dy;
             if (nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
             const size_t j = static_cast<size_t>(ny) * w + nx;
-            if (!known[j] || !uv.face_id[j]) continue;
+            if (!known[j] || !uv.face_id[j] || material_at(j) != material_at(ring[k])) continue;
             for (int c = 0; c < 3; ++c) colors[k * 3 + c] += tex.pixels[j * 3 + c];
             ++n;
           }
@@ -653,7 +713,8 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
   // corners with its barycentric weights (so a low-poly face seen only inside still gives its
   // corners a colour), which also averages away detail smaller than the faces.
   size_t nv = 0;
-  const std::vector<uint32_t> weld = weld_positions(mesh, nv);
+  std::vector<uint32_t> node_material;
+  const std::vector<uint32_t> node = corner_nodes(mesh, nv, node_material);
   std::vector<Vector3d> color(nv, Vector3d::Zero());
   std::vector<double> weight(nv, 0.0);
   {
@@ -689,10 +750,9 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
     });
     for (const auto& sums : blocks)
       for (const FaceSum& s : sums) {
-        const mesh::Tri& f = mesh.faces[s.face];
-        for (int k = 0; k < 3; ++k) {
-          color[weld[f[k]]] += s.color[k];
-          weight[weld[f[k]]] += s.weight[k];
+        for (size_t k = 0; k < 3; ++k) {
+          color[node[s.face * 3 + k]] += s.color[k];
+          weight[node[s.face * 3 + k]] += s.weight[k];
         }
       }
   }
@@ -704,9 +764,9 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       ++r.seen_vertices;
     }
   std::vector<std::vector<uint32_t>> adjacent(nv);
-  for (const mesh::Tri& f : mesh.faces)
-    for (int k = 0; k < 3; ++k) {
-      const uint32_t a = weld[f[k]], b = weld[f[(k + 1) % 3]];
+  for (size_t f = 0; f < mesh.faces.size(); ++f)
+    for (size_t k = 0; k < 3; ++k) {
+      const uint32_t a = node[f * 3 + k], b = node[f * 3 + (k + 1) % 3];
       if (a == b) continue;
       adjacent[a].push_back(b);
       adjacent[b].push_back(a);
@@ -729,6 +789,50 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       if (n > 0) next[p] = 0.5 * color[p] + 0.5 * sum / n;
     }
     color.swap(next);
+  }
+  // 3b. Mirror, low frequencies only: an unseen vertex whose mirror image lies on seen surface
+  // (within diag / 64, facing the mirrored way) takes the smoothed seen colour there and joins the
+  // fill's fixed boundary. The texel mirror above copies detail, but only within a texel of
+  // painted texels; the two sides of an object seldom carry the same detail, but they do carry
+  // the same colours.
+  if (r.plane.found) {
+    std::vector<Vector3d> where(nv), normal(nv, Vector3d::Zero());
+    for (size_t f = 0; f < mesh.faces.size(); ++f) {
+      const mesh::Tri& t = mesh.faces[f];
+      const Vector3d a = vec(mesh.positions[t[0]]);
+      const Vector3d n = (vec(mesh.positions[t[1]]) - a).cross(vec(mesh.positions[t[2]]) - a);
+      for (size_t k = 0; k < 3; ++k) {
+        where[node[f * 3 + k]] = vec(mesh.positions[t[k]]);
+        normal[node[f * 3 + k]] += n;
+      }
+    }
+    const Vector3d pn = vec(r.plane.normal);
+    std::vector<uint8_t> mirrored(nv, 0);
+    std::vector<Vector3d> mirror_color(nv);
+    tbb::parallel_for(size_t{0}, nv, [&](size_t p) {
+      if (seen[p]) return;
+      const Vector3d q = reflect(where[p], r.plane);
+      const Vector3d qn = normal[p] - 2.0 * normal[p].dot(pn) * pn;
+      const auto hit = faces->nearest(q, faces->cell(), [&](size_t f) {
+        if (!(face_normal(f).dot(qn) > 0)) return false;  // also a degenerate face
+        for (size_t k = 0; k < 3; ++k)
+          if (seen[node[f * 3 + k]]) return true;
+        return false;
+      });
+      if (hit.face < 0) return;
+      Vector3d sum = Vector3d::Zero();
+      double w = 0;
+      for (size_t k = 0; k < 3; ++k) {
+        const uint32_t c = node[static_cast<size_t>(hit.face) * 3 + k];
+        if (!seen[c]) continue;
+        sum += (hit.bary[k] + 1e-3) * color[c];
+        w += hit.bary[k] + 1e-3;
+      }
+      mirror_color[p] = sum / w;
+      mirrored[p] = 1;
+    });
+    for (size_t p = 0; p < nv; ++p)
+      if (mirrored[p]) color[p] = mirror_color[p], seen[p] = 1, ++r.mirrored_vertices;
   }
   // 4. Harmonic fill of the unseen vertices (uniform graph Laplacian, seen vertices fixed), started
   // from a breadth-first propagation; parts with no seen vertex get the seen mean colour.
@@ -757,16 +861,25 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
     for (uint32_t q : next) reached[q] = 1, in_layer[q] = 0;
     frontier.swap(next);
   }
-  Vector3d mean = Vector3d::Zero();
+  // Parts no seen vertex reaches: the seen mean of their material, else of the whole mesh.
+  const size_t materials = std::max<size_t>(1, mesh.materials.size());
+  std::vector<Vector3d> material_mean(materials + 1, Vector3d::Zero());
+  std::vector<size_t> material_seen(materials + 1, 0);
   for (size_t p = 0; p < nv; ++p)
-    if (seen[p]) mean += color[p];
-  if (r.seen_vertices > 0) mean /= static_cast<double>(r.seen_vertices);
+    if (seen[p]) {
+      const size_t m = std::min<size_t>(node_material[p], materials - 1);
+      material_mean[m] += color[p], ++material_seen[m];
+      material_mean[materials] += color[p], ++material_seen[materials];
+    }
+  for (size_t m = 0; m <= materials; ++m)
+    if (material_seen[m] > 0) material_mean[m] /= static_cast<double>(material_seen[m]);
   std::vector<int64_t> unknown_index(nv, -1);
   std::vector<uint32_t> unknowns;
   for (size_t p = 0; p < nv; ++p) {
     if (seen[p]) continue;
     if (!reached[p]) {
-      color[p] = mean;
+      const size_t m = std::min<size_t>(node_material[p], materials - 1);
+      color[p] = material_mean[material_seen[m] > 0 ? m : materials];
       ++r.unreached_vertices;
       continue;
     }
@@ -825,11 +938,11 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       [&](const tbb::blocked_range<size_t>& range, size_t n) {
         for (size_t i = range.begin(); i < range.end(); ++i) {
           if (known[i] || !uv.face_id[i]) continue;
-          const mesh::Tri& f = mesh.faces[static_cast<size_t>(uv.face_id[i] - 1)];
+          const size_t f = static_cast<size_t>(uv.face_id[i] - 1);
           float* q = tex.pixels.data() + i * 3;
           for (int c = 0; c < 3; ++c) {
             double v = 0;
-            for (int k = 0; k < 3; ++k) v += uv.bary[i * 3 + k] * color[weld[f[k]]][c];
+            for (size_t k = 0; k < 3; ++k) v += uv.bary[i * 3 + k] * color[node[f * 3 + k]][c];
             q[c] = static_cast<float>(std::clamp(v, 0.0, 1.0));
           }
           known[i] = 1;

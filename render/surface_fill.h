@@ -50,6 +50,7 @@ struct SurfaceFillReport {
   size_t mirrored_texels = 0;
   size_t filled_texels = 0;
   size_t seen_vertices = 0;
+  size_t mirrored_vertices = 0;  // unseen vertices given the smoothed colour at their mirror image
   size_t solved_vertices = 0;
   size_t unreached_vertices = 0;  // in parts with no seen vertex: the seen mean colour
   int iterations = 0;

@@ -376,6 +376,7 @@ SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image
     fill_surface(mesh, tex, known, uv, source, fill, &fr);
     out.vertices_unreached = fr.unreached_vertices;
     out.mirrored_texels = fr.mirrored_texels;
+    out.mirrored_vertices = fr.mirrored_vertices;
     out.symmetry_found = fr.plane.found;
     out.symmetry_error = fr.plane.error;
     out.fill_iterations = fr.iterations;
@@ -493,6 +494,7 @@ image::Image inpaint_texture(image::Image texture, const std::vector<uint8_t>& t
   }
   r.vertices_unreached = filled.vertices_unreached;
   r.mirrored_texels = filled.mirrored_texels;
+  r.mirrored_vertices = filled.mirrored_vertices;
   r.symmetry_found = filled.symmetry_found;
   r.symmetry_error = filled.symmetry_error;
   r.fill_iterations = filled.fill_iterations;

@@ -41,10 +41,11 @@ struct InpaintReport {
   size_t image_texels = 0;   // filled by image inpainting inside the charts
   size_t gutter_texels = 0;  // filled by dilation around the charts
   size_t vertices_unreached = 0;
-  size_t mirrored_texels = 0;   // "harmonic": taken from their mirror image (also in vertex_texels)
-  bool symmetry_found = false;  // "harmonic" with symmetry: a mirror plane was detected
-  double symmetry_error = 0;    // its error (median mirrored distance / bbox diagonal)
-  int fill_iterations = 0;      // "harmonic": solver iterations
+  size_t mirrored_texels = 0;  // "harmonic": taken from their mirror image (also in vertex_texels)
+  size_t mirrored_vertices = 0;  // "harmonic": given the smoothed colour at their mirror image
+  bool symmetry_found = false;   // "harmonic" with symmetry: a mirror plane was detected
+  double symmetry_error = 0;     // its error (median mirrored distance / bbox diagonal)
+  int fill_iterations = 0;       // "harmonic": solver iterations
   // Per texel, a TexelSource (render/surface_fill.h); "charts" only.
   std::vector<uint8_t> sources;
 };
@@ -61,6 +62,7 @@ struct SurfaceFillResult {
   std::vector<uint32_t> chart_runs;
   size_t vertices_unreached = 0;
   size_t mirrored_texels = 0;
+  size_t mirrored_vertices = 0;  // unseen vertices given the smoothed colour at their mirror image
   bool symmetry_found = false;
   double symmetry_error = 0;
   int fill_iterations = 0;

@@ -51,14 +51,16 @@ class FillSurface final : public pipeline::Stage {
         *m, rgb.pixels.empty() ? merged->texture : rgb, merged->trust_mask, *uv, options));
     if (options.fill == "harmonic") {
       ctx.gauge("inpaint.mirrored_texels", static_cast<double>(filled->mirrored_texels));
+      ctx.gauge("inpaint.mirrored_vertices", static_cast<double>(filled->mirrored_vertices));
       ctx.gauge("inpaint.symmetry_found", filled->symmetry_found ? 1.0 : 0.0);
       ctx.gauge("inpaint.symmetry_error", filled->symmetry_error);
       ctx.gauge("inpaint.fill_iterations", filled->fill_iterations);
       spdlog::info(
-          "{}: symmetry plane {} (error {:.4f} of the diagonal), {} texels mirrored, "
-          "harmonic fill in {} iterations, {} texels filled",
+          "{}: symmetry plane {} (error {:.4f} of the diagonal), {} texels and {} vertices "
+          "mirrored, harmonic fill in {} iterations, {} texels filled",
           ctx.node_id(), filled->symmetry_found ? "found" : "not found", filled->symmetry_error,
-          filled->mirrored_texels, filled->fill_iterations, filled->texels.size());
+          filled->mirrored_texels, filled->mirrored_vertices, filled->fill_iterations,
+          filled->texels.size());
     }
     ctx.out("filled", std::move(filled));
   }

@@ -114,14 +114,15 @@ class InpaintTexture final : public pipeline::Stage {
     ctx.out("texture", std::move(texture));
     if (options.fill == "harmonic") {
       ctx.gauge("inpaint.mirrored_texels", static_cast<double>(report->mirrored_texels));
+      ctx.gauge("inpaint.mirrored_vertices", static_cast<double>(report->mirrored_vertices));
       ctx.gauge("inpaint.symmetry_found", report->symmetry_found ? 1.0 : 0.0);
       ctx.gauge("inpaint.symmetry_error", report->symmetry_error);
       ctx.gauge("inpaint.fill_iterations", report->fill_iterations);
       spdlog::info(
-          "{}: symmetry plane {} (error {:.4f} of the diagonal), {} texels mirrored, "
-          "harmonic fill in {} iterations",
+          "{}: symmetry plane {} (error {:.4f} of the diagonal), {} texels and {} vertices "
+          "mirrored, harmonic fill in {} iterations",
           ctx.node_id(), report->symmetry_found ? "found" : "not found", report->symmetry_error,
-          report->mirrored_texels, report->fill_iterations);
+          report->mirrored_texels, report->mirrored_vertices, report->fill_iterations);
     }
     ctx.out("report", std::move(report));
   }

@@ -340,8 +340,9 @@ render::MergeResult load_merged(ByteReader& r) {
 }
 
 void save_inpaint_report(const render::InpaintReport& rep, ByteWriter& w) {
-  for (size_t v : {rep.chart_texels, rep.view_texels, rep.vertex_texels, rep.image_texels,
-                   rep.gutter_texels, rep.vertices_unreached, rep.mirrored_texels})
+  for (size_t v :
+       {rep.chart_texels, rep.view_texels, rep.vertex_texels, rep.image_texels, rep.gutter_texels,
+        rep.vertices_unreached, rep.mirrored_texels, rep.mirrored_vertices})
     w.u64(v);
   w.boolean(rep.symmetry_found);
   w.f64(rep.symmetry_error);
@@ -351,8 +352,9 @@ void save_inpaint_report(const render::InpaintReport& rep, ByteWriter& w) {
 
 render::InpaintReport load_inpaint_report(ByteReader& r) {
   render::InpaintReport rep;
-  for (size_t* v : {&rep.chart_texels, &rep.view_texels, &rep.vertex_texels, &rep.image_texels,
-                    &rep.gutter_texels, &rep.vertices_unreached, &rep.mirrored_texels})
+  for (size_t* v :
+       {&rep.chart_texels, &rep.view_texels, &rep.vertex_texels, &rep.image_texels,
+        &rep.gutter_texels, &rep.vertices_unreached, &rep.mirrored_texels, &rep.mirrored_vertices})
     *v = static_cast<size_t>(r.u64());
   rep.symmetry_found = r.boolean();
   rep.symmetry_error = r.f64();
@@ -369,6 +371,7 @@ void save_surface_fill(const render::SurfaceFillResult& f, ByteWriter& w) {
   w.vec(f.chart_runs);
   w.u64(f.vertices_unreached);
   w.u64(f.mirrored_texels);
+  w.u64(f.mirrored_vertices);
   w.boolean(f.symmetry_found);
   w.f64(f.symmetry_error);
   w.i64(f.fill_iterations);
@@ -385,6 +388,7 @@ render::SurfaceFillResult load_surface_fill(ByteReader& r) {
     throw CacheFormatError("surface fill lists of different lengths");
   f.vertices_unreached = static_cast<size_t>(r.u64());
   f.mirrored_texels = static_cast<size_t>(r.u64());
+  f.mirrored_vertices = static_cast<size_t>(r.u64());
   f.symmetry_found = r.boolean();
   f.symmetry_error = r.f64();
   f.fill_iterations = static_cast<int>(r.i64());

@@ -165,6 +165,7 @@ TEST(PortCodecs, TexturesViewsAndReportsRoundTrip) {
   rep.chart_texels = 7;
   rep.vertices_unreached = 3;
   rep.mirrored_texels = 5;
+  rep.mirrored_vertices = 6;
   rep.symmetry_found = true;
   rep.symmetry_error = 0.125;
   rep.fill_iterations = 42;
@@ -173,6 +174,7 @@ TEST(PortCodecs, TexturesViewsAndReportsRoundTrip) {
   EXPECT_EQ(rb.chart_texels, 7u);
   EXPECT_EQ(rb.vertices_unreached, 3u);
   EXPECT_EQ(rb.mirrored_texels, 5u);
+  EXPECT_EQ(rb.mirrored_vertices, 6u);
   EXPECT_TRUE(rb.symmetry_found);
   EXPECT_EQ(rb.symmetry_error, 0.125);
   EXPECT_EQ(rb.fill_iterations, 42);
@@ -242,6 +244,7 @@ TEST(PortCodecs, SurfaceFillRoundTripsBitForBit) {
   f.chart_runs = {0, 5, 17, 251};
   f.vertices_unreached = 9;
   f.mirrored_texels = 1;
+  f.mirrored_vertices = 2;
   f.symmetry_found = true;
   f.symmetry_error = 0.0625;
   f.fill_iterations = 82;
@@ -254,6 +257,7 @@ TEST(PortCodecs, SurfaceFillRoundTripsBitForBit) {
   EXPECT_EQ(back.chart_runs, f.chart_runs);
   EXPECT_EQ(back.vertices_unreached, 9u);
   EXPECT_EQ(back.mirrored_texels, 1u);
+  EXPECT_EQ(back.mirrored_vertices, 2u);
   EXPECT_TRUE(back.symmetry_found);
   EXPECT_EQ(back.symmetry_error, 0.0625);
   EXPECT_EQ(back.fill_iterations, 82);
