@@ -20,6 +20,7 @@
 #include <assimp/scene.h>
 #include <spdlog/spdlog.h>
 #include <assimp/Importer.hpp>
+#include <nlohmann/json.hpp>
 
 #include "image/codec.h"
 #include "image/error.h"
@@ -198,14 +199,39 @@ void check_mesh_file(const std::string& path) {
 }
 
 // Step 2 (assimp): the format pre-checks and the import. The scene is owned by `importer`.
-const aiScene& import_scene(Assimp::Importer& importer, const std::string& path) {
+// glTF 1.0, which tinygltf does not read: a GLB container of version 1, or JSON whose asset version
+// is 1.x, or that has no asset object (optional in 1.0) and keeps its accessors in an object (an
+// array in 2.0).
+bool is_gltf1(const std::string& path) {
+  const std::string text = read_file(path);
+  if (text.size() >= 8 && text.compare(0, 4, "glTF") == 0) {
+    uint32_t version = 0;
+    std::memcpy(&version, text.data() + 4, 4);
+    return version == 1;
+  }
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+  if (!doc.is_object()) return false;
+  if (const auto asset = doc.find("asset"); asset != doc.end()) {
+    // A string in 2.0; some 1.0 writers wrote the number 1.
+    const auto version = asset->is_object() ? asset->find("version") : asset->end();
+    if (version == asset->end()) return false;
+    if (version->is_number()) return version->get<double>() >= 1 && version->get<double>() < 2;
+    return version->is_string() && version->get<std::string>().rfind("1", 0) == 0;
+  }
+  const auto accessors = doc.find("accessors");
+  return accessors != doc.end() && accessors->is_object();
+}
+
+// gltf1: a glTF 1.0 file, read by assimp's glTF 1.0 reader (every other glTF is tinygltf's).
+const aiScene& import_scene(Assimp::Importer& importer, const std::string& path,
+                            bool gltf1 = false) {
   const std::string ext = lower(fs::path(path).extension().string());
   if (ext.empty() || !importer.IsExtensionSupported(ext)) {
     throw MeshError("cannot load mesh '" + path + "': unsupported format '" + ext + "'");
   }
   if (ext == ".off" || ext == ".ply" || ext == ".obj")
     detail::precheck_mesh_file(path, ext, read_file(path));
-  drop_gltf_readers(importer);
+  if (!gltf1) drop_gltf_readers(importer);
   // No aiProcess_ValidateDataStructure: it rejects face-less meshes (point clouds) with a cryptic
   // message; we check what we use ourselves (null arrays, index ranges, finite positions).
   // aiProcess_SortByPType keeps points and lines out of the way but present, so we can count and
@@ -543,16 +569,28 @@ Mesh load_mesh(const std::string& path) {
   check_mesh_file(path);
   SceneConverter converter(path);
   const std::string ext = lower(fs::path(path).extension().string());
-  if (ext == ".gltf" || ext == ".glb") {
-    const detail::Scene scene = detail::read_gltf(path);
-    for (const detail::Part& part : scene.parts) converter.add(part);
-    converter.add_dropped(scene.dropped);
-    Mesh mesh = converter.finish();
-    attach_materials(scene.material, converter.face_material(), mesh, path);
-    return mesh;
-  }
   Assimp::Importer importer;
-  const aiScene& scene = import_scene(importer, path);
+  const aiScene* imported = nullptr;
+  if (ext == ".gltf" || ext == ".glb") {
+    try {
+      const detail::Scene scene = detail::read_gltf(path);
+      for (const detail::Part& part : scene.parts) converter.add(part);
+      converter.add_dropped(scene.dropped);
+      Mesh mesh = converter.finish();
+      attach_materials(scene.material, converter.face_material(), mesh, path);
+      return mesh;
+    } catch (const MeshError& e) {
+      // Asked only once tinygltf has failed, so glTF 2.0 files are not parsed twice.
+      if (!is_gltf1(path)) throw;
+      try {
+        imported = &import_scene(importer, path, true);
+      } catch (const MeshError& assimp_error) {
+        spdlog::debug("{}", assimp_error.what());
+        throw MeshError(std::string(e.what()) + "; assimp's glTF 1.0 reader cannot read it either");
+      }
+    }
+  }
+  const aiScene& scene = imported ? *imported : import_scene(importer, path);
   std::vector<Instance> instances;
   collect_instances(scene.mRootNode, aiMatrix4x4(), 0, instances, path);
   size_t dropped = 0;

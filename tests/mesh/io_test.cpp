@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include "image/io.h"
@@ -175,6 +176,35 @@ TEST(LoadMesh, EmbeddedGlbTextureIsDecoded) {
   for (const Vec2& t : m.uvs) {
     EXPECT_GE(t[1], -1e-6f);
     EXPECT_LE(t[1], 1 + 1e-6f);
+  }
+}
+
+TEST(LoadMesh, Gltf1IsReadByAssimp) {
+  // glTF 1.0, which tinygltf refuses: the same textured box as the glTF 2.0 file, through assimp.
+  const std::string path = asset("glTF/BoxTextured-glTF-Embedded/BoxTextured.gltf");
+  const Mesh m = load_mesh(path);
+  const Mesh v2 = load_mesh(asset("glTF2/BoxTextured.glb"));
+  EXPECT_EQ(m.face_count(), v2.face_count());
+  ASSERT_TRUE(m.texture);
+  EXPECT_EQ(m.texture->width, v2.texture->width);
+  EXPECT_TRUE(m.has_uvs());
+  // Some 1.0 writers give the asset version as the number 1.
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string quoted = "\"version\": \"1.0\"";
+  const size_t at = text.rfind(quoted);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, quoted.size(), "\"version\": 1");
+  const std::string numbered = (fs::temp_directory_path() / "gen3d_gltf1_numbered.gltf").string();
+  std::ofstream(numbered) << text;
+  EXPECT_EQ(load_mesh(numbered).face_count(), v2.face_count());
+  fs::remove(numbered);
+  // A glTF 1.0 container (GLB version 1) that assimp does not read either: one clear error.
+  try {
+    load_mesh(asset("glTF/BoxTextured-glTF-Binary/BoxTextured.glb"));
+    FAIL() << "expected a MeshError";
+  } catch (const MeshError& e) {
+    EXPECT_NE(std::string(e.what()).find("glTF 1.0"), std::string::npos) << e.what();
   }
 }
 
@@ -380,8 +410,8 @@ TEST(SaveMesh, GlbPassesKhronosValidator) {
   colored.uvs.clear();
   colored.uv_faces.clear();
   colored.colors.assign(colored.positions.size(), {0.2f, 0.4f, 0.6f, 1.0f});
-  std::vector<std::string> files = {dir + "/textured.glb", dir + "/plain.glb",
-                                    dir + "/colored.glb", dir + "/materials.glb"};
+  std::vector<std::string> files = {dir + "/textured.glb", dir + "/plain.glb", dir + "/colored.glb",
+                                    dir + "/materials.glb"};
   save_mesh(testing::textured_cube(), files[0]);
   save_mesh(plain, files[1]);
   save_mesh(colored, files[2]);
