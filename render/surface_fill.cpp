@@ -146,12 +146,13 @@ class FaceGrid {
       const auto it = cells_.find(CellKey::key(cx + ox, cy + oy, cz + oz));
       if (it == cells_.end()) continue;
       for (uint32_t f : it->second) {
+        if (!accept(f)) continue;
         const Vector3d a = vec(mesh_.positions[mesh_.faces[f][0]]),
                        b = vec(mesh_.positions[mesh_.faces[f][1]]),
                        c = vec(mesh_.positions[mesh_.faces[f][2]]);
         const Vector3d w = closest_barycentric(p, a, b, c);
         const double d = (p - (w[0] * a + w[1] * b + w[2] * c)).norm();
-        if (d < hit.distance && accept(f)) hit = {f, d, w};
+        if (d < hit.distance) hit = {f, d, w};
       }
     }
     return hit;
@@ -211,34 +212,49 @@ class CoarseGrid {
   std::vector<uint64_t> bits_;
 };
 
-// The fill's graph nodes, one per face corner: equal positions are welded (so the fill crosses UV
-// seams), but not across materials. A material boundary is where a mesh's author put a change of
-// surface, so colour does not diffuse over it. `material` gets each node's material.
-std::vector<uint32_t> corner_nodes(const mesh::Mesh& mesh, size_t& count,
-                                   std::vector<uint32_t>& material) {
-  const size_t corners = mesh.faces.size() * 3;
-  const auto material_of = [&](size_t corner) {
-    return mesh.has_materials() ? mesh.face_materials[corner / 3] : 0u;
-  };
-  const auto key = [&](size_t corner) {
-    return std::make_pair(material_of(corner), mesh.positions[mesh.faces[corner / 3][corner % 3]]);
-  };
-  std::vector<uint32_t> order(corners);
+// Weld equal positions: welded index per vertex and the number of welded vertices.
+std::vector<uint32_t> weld_positions(const mesh::Mesh& mesh, size_t& count) {
+  std::vector<uint32_t> order(mesh.positions.size());
   std::iota(order.begin(), order.end(), 0u);
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    const auto ka = key(a), kb = key(b);
-    return ka < kb || (ka == kb && a < b);
+    return mesh.positions[a] < mesh.positions[b] ||
+           (mesh.positions[a] == mesh.positions[b] && a < b);
   });
-  std::vector<uint32_t> node(corners);
+  std::vector<uint32_t> weld(mesh.positions.size());
   count = 0;
-  material.clear();
   for (size_t i = 0; i < order.size(); ++i) {
-    if (i == 0 || key(order[i]) != key(order[i - 1])) {
-      ++count;
-      material.push_back(material_of(order[i]));
-    }
-    node[order[i]] = static_cast<uint32_t>(count - 1);
+    if (i == 0 || mesh.positions[order[i]] != mesh.positions[order[i - 1]]) ++count;
+    weld[order[i]] = static_cast<uint32_t>(count - 1);
   }
+  return weld;
+}
+
+// The fill's graph node of each face corner (3 per face): equal positions are welded, so the fill
+// crosses UV seams, but not across materials: a material boundary is where a mesh's author put a
+// change of surface, so colour does not diffuse over it. `material` gets each node's material.
+std::vector<uint32_t> corner_nodes(const mesh::Mesh& mesh, size_t& count,
+                                   std::vector<uint32_t>& material) {
+  size_t welded = 0;
+  const std::vector<uint32_t> weld = weld_positions(mesh, welded);
+  std::vector<uint32_t> node(mesh.faces.size() * 3);
+  if (!mesh.has_materials()) {
+    for (size_t c = 0; c < node.size(); ++c) node[c] = weld[mesh.faces[c / 3][c % 3]];
+    count = welded;
+    material.assign(welded, 0);
+    return node;
+  }
+  std::vector<uint64_t> key(node.size());
+  for (size_t c = 0; c < node.size(); ++c)
+    key[c] = uint64_t{mesh.face_materials[c / 3]} << 32 | weld[mesh.faces[c / 3][c % 3]];
+  std::vector<uint64_t> keys = key;
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  for (size_t c = 0; c < node.size(); ++c)
+    node[c] =
+        static_cast<uint32_t>(std::lower_bound(keys.begin(), keys.end(), key[c]) - keys.begin());
+  count = keys.size();
+  material.resize(count);
+  for (size_t i = 0; i < count; ++i) material[i] = static_cast<uint32_t>(keys[i] >> 32);
   return node;
 }
 
@@ -806,18 +822,33 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
         normal[node[f * 3 + k]] += n;
       }
     }
+    // The faces with a seen corner, their unit normals, and a coarse grid of their boxes that
+    // turns away the many mirror images falling where nothing was seen.
+    const double reach = faces->cell();
+    std::vector<uint8_t> usable(mesh.faces.size(), 0);
+    std::vector<Vector3d> unit_normal(mesh.faces.size());
+    CoarseGrid near_seen(bounds_of(mesh), reach);
+    for (size_t f = 0; f < mesh.faces.size(); ++f) {
+      for (size_t k = 0; k < 3; ++k) usable[f] |= seen[node[f * 3 + k]];
+      if (!usable[f]) continue;
+      unit_normal[f] = face_normal(f);
+      Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
+      for (uint32_t v : mesh.faces[f]) {
+        lo = lo.cwiseMin(vec(mesh.positions[v]));
+        hi = hi.cwiseMax(vec(mesh.positions[v]));
+      }
+      near_seen.mark(lo, hi);
+    }
     const Vector3d pn = vec(r.plane.normal);
     std::vector<uint8_t> mirrored(nv, 0);
     std::vector<Vector3d> mirror_color(nv);
     tbb::parallel_for(size_t{0}, nv, [&](size_t p) {
       if (seen[p]) return;
       const Vector3d q = reflect(where[p], r.plane);
+      if (!near_seen.any(q - Vector3d::Constant(reach), q + Vector3d::Constant(reach))) return;
       const Vector3d qn = normal[p] - 2.0 * normal[p].dot(pn) * pn;
-      const auto hit = faces->nearest(q, faces->cell(), [&](size_t f) {
-        if (!(face_normal(f).dot(qn) > 0)) return false;  // also a degenerate face
-        for (size_t k = 0; k < 3; ++k)
-          if (seen[node[f * 3 + k]]) return true;
-        return false;
+      const auto hit = faces->nearest(q, reach, [&](size_t f) {
+        return usable[f] && unit_normal[f].dot(qn) > 0;  // NaN for a degenerate face: false
       });
       if (hit.face < 0) return;
       Vector3d sum = Vector3d::Zero();
