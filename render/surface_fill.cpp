@@ -773,6 +773,7 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       }
   }
   std::vector<uint8_t> seen(nv, 0);
+  std::vector<uint8_t> from_mirror(nv, 0);  // seen through the vertex mirror (step 3b)
   for (size_t p = 0; p < nv; ++p)
     if (weight[p] > 1e-3) {
       color[p] /= weight[p];
@@ -863,7 +864,8 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       mirrored[p] = 1;
     });
     for (size_t p = 0; p < nv; ++p)
-      if (mirrored[p]) color[p] = mirror_color[p], seen[p] = 1, ++r.mirrored_vertices;
+      if (mirrored[p])
+        color[p] = mirror_color[p], seen[p] = from_mirror[p] = 1, ++r.mirrored_vertices;
   }
   // 4. Harmonic fill of the unseen vertices (uniform graph Laplacian, seen vertices fixed), started
   // from a breadth-first propagation; parts with no seen vertex get the seen mean colour.
@@ -963,13 +965,19 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
           "{:.2g} for {} unseen vertices): the fill is smooth but not fully converged",
           options.max_iterations, r.residual, unknowns.size());
   }
-  // 5. Unknown chart texels: the vertex colours interpolated over their face.
+  // 5. Unknown chart texels: the vertex colours interpolated over their face. Where those are all
+  // seen or mirrored, and some mirrored, the texel counts as mirrored in the source map.
   r.filled_texels = tbb::parallel_reduce(
       tbb::blocked_range<size_t>(0, texels), size_t{0},
       [&](const tbb::blocked_range<size_t>& range, size_t n) {
         for (size_t i = range.begin(); i < range.end(); ++i) {
           if (known[i] || !uv.face_id[i]) continue;
           const size_t f = static_cast<size_t>(uv.face_id[i] - 1);
+          bool mirror = false, fixed = true;
+          for (size_t k = 0; k < 3; ++k) {
+            mirror |= from_mirror[node[f * 3 + k]] != 0;
+            fixed &= seen[node[f * 3 + k]] != 0;
+          }
           float* q = tex.pixels.data() + i * 3;
           for (int c = 0; c < 3; ++c) {
             double v = 0;
@@ -977,7 +985,8 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
             q[c] = static_cast<float>(std::clamp(v, 0.0, 1.0));
           }
           known[i] = 1;
-          source[i] = static_cast<uint8_t>(TexelSource::filled);
+          source[i] =
+              static_cast<uint8_t>(mirror && fixed ? TexelSource::mirrored : TexelSource::filled);
           ++n;
         }
         return n;

@@ -18,7 +18,8 @@ namespace gen3d::render {
 enum class TexelSource : uint8_t {
   background = 0,  // outside the charts
   view = 1,        // painted by a view image
-  mirrored = 2,    // the colour seen at its mirror image across the symmetry plane
+  mirrored = 2,    // the colour seen at its mirror image across the symmetry plane (texel by
+                   // texel, or smoothed through the mirrored vertices of its face)
   filled = 3,      // the surface fill (harmonic or vertex propagation)
   inpainted = 4,   // image inpainting inside the charts
   gutter = 5,      // dilation around the charts
@@ -48,7 +49,7 @@ struct SurfaceFillReport {
   SymmetryPlane plane;
   size_t near_texels = 0;  // near seen texels: their nearest seen colours
   size_t mirrored_texels = 0;
-  size_t filled_texels = 0;
+  size_t filled_texels = 0;  // by the vertex colours (some mirrored: see TexelSource::mirrored)
   size_t seen_vertices = 0;
   size_t mirrored_vertices = 0;  // unseen vertices given the smoothed colour at their mirror image
   size_t solved_vertices = 0;
