@@ -198,7 +198,6 @@ void check_mesh_file(const std::string& path) {
   if (fs::file_size(path, ec) == 0) throw MeshError("cannot load mesh '" + path + "': empty file");
 }
 
-// Step 2 (assimp): the format pre-checks and the import. The scene is owned by `importer`.
 // glTF 1.0, which tinygltf does not read: a GLB container of version 1, or JSON whose asset version
 // is 1.x, or that has no asset object (optional in 1.0) and keeps its accessors in an object (an
 // array in 2.0).
@@ -222,16 +221,15 @@ bool is_gltf1(const std::string& path) {
   return accessors != doc.end() && accessors->is_object();
 }
 
-// gltf1: a glTF 1.0 file, read by assimp's glTF 1.0 reader (every other glTF is tinygltf's).
-const aiScene& import_scene(Assimp::Importer& importer, const std::string& path,
-                            bool gltf1 = false) {
+// Step 2 (assimp): the format pre-checks and the import. The scene is owned by `importer`.
+const aiScene& import_scene(Assimp::Importer& importer, const std::string& path) {
   const std::string ext = lower(fs::path(path).extension().string());
   if (ext.empty() || !importer.IsExtensionSupported(ext)) {
     throw MeshError("cannot load mesh '" + path + "': unsupported format '" + ext + "'");
   }
   if (ext == ".off" || ext == ".ply" || ext == ".obj")
     detail::precheck_mesh_file(path, ext, read_file(path));
-  if (!gltf1) drop_gltf_readers(importer);
+  drop_gltf_readers(importer);
   // No aiProcess_ValidateDataStructure: it rejects face-less meshes (point clouds) with a cryptic
   // message; we check what we use ourselves (null arrays, index ranges, finite positions).
   // aiProcess_SortByPType keeps points and lines out of the way but present, so we can count and
@@ -569,8 +567,6 @@ Mesh load_mesh(const std::string& path) {
   check_mesh_file(path);
   SceneConverter converter(path);
   const std::string ext = lower(fs::path(path).extension().string());
-  Assimp::Importer importer;
-  const aiScene* imported = nullptr;
   if (ext == ".gltf" || ext == ".glb") {
     try {
       const detail::Scene scene = detail::read_gltf(path);
@@ -580,17 +576,19 @@ Mesh load_mesh(const std::string& path) {
       attach_materials(scene.material, converter.face_material(), mesh, path);
       return mesh;
     } catch (const MeshError& e) {
-      // Asked only once tinygltf has failed, so glTF 2.0 files are not parsed twice.
-      if (!is_gltf1(path)) throw;
-      try {
-        imported = &import_scene(importer, path, true);
-      } catch (const MeshError& assimp_error) {
-        spdlog::debug("{}", assimp_error.what());
-        throw MeshError(std::string(e.what()) + "; assimp's glTF 1.0 reader cannot read it either");
-      }
+      // tinygltf names glTF 1.0 only where the file gives its version as a string; a 1.0 file that
+      // gives a number, or no asset object, got a message about the asset object. Asked only once
+      // tinygltf has failed, so glTF 2.0 files are not parsed twice. assimp's glTF 1.0 reader is
+      // not used: a one-byte change to a valid file makes it abort the process (an assertion left
+      // on in the Debian build, found by fuzzing).
+      if (std::string(e.what()).find("glTF 1.0") == std::string::npos && is_gltf1(path))
+        throw MeshError("cannot load mesh '" + path +
+                        "': glTF 1.0 is not supported, only glTF 2.0");
+      throw;
     }
   }
-  const aiScene& scene = imported ? *imported : import_scene(importer, path);
+  Assimp::Importer importer;
+  const aiScene& scene = import_scene(importer, path);
   std::vector<Instance> instances;
   collect_instances(scene.mRootNode, aiMatrix4x4(), 0, instances, path);
   size_t dropped = 0;
