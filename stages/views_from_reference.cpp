@@ -119,6 +119,15 @@ class ViewsFromReference final : public pipeline::Stage {
           "{:.4f}, rotation {:.2f} deg, centroid moved ({:.2f}, {:.2f}) px from the box fit",
           ctx.node_id(), view, fit.iou, fit.bbox_iou, fit.scale, fit.rotation_deg, fit.offset_x,
           fit.offset_y);
+      // A reference of this mesh lands at 0.9 or more; far below, the texture will be misplaced.
+      constexpr double kPoorFit = 0.8;
+      if (fit.iou < kPoorFit)
+        spdlog::warn(
+            "{}: the reference agrees poorly with the mesh's silhouette on view {} (IoU {:.2f}): "
+            "check that it shows the mesh from that side and that background removal kept all of "
+            "the object (a white object on a white background loses its white parts); the "
+            "report's overlay shows the fit",
+            ctx.node_id(), view, fit.iou);
     };
 
     const size_t front = static_cast<size_t>(ctx.param<int>("reference_view"));

@@ -4,6 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
+#include <sstream>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "pipeline/error.h"
 #include "stage_test_helpers.h"
@@ -129,6 +134,37 @@ TEST(ViewsFromReference, SilhouetteFitBeatsTheBoundingBoxAndReportsTheFit) {
   box.run();
   EXPECT_EQ(box.profiler().counter_totals().count("multiview.fit_view0.iou"), 0u)
       << "the bounding-box fit (the default) reports no fit";
+}
+
+TEST(ViewsFromReference, APoorFitIsWarnedAbout) {
+  // Only the disc's left half is the object, as when background removal takes a white object's
+  // white half for the white background: no placement covers the silhouette.
+  Image half = disc_with_stray_line();
+  for (int y = 0; y < half.height; ++y)
+    for (int x = 24; x < half.width; ++x) half.at(x, y)[3] = 0.0f;
+  std::ostringstream log;
+  const auto previous = spdlog::default_logger();
+  auto logger = std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  spdlog::set_default_logger(logger);
+  pipeline::StageRunner r = runner("views_from_reference");
+  reference_on(r, {0});
+  r.input<Image>("image", half).param("fit", "silhouette");
+  r.run();
+  spdlog::set_default_logger(previous);
+  EXPECT_LT(r.profiler().counter_totals().at("multiview.fit_view0.iou"), 0.8);
+  EXPECT_NE(log.str().find("agrees poorly with the mesh's silhouette on view 0"), std::string::npos)
+      << log.str();
+
+  std::ostringstream quiet;
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(quiet)));
+  pipeline::StageRunner whole = runner("views_from_reference");
+  reference_on(whole, {0});
+  whole.input<Image>("image", disc_with_stray_line()).param("fit", "silhouette");
+  whole.run();
+  spdlog::set_default_logger(previous);
+  EXPECT_EQ(quiet.str().find("agrees poorly"), std::string::npos) << quiet.str();
 }
 
 TEST(ViewsFromReference, AMeshOutsideTheViewIsAnError) {
