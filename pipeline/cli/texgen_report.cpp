@@ -10,6 +10,7 @@
 #include "image/resize.h"
 #include "pipeline/run_report.h"
 #include "render/surface_fill.h"
+#include "stages/report_views.h"
 #include "stages/types.h"
 
 namespace gen3d::cli {
@@ -73,6 +74,17 @@ std::shared_ptr<const stages::ImageList> baked_view_images(const Graph& g, const
   return nullptr;
 }
 
+// The output wired to input `port` of the first node running `stage`.
+template <class T>
+std::shared_ptr<const T> input_of_stage(const Graph& g, const RunResult& run,
+                                        const std::string& stage, const std::string& port) {
+  for (const auto& n : g.nodes)
+    if (n.contract && n.contract->name == stage)
+      for (const auto& e : n.inputs)
+        if (e.port == port) return run.output<T>(g, g.nodes[e.from].id, e.from_port);
+  return nullptr;
+}
+
 std::string image_row(const std::shared_ptr<const stages::ImageList>& list,
                       const std::string& label) {
   if (!list) return {};
@@ -132,8 +144,21 @@ std::string texgen_report_html(const Graph& g, const RunResult& run,
   body += image_row(output_of_stage<stages::ImageList>(g, run, "views_from_reference", "overlay"),
                     "Reference fit (the mesh's silhouette outlined in magenta)");
 
-  body += image_row(output_of_stage<stages::ImageList>(g, run, "render_albedo", "maps"),
-                    "Result (base colour from the six views and two diagonals)");
+  const auto result = output_of_stage<stages::ImageList>(g, run, "render_albedo", "maps");
+  body += image_row(result, "Result (base colour from the six views and two diagonals)");
+  // The same views of where the surface came from: what the reference showed and what was guessed.
+  const auto inpainted_mesh = input_of_stage<mesh::Mesh>(g, run, "render_albedo", "mesh");
+  const auto preview_views = input_of_stage<render::ViewSet>(g, run, "render_albedo", "views");
+  const auto sources_report =
+      output_of_stage<render::InpaintReport>(g, run, "inpaint_texture", "report");
+  if (result && !result->empty() && inpainted_mesh && preview_views && sources_report) {
+    auto sources = std::make_shared<const stages::ImageList>(stages::render_texel_sources(
+        *inpainted_mesh, sources_report->sources, *preview_views, result->front().width));
+    if (!sources->empty())
+      body += image_row(sources,
+                        "Where the result came from (green = seen by a view, blue = mirrored, "
+                        "orange = surface fill, red = image inpainting)");
+  }
 
   auto texture = output_of_stage<image::Image>(g, run, "inpaint_texture", "texture");
   auto merged = output_of_stage<render::MergeResult>(g, run, "merge_views", "merged");

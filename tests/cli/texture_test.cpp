@@ -87,6 +87,14 @@ TEST(TextureCommand, ReferenceImageToTexturedGlb) {
   // The fill node's counts and the inpaint node's per-texel source map.
   EXPECT_NE(html.find("inpaint.mirrored_texels"), std::string::npos);
   EXPECT_NE(html.find("texel sources:"), std::string::npos);
+  // ... and the same eight views of where the surface came from.
+  const auto origin = html.find("<h2>Where the result came from");
+  ASSERT_NE(origin, std::string::npos);
+  std::size_t origin_pictures = 0;
+  for (auto at = html.find("<img", origin); at < html.find("<h2>", origin + 1);
+       at = html.find("<img", at + 1))
+    ++origin_pictures;
+  EXPECT_EQ(origin_pictures, 8u);
   if (std::thread::hardware_concurrency() > 1) {
     EXPECT_LT(image_start, unwrap_end) << "the image branch waited for the unwrap";
   }
