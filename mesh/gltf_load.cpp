@@ -88,6 +88,14 @@ class Reader {
           return true;
         },
         &model_);
+    // A uri is a file only if it names a regular one: tinygltf would read a directory (an empty
+    // uri names the model's own) as a file of 2^63 bytes and fail with std::bad_alloc.
+    loader.SetFsCallbacks({[](const std::string& file, void*) {
+                             std::error_code ec;
+                             return fs::is_regular_file(file, ec);
+                           },
+                           &tinygltf::ExpandFilePath, &tinygltf::ReadWholeFile,
+                           &tinygltf::WriteWholeFile, nullptr});
     std::string err, warn;
     const std::string dir = fs::path(path_).parent_path().string();
     bool ok = false;

@@ -172,6 +172,8 @@ TEST_F(GltfLoad, Container) {
   expect_error(path, "chunk1");
   expect_rejected([](Glb& g) { g.bin.resize(16); }, "byteLength");
   expect_rejected([](Glb& g) { g.doc["buffers"][0]["uri"] = "data:,abc"; }, "data:,abc");
+  // A uri naming a directory (here the file's own) is no file.
+  expect_rejected([](Glb& g) { g.doc["buffers"][0]["uri"] = "."; }, "File not found");
 }
 
 TEST_F(GltfLoad, JsonText) {
