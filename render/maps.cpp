@@ -265,25 +265,36 @@ void close_seam_cracks(const mesh::Mesh& mesh, const Raster& raster, image::Imag
         if (i == j || mesh.positions[i] == mesh.positions[j]) return true;
     return false;
   };
-  const std::vector<float> before = img.pixels;
+  // Found row by row in parallel, painted afterwards: a crack's colour is read from the picture
+  // as rendered. A crack pixel shows another face than the pixels on both sides of it, so most
+  // pixels are passed over on their face ids alone.
+  struct Crack {
+    size_t pixel;
+    float color[3];
+  };
+  std::vector<std::vector<Crack>> rows(static_cast<size_t>(h));
   tbb::parallel_for(0, h, [&](int y) {
     for (int x = 0; x < w; ++x) {
       const size_t p = size_t(y) * w + x;
-      const bool open = raster.face_id[p] == 0;
+      const int32_t id = raster.face_id[p];
       // Across the crack: left and right, or above and below.
       for (const auto& [dx, dy] : {std::pair{1, 0}, std::pair{0, 1}}) {
         if (x - dx < 0 || y - dy < 0 || x + dx >= w || y + dy >= h) continue;
         const size_t a = size_t(y - dy) * w + (x - dx), b = size_t(y + dy) * w + (x + dx);
         const int32_t fa = raster.face_id[a], fb = raster.face_id[b];
-        if (fa == 0 || fb == 0) continue;
-        if (!open && raster.depth[p] <= std::max(raster.depth[a], raster.depth[b])) continue;
+        if (fa == 0 || fb == 0 || fa == id || fb == id) continue;
+        if (id != 0 && raster.depth[p] <= std::max(raster.depth[a], raster.depth[b])) continue;
         if (!share_corner(fa, fb)) continue;
-        for (int c = 0; c < 3; ++c)
-          img.pixels[p * 3 + c] = 0.5f * (before[a * 3 + c] + before[b * 3 + c]);
+        Crack c{p, {}};
+        for (int k = 0; k < 3; ++k)
+          c.color[k] = 0.5f * (img.pixels[a * 3 + k] + img.pixels[b * 3 + k]);
+        rows[size_t(y)].push_back(c);
         break;
       }
     }
   });
+  for (const auto& row : rows)
+    for (const Crack& c : row) std::copy_n(c.color, 3, img.pixels.begin() + c.pixel * 3);
 }
 
 }  // namespace
