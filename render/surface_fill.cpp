@@ -243,18 +243,33 @@ std::vector<uint32_t> corner_nodes(const mesh::Mesh& mesh, size_t& count,
     material.assign(welded, 0);
     return node;
   }
-  std::vector<uint64_t> key(node.size());
-  for (size_t c = 0; c < node.size(); ++c)
-    key[c] = uint64_t{mesh.face_materials[c / 3]} << 32 | weld[mesh.faces[c / 3][c % 3]];
-  std::vector<uint64_t> keys = key;
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  for (size_t c = 0; c < node.size(); ++c)
-    node[c] =
-        static_cast<uint32_t>(std::lower_bound(keys.begin(), keys.end(), key[c]) - keys.begin());
-  count = keys.size();
-  material.resize(count);
-  for (size_t i = 0; i < count; ++i) material[i] = static_cast<uint32_t>(keys[i] >> 32);
+  // A welded vertex whose faces all have one material stays one node; one on a material boundary
+  // gets a node per material (numbered after the welded ones, in corner order).
+  constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+  material.assign(welded, kNone);
+  std::vector<uint8_t> mixed(welded, 0);
+  for (size_t c = 0; c < node.size(); ++c) {
+    const uint32_t w = weld[mesh.faces[c / 3][c % 3]], m = mesh.face_materials[c / 3];
+    if (material[w] == kNone) material[w] = m;
+    mixed[w] |= material[w] != m;
+  }
+  for (uint32_t& m : material)
+    if (m == kNone) m = 0;  // a position no face uses
+  count = welded;
+  std::unordered_map<uint64_t, uint32_t> split;
+  for (size_t c = 0; c < node.size(); ++c) {
+    const uint32_t w = weld[mesh.faces[c / 3][c % 3]], m = mesh.face_materials[c / 3];
+    if (!mixed[w] || m == material[w]) {
+      node[c] = w;
+      continue;
+    }
+    const auto [it, added] = split.try_emplace(uint64_t{m} << 32 | w, static_cast<uint32_t>(count));
+    if (added) {
+      ++count;
+      material.push_back(m);
+    }
+    node[c] = it->second;
+  }
   return node;
 }
 
