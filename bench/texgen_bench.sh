@@ -3,7 +3,9 @@
 # inpainting) against the reference-parity methods (pixel-splat back-projection, whole-image
 # OpenCV inpainting) run side by side, plus peak RSS. Prints one JSON object.
 #   bench/texgen_bench.sh [MESH] [IMAGE] [SIZE]
-# Defaults to the Hunyuan3D-2 example asset in ../shared (never copied into this repository).
+# Defaults to the Hunyuan3D-2 example asset in ../shared (never copied into this repository); its
+# example image is of another character (silhouette IoU 0.75, which texgen warns about), so the
+# default pair measures time, not texture quality.
 # The reference-parity inpainting is slow (minutes at 2048); GEN3D_BENCH_SKIP_REFERENCE=1 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
