@@ -40,8 +40,9 @@ image::Image coverage_mask(const Raster& raster);
 // edge, UVs outside [0, 1] repeating; texel centres at u * (W - 1), v * (H - 1) with the flipped v,
 // the bake convention), or the vertex colours when the mesh has no texture. With several materials
 // each face takes its own material's texture, else the vertex colours, else the material's colour.
-// Background = `background`.  H x W x 3. Throws RenderError if a single-material mesh has neither
-// texture+UVs nor vertex colours.
+// Background = `background`. A one-pixel crack the reference rasterizer leaves along an edge two
+// faces share (the back face showing through) takes the mean of the pixels across it.  H x W x 3.
+// Throws RenderError if a single-material mesh has neither texture+UVs nor vertex colours.
 image::Image albedo_map(const mesh::Mesh& mesh, const Raster& raster, float background = 1.0f);
 
 // Texel-space maps from a UV raster (rasterize_uv): raw internal-frame positions / unweighted
