@@ -92,7 +92,33 @@ Bounds bounds_of(const mesh::Mesh& mesh) {
   return b;
 }
 
-// The mesh's triangles hashed into cells of diag / 64 by their bounding boxes.
+// Points on triangle abc no farther than `step` apart, its corners and edges included: rows
+// parallel to its shortest edge, stepped from the opposite corner, so a long sliver gets a few
+// points per step of its length (its bounding box can be the whole mesh's).
+template <class Visit>
+void points_on_triangle(const Vector3d& a, const Vector3d& b, const Vector3d& c, double step,
+                        Visit&& visit) {
+  const Vector3d corner[3] = {a, b, c};
+  int apex = 0;
+  double shortest = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < 3; ++k) {
+    const double len = (corner[(k + 1) % 3] - corner[(k + 2) % 3]).norm();
+    if (len < shortest) shortest = len, apex = k;
+  }
+  const Vector3d& o = corner[apex];
+  const Vector3d u = corner[(apex + 1) % 3] - o, v = corner[(apex + 2) % 3] - o;
+  const int rows = std::max(1, static_cast<int>(std::ceil(std::max(u.norm(), v.norm()) / step)));
+  for (int i = 0; i <= rows; ++i) {
+    const double t = static_cast<double>(i) / rows;
+    const int across = static_cast<int>(std::ceil(t * shortest / step));
+    for (int j = 0; j <= across; ++j) {
+      const double w = across ? static_cast<double>(j) / across : 0.0;
+      visit(Vector3d(o + t * ((1 - w) * u + w * v)));
+    }
+  }
+}
+
+// The mesh's triangles hashed into the cells (diag / 64) they pass through.
 class FaceGrid {
  public:
   struct Hit {
@@ -105,16 +131,34 @@ class FaceGrid {
     if (mesh.faces.empty() || !(box.diagonal() > 0)) return;  // empty: nothing is ever near
     grid_.cell = box.diagonal() / 64.0;
     grid_.origin = box.lo;
+    std::vector<uint64_t> keys;
     for (size_t f = 0; f < mesh.faces.size(); ++f) {
-      Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
+      const Vector3d a = vec(mesh.positions[mesh.faces[f][0]]),
+                     b = vec(mesh.positions[mesh.faces[f][1]]),
+                     c = vec(mesh.positions[mesh.faces[f][2]]);
+      const Vector3d lo = a.cwiseMin(b).cwiseMin(c), hi = a.cwiseMax(b).cwiseMax(c);
+      int64_t span[3][2];
+      int64_t boxed = 1;
       for (int k = 0; k < 3; ++k) {
-        lo = lo.cwiseMin(vec(mesh.positions[mesh.faces[f][k]]));
-        hi = hi.cwiseMax(vec(mesh.positions[mesh.faces[f][k]]));
+        span[k][0] = grid_.coord(lo[k], k);
+        span[k][1] = grid_.coord(hi[k], k);
+        boxed *= span[k][1] - span[k][0] + 1;
       }
-      for (int64_t x = grid_.coord(lo[0], 0); x <= grid_.coord(hi[0], 0); ++x)
-        for (int64_t y = grid_.coord(lo[1], 1); y <= grid_.coord(hi[1], 1); ++y)
-          for (int64_t z = grid_.coord(lo[2], 2); z <= grid_.coord(hi[2], 2); ++z)
-            cells_[CellKey::key(x, y, z)].push_back(static_cast<uint32_t>(f));
+      keys.clear();
+      if (boxed <= 27) {  // a small triangle: every cell of its box
+        for (int64_t x = span[0][0]; x <= span[0][1]; ++x)
+          for (int64_t y = span[1][0]; y <= span[1][1]; ++y)
+            for (int64_t z = span[2][0]; z <= span[2][1]; ++z)
+              keys.push_back(CellKey::key(x, y, z));
+      } else {  // a large one: the cells of points a third of a cell apart on it, not its box
+        points_on_triangle(a, b, c, grid_.cell / 3.0, [&](const Vector3d& q) {
+          keys.push_back(
+              CellKey::key(grid_.coord(q[0], 0), grid_.coord(q[1], 1), grid_.coord(q[2], 2)));
+        });
+        std::sort(keys.begin(), keys.end());
+        keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+      }
+      for (uint64_t key : keys) cells_[key].push_back(static_cast<uint32_t>(f));
     }
   }
   double cell() const { return grid_.cell; }
@@ -183,6 +227,26 @@ class CoarseGrid {
           bits_[i >> 6] |= uint64_t{1} << (i & 63);
         }
   }
+  // A triangle: its box when that is a few cells, else boxes around points on it (a long sliver's
+  // box can be the whole grid). Still conservative: every cell within half a cell of it is marked.
+  void mark_triangle(const Vector3d& a, const Vector3d& b, const Vector3d& c) {
+    const Vector3d lo = a.cwiseMin(b).cwiseMin(c), hi = a.cwiseMax(b).cwiseMax(c);
+    if (small(lo, hi)) return mark(lo, hi);
+    const Vector3d half = Vector3d::Constant(0.5 * cell_);
+    points_on_triangle(a, b, c, 0.5 * cell_, [&](const Vector3d& q) { mark(q - half, q + half); });
+  }
+  // Whether a marked cell lies within `margin` of triangle abc (conservative, as `any`).
+  bool any_near_triangle(const Vector3d& a, const Vector3d& b, const Vector3d& c,
+                         double margin) const {
+    const Vector3d lo = a.cwiseMin(b).cwiseMin(c), hi = a.cwiseMax(b).cwiseMax(c);
+    const Vector3d m = Vector3d::Constant(margin);
+    if (small(lo - m, hi + m)) return any(lo - m, hi + m);
+    const Vector3d grow = Vector3d::Constant(margin + 0.5 * cell_);
+    bool found = false;
+    points_on_triangle(a, b, c, 0.5 * cell_,
+                       [&](const Vector3d& q) { found = found || any(q - grow, q + grow); });
+    return found;
+  }
   bool any(const Vector3d& lo, const Vector3d& hi) const {
     int a[3], b[3];
     if (!range(lo, hi, a, b)) return false;
@@ -196,6 +260,13 @@ class CoarseGrid {
   }
 
  private:
+  // At most 27 cells.
+  bool small(const Vector3d& lo, const Vector3d& hi) const {
+    double cells = 1;
+    for (int k = 0; k < 3; ++k)
+      cells *= std::floor((hi[k] - lo_[k]) / cell_) - std::floor((lo[k] - lo_[k]) / cell_) + 1;
+    return cells <= 27;
+  }
   // The cells a box covers, clamped to the grid (false: it misses the grid).
   bool range(const Vector3d& lo, const Vector3d& hi, int* a, int* b) const {
     for (int k = 0; k < 3; ++k) {
@@ -544,29 +615,20 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       // painted texels, so only the few faces near a painted mirror image are looked at per texel.
       const double margin = spacing * 1.01 + 1e-6 * box.diagonal();
       CoarseGrid coarse(box, margin);
-      std::vector<std::array<Vector3d, 2>> face_box(mesh.faces.size());
-      tbb::parallel_for(size_t{0}, mesh.faces.size(), [&](size_t f) {
-        Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
-        for (int k = 0; k < 3; ++k) {
-          lo = lo.cwiseMin(vec(mesh.positions[mesh.faces[f][k]]));
-          hi = hi.cwiseMax(vec(mesh.positions[mesh.faces[f][k]]));
-        }
-        face_box[f] = {lo, hi};
-      });
       for (size_t f = 0; f < mesh.faces.size(); ++f)
-        if (holds[f] & 2) coarse.mark(face_box[f][0], face_box[f][1]);
+        if (holds[f] & 2)
+          coarse.mark_triangle(vec(mesh.positions[mesh.faces[f][0]]),
+                               vec(mesh.positions[mesh.faces[f][1]]),
+                               vec(mesh.positions[mesh.faces[f][2]]));
       // Per face with unknown texels, one bit per plane: its mirror image is near a painted face.
       std::vector<uint8_t> near_painted(mesh.faces.size(), 0);
       tbb::parallel_for(size_t{0}, mesh.faces.size(), [&](size_t f) {
         if (!(holds[f] & 1)) return;
         for (size_t p = 0; p < planes.size(); ++p) {
-          Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
-          for (int k = 0; k < 3; ++k) {
-            const Vector3d q = reflect(vec(mesh.positions[mesh.faces[f][k]]), planes[p]);
-            lo = lo.cwiseMin(q);
-            hi = hi.cwiseMax(q);
-          }
-          if (coarse.any(lo - Vector3d::Constant(margin), hi + Vector3d::Constant(margin)))
+          const auto q = [&](int k) {
+            return reflect(vec(mesh.positions[mesh.faces[f][k]]), planes[p]);
+          };
+          if (coarse.any_near_triangle(q(0), q(1), q(2), margin))
             near_painted[f] |= static_cast<uint8_t>(1u << p);
         }
       });
@@ -576,19 +638,18 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
         if (!near_painted[f]) continue;
         for (size_t p = 0; p < planes.size(); ++p) {
           if (!(near_painted[f] >> p & 1)) continue;
-          Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
-          for (int k = 0; k < 3; ++k) {
-            const Vector3d q = reflect(vec(mesh.positions[mesh.faces[f][k]]), planes[p]);
-            lo = lo.cwiseMin(q);
-            hi = hi.cwiseMax(q);
-          }
-          reached.mark(lo, hi);
+          const auto q = [&](int k) {
+            return reflect(vec(mesh.positions[mesh.faces[f][k]]), planes[p]);
+          };
+          reached.mark_triangle(q(0), q(1), q(2));
         }
       }
       std::vector<uint8_t> needed(mesh.faces.size(), 0);
       tbb::parallel_for(size_t{0}, mesh.faces.size(), [&](size_t f) {
-        needed[f] = (holds[f] & 2) && reached.any(face_box[f][0] - Vector3d::Constant(margin),
-                                                  face_box[f][1] + Vector3d::Constant(margin));
+        needed[f] = (holds[f] & 2) &&
+                    reached.any_near_triangle(vec(mesh.positions[mesh.faces[f][0]]),
+                                              vec(mesh.positions[mesh.faces[f][1]]),
+                                              vec(mesh.positions[mesh.faces[f][2]]), margin);
       });
 
       // Painted texels in cells of two texel spacings, sorted by cell; a mirror image looks for
@@ -848,12 +909,9 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       for (size_t k = 0; k < 3; ++k) usable[f] |= seen[node[f * 3 + k]];
       if (!usable[f]) continue;
       unit_normal[f] = face_normal(f);
-      Vector3d lo = Vector3d::Constant(1e30), hi = Vector3d::Constant(-1e30);
-      for (uint32_t v : mesh.faces[f]) {
-        lo = lo.cwiseMin(vec(mesh.positions[v]));
-        hi = hi.cwiseMax(vec(mesh.positions[v]));
-      }
-      near_seen.mark(lo, hi);
+      near_seen.mark_triangle(vec(mesh.positions[mesh.faces[f][0]]),
+                              vec(mesh.positions[mesh.faces[f][1]]),
+                              vec(mesh.positions[mesh.faces[f][2]]));
     }
     const Vector3d pn = vec(r.plane.normal);
     std::vector<uint8_t> mirrored(nv, 0);

@@ -53,6 +53,32 @@ TEST(Symmetry, FindsNoPlaneOnASkewedMesh) {
   EXPECT_GT(plane.error, 0.01);
 }
 
+TEST(Symmetry, FindsTheMirrorPlaneOfADiagonalPipeOfSlivers) {
+  // 512 slivers from end to end along the diagonal: each triangle's box is most of the mesh's, so
+  // the surface grids list a triangle by points on it, not by its box. They must still find it.
+  mesh::Mesh m;
+  const int n = 256;
+  const double s3 = 1 / std::sqrt(3.0), s2 = 1 / std::sqrt(2.0);
+  const double axis[3] = {s3, s3, s3}, u[3] = {s2, -s2, 0}, v[3] = {s3 * s2, s3 * s2, -2 * s3 * s2};
+  for (int end = 0; end < 2; ++end)
+    for (int i = 0; i < n; ++i) {
+      const double a = 2 * M_PI * i / n;
+      mesh::Vec3 p;
+      for (int k = 0; k < 3; ++k)
+        p[k] =
+            float((end - 0.5) * 2.0 * axis[k] + 0.05 * (std::cos(a) * u[k] + std::sin(a) * v[k]));
+      m.positions.push_back(p);
+    }
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t j = (i + 1) % n;
+    m.faces.push_back({i, j, n + j});
+    m.faces.push_back({i, n + j, n + i});
+  }
+  const SymmetryPlane plane = detect_symmetry(m);
+  ASSERT_TRUE(plane.found) << "error " << plane.error;
+  EXPECT_LT(plane.error, 0.001);
+}
+
 // Texel positions of the UV raster of `m`.
 mesh::Vec3 texel_position(const mesh::Mesh& m, const Raster& uv, size_t i) {
   const mesh::Tri& f = m.faces[static_cast<size_t>(uv.face_id[i] - 1)];
