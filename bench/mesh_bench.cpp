@@ -161,6 +161,30 @@ void BM_Unwrap_EngineDraco(benchmark::State& s) {
   unwrap(s, draco_engine(), false, 2048, draco_engine_path());
 }
 
+// A thin pipe of 512 end-to-end slivers, each longer than the atlas at the asked density.
+const Mesh& sliver_pipe() {
+  static const Mesh m = [] {
+    Mesh p;
+    const int n = 256;
+    for (int end = 0; end < 2; ++end)
+      for (int i = 0; i < n; ++i) {
+        const double a = 2 * M_PI * i / n;
+        p.positions.push_back(
+            {float(0.05 * std::cos(a)), float(0.05 * std::sin(a)), float(2.0 * end - 1.0)});
+      }
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t j = (i + 1) % n;
+      p.faces.push_back({i, j, n + j});
+      p.faces.push_back({i, n + j, n + i});
+    }
+    return p;
+  }();
+  return m;
+}
+void BM_Unwrap_SliverPipe(benchmark::State& s) {
+  unwrap(s, &sliver_pipe(), false);
+}
+
 void BM_Load_Shape(benchmark::State& state) {
   if (!std::filesystem::exists(shape_path())) {
     state.SkipWithError(("mesh not found: " + shape_path()).c_str());
@@ -225,6 +249,11 @@ BENCHMARK(BM_Unwrap_Engine)
     ->UseRealTime()
     ->Iterations(1);
 BENCHMARK(BM_Unwrap_EngineDraco)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->Iterations(1);
+BENCHMARK(BM_Unwrap_SliverPipe)
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime()

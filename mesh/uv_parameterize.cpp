@@ -365,13 +365,28 @@ void parameterize_chart(Chart& c, const Mesh& m, const Topology& t, const Unwrap
     }
   }
   // A chart longer than the atlas at about the final scale (a long pipe unrolled, a strip) would
-  // cap the density of the whole atlas: split it like a folded one.
+  // cap the density of the whole atlas: split it like a folded one. Unless most of it lies in
+  // faces that long themselves (a pipe of slivers from end to end): no split can shorten those,
+  // and splitting down to single slivers only leaves the packer hundreds of needles to place.
   if (c.faces.size() > 1) {
     double umax = 0, vmax = 0;
     for (const D2& p : c.uv) umax = std::max(umax, p.x), vmax = std::max(vmax, p.y);
-    if (std::max(umax, vmax) * overlap_scale > opt.texture_size) {
-      c.needs_split = true;
-      return;
+    const double atlas = opt.texture_size / overlap_scale;  // the atlas side in UV units
+    if (std::max(umax, vmax) > atlas) {
+      double in_long_faces = 0;
+      for (size_t i = 0; i < c.faces.size(); ++i) {
+        const auto& tr = c.tris[i];
+        double extent = 0;
+        for (int k = 0; k < 3; ++k) {
+          const D2 &a = c.uv[tr[k]], &b = c.uv[tr[(k + 1) % 3]];
+          extent = std::max({extent, std::abs(a.x - b.x), std::abs(a.y - b.y)});
+        }
+        if (extent > atlas) in_long_faces += t.area[c.faces[i]];
+      }
+      if (in_long_faces <= 0.5 * c.area3d) {
+        c.needs_split = true;
+        return;
+      }
     }
   }
   if (splittable && self_overlaps(c, overlap_scale, scratch)) {

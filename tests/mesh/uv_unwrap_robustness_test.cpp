@@ -167,6 +167,31 @@ TEST(UvUnwrapCad, ThinSidesOfAPlateJoinItsFaces) {
   expect_inside_and_not_overlapping(joined, 1024);
 }
 
+// A thin pipe tessellated as CAD exporters do: 512 slivers from end to end, each longer than the
+// atlas at the density the mesh's area asks for. No split can shorten a sliver, so the pipe stays
+// a few charts and the density drops to fit them, instead of 512 needles for the packer.
+TEST(UvUnwrapCad, APipeOfEndToEndSliversStaysAFewCharts) {
+  Mesh m;
+  const int n = 256;
+  for (int end = 0; end < 2; ++end)
+    for (int i = 0; i < n; ++i) {
+      const double a = 2 * M_PI * i / n;
+      m.positions.push_back(
+          {float(0.05 * std::cos(a)), float(0.05 * std::sin(a)), float(2.0 * end - 1.0)});
+    }
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t j = (i + 1) % n;
+    m.faces.push_back({i, j, n + j});
+    m.faces.push_back({i, n + j, n + i});
+  }
+  UnwrapOptions o;
+  o.texture_size = 2048;
+  const UnwrapResult r = uv_unwrap(m, o);
+  EXPECT_LE(r.metrics.charts, 8u);
+  EXPECT_GT(r.metrics.utilization, 0.1);  // 512 needles packed to 0.03
+  expect_inside_and_not_overlapping(r, 2048);
+}
+
 // assimp's 2CylinderEngine (121k faces of CAD tessellation: slivers, fans, cracks): every face
 // with area keeps a fair share of the atlas. A parameterization that crushes part of a chart
 // (LSCM over slivers, a projection seen edge-on) leaves faces without texels and needles that
