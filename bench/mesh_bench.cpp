@@ -16,6 +16,7 @@
 #include "mesh/io.h"
 #include "mesh/simplify.h"
 #include "mesh/uv_unwrap.h"
+#include "tests/mesh/test_meshes.h"
 
 namespace {
 
@@ -161,24 +162,10 @@ void BM_Unwrap_EngineDraco(benchmark::State& s) {
   unwrap(s, draco_engine(), false, 2048, draco_engine_path());
 }
 
-// A thin pipe of 512 end-to-end slivers, each longer than the atlas at the asked density.
+// A thin pipe of 512 end-to-end slivers, each longer than the atlas at the asked density (the
+// mesh of the unwrap test that checks it stays a few charts).
 const Mesh& sliver_pipe() {
-  static const Mesh m = [] {
-    Mesh p;
-    const int n = 256;
-    for (int end = 0; end < 2; ++end)
-      for (int i = 0; i < n; ++i) {
-        const double a = 2 * M_PI * i / n;
-        p.positions.push_back(
-            {float(0.05 * std::cos(a)), float(0.05 * std::sin(a)), float(2.0 * end - 1.0)});
-      }
-    for (uint32_t i = 0; i < n; ++i) {
-      const uint32_t j = (i + 1) % n;
-      p.faces.push_back({i, j, n + j});
-      p.faces.push_back({i, n + j, n + i});
-    }
-    return p;
-  }();
+  static const Mesh m = testing::sliver_pipe();
   return m;
 }
 void BM_Unwrap_SliverPipe(benchmark::State& s) {

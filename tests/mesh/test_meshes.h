@@ -67,4 +67,23 @@ inline Mesh uv_sphere(int rings, int segments, float radius = 1.0f) {
   return m;
 }
 
+// A thin pipe along z (radius 0.05, length 2) tessellated as CAD exporters do: 2 x `segments`
+// slivers from end to end, no caps.
+inline Mesh sliver_pipe(int segments = 256) {
+  Mesh m;
+  const uint32_t n = uint32_t(segments);
+  for (int end = 0; end < 2; ++end)
+    for (uint32_t i = 0; i < n; ++i) {
+      const double a = 2 * M_PI * i / n;
+      m.positions.push_back(
+          {float(0.05 * std::cos(a)), float(0.05 * std::sin(a)), float(2.0 * end - 1.0)});
+    }
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t j = (i + 1) % n;
+    m.faces.push_back({i, j, n + j});
+    m.faces.push_back({i, n + j, n + i});
+  }
+  return m;
+}
+
 }  // namespace gen3d::mesh::testing

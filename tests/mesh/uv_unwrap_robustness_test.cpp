@@ -15,6 +15,7 @@
 #include "mesh/io.h"
 #include "mesh/uv_unwrap.h"
 #include "support/paths.h"
+#include "test_meshes.h"
 
 namespace gen3d::mesh {
 namespace {
@@ -171,19 +172,7 @@ TEST(UvUnwrapCad, ThinSidesOfAPlateJoinItsFaces) {
 // atlas at the density the mesh's area asks for. No split can shorten a sliver, so the pipe stays
 // a few charts and the density drops to fit them, instead of 512 needles for the packer.
 TEST(UvUnwrapCad, APipeOfEndToEndSliversStaysAFewCharts) {
-  Mesh m;
-  const int n = 256;
-  for (int end = 0; end < 2; ++end)
-    for (int i = 0; i < n; ++i) {
-      const double a = 2 * M_PI * i / n;
-      m.positions.push_back(
-          {float(0.05 * std::cos(a)), float(0.05 * std::sin(a)), float(2.0 * end - 1.0)});
-    }
-  for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t j = (i + 1) % n;
-    m.faces.push_back({i, j, n + j});
-    m.faces.push_back({i, n + j, n + i});
-  }
+  const Mesh m = testing::sliver_pipe();
   UnwrapOptions o;
   o.texture_size = 2048;
   const UnwrapResult r = uv_unwrap(m, o);
