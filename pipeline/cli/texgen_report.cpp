@@ -63,18 +63,8 @@ std::shared_ptr<const T> output_of_stage(const Graph& g, const RunResult& run,
   return nullptr;
 }
 
-// The view images the bake used: the output wired to bake_views' "images" input, whichever stage
-// made them.
-std::shared_ptr<const stages::ImageList> baked_view_images(const Graph& g, const RunResult& run) {
-  for (const auto& n : g.nodes)
-    if (n.contract && n.contract->name == "bake_views")
-      for (const auto& e : n.inputs)
-        if (e.port == "images")
-          if (auto v = run.output<stages::ImageList>(g, g.nodes[e.from].id, e.from_port)) return v;
-  return nullptr;
-}
-
-// The output wired to input `port` of the first node running `stage`.
+// The output wired to input `port` of the first node running `stage`: e.g. the view images the
+// bake used, whichever stage made them.
 template <class T>
 std::shared_ptr<const T> input_of_stage(const Graph& g, const RunResult& run,
                                         const std::string& stage, const std::string& port) {
@@ -140,7 +130,8 @@ std::string texgen_report_html(const Graph& g, const RunResult& run,
                     "Normal maps");
   body += image_row(output_of_stage<stages::ImageList>(g, run, "render_positions", "maps"),
                     "Position maps");
-  body += image_row(baked_view_images(g, run), "View images");
+  body +=
+      image_row(input_of_stage<stages::ImageList>(g, run, "bake_views", "images"), "View images");
   body += image_row(output_of_stage<stages::ImageList>(g, run, "views_from_reference", "overlay"),
                     "Reference fit (the mesh's silhouette outlined in magenta)");
 
