@@ -446,12 +446,12 @@ std::vector<SymmetryPlane> symmetry_candidates(const mesh::Mesh& mesh, const Fac
 
 image::Image source_colors(const std::vector<uint8_t>& sources, int size) {
   if (size <= 0 || sources.size() != static_cast<size_t>(size) * size) return image::Image();
-  static const float kColors[6][3] = {{0.0f, 0.0f, 0.0f},    {0.2f, 0.75f, 0.3f},
-                                      {0.25f, 0.45f, 0.95f}, {0.95f, 0.6f, 0.15f},
-                                      {0.9f, 0.15f, 0.15f},  {0.5f, 0.5f, 0.5f}};
+  static const float kColors[7][3] = {
+      {0.0f, 0.0f, 0.0f},   {0.2f, 0.75f, 0.3f}, {0.25f, 0.45f, 0.95f}, {0.95f, 0.6f, 0.15f},
+      {0.9f, 0.15f, 0.15f}, {0.5f, 0.5f, 0.5f},  {0.1f, 0.8f, 0.85f}};
   image::Image out(size, size, 3);
   tbb::parallel_for(size_t{0}, sources.size(), [&](size_t i) {
-    std::copy_n(kColors[std::min<uint8_t>(sources[i], 5)], 3, out.pixels.begin() + i * 3);
+    std::copy_n(kColors[std::min<uint8_t>(sources[i], 6)], 3, out.pixels.begin() + i * 3);
   });
   return out;
 }
@@ -470,7 +470,7 @@ SymmetryPlane detect_symmetry(const mesh::Mesh& mesh, double tolerance) {
 
 void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t>& known,
                   const Raster& uv, std::vector<uint8_t>& source, const SurfaceFillOptions& options,
-                  SurfaceFillReport* report) {
+                  SurfaceFillReport* report, const mesh::Mesh* authored) {
   SurfaceFillReport r;
   const size_t texels = known.size();
   const auto position = [&](size_t i) {
@@ -495,9 +495,11 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       candidates = symmetry_candidates(mesh, *faces, options.symmetry_tolerance);
     });
 
-  // 0. Near the seen surface (the texels a bake leaves out at silhouette edges and grazing angles):
-  // the nearest seen colours of the same material, ring by ring inside the charts, as local as
-  // image inpainting.
+  // 0a. What the author's UVs say looks alike: a real observation, so it goes first.
+  if (authored) r.shared_texels = fill_from_authored_uvs(mesh, *authored, tex, known, uv, source);
+  // 0b. Near the seen surface (the texels a bake leaves out at silhouette edges and grazing
+  // angles): the nearest seen colours of the same material, ring by ring inside the charts, as
+  // local as image inpainting.
   const auto material_at = [&](size_t i) {
     return mesh.has_materials() ? mesh.face_materials[static_cast<size_t>(uv.face_id[i] - 1)] : 0u;
   };

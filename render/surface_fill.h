@@ -23,10 +23,12 @@ enum class TexelSource : uint8_t {
   filled = 3,      // the surface fill (harmonic or vertex propagation)
   inpainted = 4,   // image inpainting inside the charts
   gutter = 5,      // dilation around the charts
+  shared = 6,      // the colour seen at a point that the mesh's own UVs map onto the same texel
 };
 
 // The per-texel sources (T x T TexelSource) as a T x T RGB picture: views green, mirrored blue,
-// surface fill orange, image inpainting red, gutter grey, background black. An empty image when
+// shared through the mesh's own UVs cyan, surface fill orange, image inpainting red, gutter grey,
+// background black. An empty image when
 // `sources` is not size x size.
 image::Image source_colors(const std::vector<uint8_t>& sources, int size);
 
@@ -47,7 +49,8 @@ struct SurfaceFillOptions {
 
 struct SurfaceFillReport {
   SymmetryPlane plane;
-  size_t near_texels = 0;  // near seen texels: their nearest seen colours
+  size_t shared_texels = 0;  // the colour seen where the mesh's own UVs map the same texel
+  size_t near_texels = 0;    // near seen texels: their nearest seen colours
   size_t mirrored_texels = 0;
   size_t filled_texels = 0;  // by the vertex colours (some mirrored: see TexelSource::mirrored)
   size_t seen_vertices = 0;
@@ -66,9 +69,25 @@ SymmetryPlane detect_symmetry(const mesh::Mesh& mesh, double tolerance = 0.01);
 
 // mesh: normalized, v flipped; tex: T x T x 3; known: T x T, non-zero where views painted (updated
 // with the texels this fills); uv: the UV raster at T x T; source: T x T TexelSource per texel
-// (updated). Fills the unknown chart texels of `tex`.
+// (updated). Fills the unknown chart texels of `tex`. authored: when given, the mesh with its own
+// UVs (the same faces; see fill_from_authored_uvs), which go first.
 void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t>& known,
                   const Raster& uv, std::vector<uint8_t>& source,
-                  const SurfaceFillOptions& options = {}, SurfaceFillReport* report = nullptr);
+                  const SurfaceFillOptions& options = {}, SurfaceFillReport* report = nullptr,
+                  const mesh::Mesh* authored = nullptr);
+
+// Whether `authored` has the faces of `mesh` in the same order, up to split UV seams (the same
+// number of faces and materials; corners sharing a vertex in `mesh` share one in `authored`).
+bool faces_correspond(const mesh::Mesh& mesh, const mesh::Mesh& authored);
+
+// The mesh's own UVs as evidence: `authored` is `mesh` before it was given a new atlas (the same
+// faces, see faces_correspond; its UVs and face materials are read). Where the author mapped
+// several points onto one texel of a material's texture (mirrored halves, one texture on every face
+// of a box, tiles), those points looked alike: an unknown chart texel whose authored texel was
+// painted through another point takes that colour (TexelSource::shared). Arguments otherwise as
+// fill_surface's; returns the number of texels filled. Throws RenderError when the faces differ.
+size_t fill_from_authored_uvs(const mesh::Mesh& mesh, const mesh::Mesh& authored, image::Image& tex,
+                              std::vector<uint8_t>& known, const Raster& uv,
+                              std::vector<uint8_t>& source);
 
 }  // namespace gen3d::render

@@ -353,7 +353,7 @@ std::vector<uint8_t> chart_mask(const std::vector<uint32_t>& runs, size_t texels
 
 SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image& texture,
                                       const std::vector<uint8_t>& trust, const Raster& uv,
-                                      const InpaintOptions& options) {
+                                      const InpaintOptions& options, const mesh::Mesh* authored) {
   check_texture(texture, trust);
   check_uv(texture, &uv);
   if (options.fill != "propagate" && options.fill != "harmonic" && options.fill != "none")
@@ -373,8 +373,9 @@ SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image
     fill.symmetry = options.symmetry;
     fill.max_iterations = options.max_iterations;
     SurfaceFillReport fr;
-    fill_surface(mesh, tex, known, uv, source, fill, &fr);
+    fill_surface(mesh, tex, known, uv, source, fill, &fr, authored);
     out.vertices_unreached = fr.unreached_vertices;
+    out.shared_texels = fr.shared_texels;
     out.mirrored_texels = fr.mirrored_texels;
     out.mirrored_vertices = fr.mirrored_vertices;
     out.symmetry_found = fr.plane.found;
@@ -495,6 +496,7 @@ image::Image inpaint_texture(image::Image texture, const std::vector<uint8_t>& t
   r.vertices_unreached = filled.vertices_unreached;
   r.mirrored_texels = filled.mirrored_texels;
   r.mirrored_vertices = filled.mirrored_vertices;
+  r.shared_texels = filled.shared_texels;
   r.symmetry_found = filled.symmetry_found;
   r.symmetry_error = filled.symmetry_error;
   r.fill_iterations = filled.fill_iterations;

@@ -43,9 +43,10 @@ struct InpaintReport {
   size_t vertices_unreached = 0;
   size_t mirrored_texels = 0;  // "harmonic": taken from their mirror image (also in vertex_texels)
   size_t mirrored_vertices = 0;  // "harmonic": given the smoothed colour at their mirror image
-  bool symmetry_found = false;   // "harmonic" with symmetry: a mirror plane was detected
-  double symmetry_error = 0;     // its error (median mirrored distance / bbox diagonal)
-  int fill_iterations = 0;       // "harmonic": solver iterations
+  size_t shared_texels = 0;  // "harmonic" with the mesh's own UVs: the colour seen at their texel
+  bool symmetry_found = false;  // "harmonic" with symmetry: a mirror plane was detected
+  double symmetry_error = 0;    // its error (median mirrored distance / bbox diagonal)
+  int fill_iterations = 0;      // "harmonic": solver iterations
   // Per texel, a TexelSource (render/surface_fill.h); "charts" only.
   std::vector<uint8_t> sources;
 };
@@ -63,6 +64,7 @@ struct SurfaceFillResult {
   size_t vertices_unreached = 0;
   size_t mirrored_texels = 0;
   size_t mirrored_vertices = 0;  // unseen vertices given the smoothed colour at their mirror image
+  size_t shared_texels = 0;      // the colour seen where the mesh's own UVs map the same texel
   bool symmetry_found = false;
   double symmetry_error = 0;
   int fill_iterations = 0;
@@ -70,10 +72,12 @@ struct SurfaceFillResult {
 
 // The surface fill of the "charts" method alone (options.fill, vertex_inpaint, symmetry,
 // max_iterations; "none" or no vertex_inpaint fills nothing). Arguments as for inpaint_texture;
-// uv_raster is required.
+// uv_raster is required. authored ("harmonic" only): the mesh with its own UVs before it was
+// given a new atlas (render/surface_fill.h, fill_from_authored_uvs).
 SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image& texture,
                                       const std::vector<uint8_t>& trust, const Raster& uv_raster,
-                                      const InpaintOptions& options = {});
+                                      const InpaintOptions& options = {},
+                                      const mesh::Mesh* authored = nullptr);
 
 // mesh: as the render library holds it (normalized, v flipped).
 // texture: T x T x 3 merged bake in [0, 1]; trust: T x T, non-zero where views painted;

@@ -342,7 +342,7 @@ render::MergeResult load_merged(ByteReader& r) {
 void save_inpaint_report(const render::InpaintReport& rep, ByteWriter& w) {
   for (size_t v :
        {rep.chart_texels, rep.view_texels, rep.vertex_texels, rep.image_texels, rep.gutter_texels,
-        rep.vertices_unreached, rep.mirrored_texels, rep.mirrored_vertices})
+        rep.vertices_unreached, rep.mirrored_texels, rep.mirrored_vertices, rep.shared_texels})
     w.u64(v);
   w.boolean(rep.symmetry_found);
   w.f64(rep.symmetry_error);
@@ -352,9 +352,9 @@ void save_inpaint_report(const render::InpaintReport& rep, ByteWriter& w) {
 
 render::InpaintReport load_inpaint_report(ByteReader& r) {
   render::InpaintReport rep;
-  for (size_t* v :
-       {&rep.chart_texels, &rep.view_texels, &rep.vertex_texels, &rep.image_texels,
-        &rep.gutter_texels, &rep.vertices_unreached, &rep.mirrored_texels, &rep.mirrored_vertices})
+  for (size_t* v : {&rep.chart_texels, &rep.view_texels, &rep.vertex_texels, &rep.image_texels,
+                    &rep.gutter_texels, &rep.vertices_unreached, &rep.mirrored_texels,
+                    &rep.mirrored_vertices, &rep.shared_texels})
     *v = static_cast<size_t>(r.u64());
   rep.symmetry_found = r.boolean();
   rep.symmetry_error = r.f64();
@@ -372,6 +372,7 @@ void save_surface_fill(const render::SurfaceFillResult& f, ByteWriter& w) {
   w.u64(f.vertices_unreached);
   w.u64(f.mirrored_texels);
   w.u64(f.mirrored_vertices);
+  w.u64(f.shared_texels);
   w.boolean(f.symmetry_found);
   w.f64(f.symmetry_error);
   w.i64(f.fill_iterations);
@@ -389,6 +390,7 @@ render::SurfaceFillResult load_surface_fill(ByteReader& r) {
   f.vertices_unreached = static_cast<size_t>(r.u64());
   f.mirrored_texels = static_cast<size_t>(r.u64());
   f.mirrored_vertices = static_cast<size_t>(r.u64());
+  f.shared_texels = static_cast<size_t>(r.u64());
   f.symmetry_found = r.boolean();
   f.symmetry_error = r.f64();
   f.fill_iterations = static_cast<int>(r.i64());
@@ -462,11 +464,11 @@ void register_port_codecs(pipeline::Registry& registry) {
                (derived ? 0 : vec_bytes(m.trust_mask)) + 21 * m.views.size();
       });
   registry.add_codec<render::InpaintReport>(
-      2, save_inpaint_report, load_inpaint_report,
-      [](const render::InpaintReport& rep) { return 80 + rep.sources.size(); });
+      3, save_inpaint_report, load_inpaint_report,
+      [](const render::InpaintReport& rep) { return 88 + rep.sources.size(); });
   registry.add_codec<render::SurfaceFillResult>(
-      2, save_surface_fill, load_surface_fill, [](const render::SurfaceFillResult& f) {
-        return 41 + vec_bytes(f.texels) + vec_bytes(f.colors) + vec_bytes(f.sources) +
+      3, save_surface_fill, load_surface_fill, [](const render::SurfaceFillResult& f) {
+        return 49 + vec_bytes(f.texels) + vec_bytes(f.colors) + vec_bytes(f.sources) +
                vec_bytes(f.chart_runs);
       });
   registry.add_codec<TextReport>(

@@ -115,8 +115,8 @@ int cmd_bench_single_image(const BenchSingleImageOptions& o) {
       if (const auto it = counters.find(fmt::format("multiview.fit_view{}.{}", o.view, key));
           it != counters.end())
         line["after"]["fit"][key] = std::round(it->second * 10000) / 10000;
-    for (const char* key :
-         {"mirrored_texels", "mirrored_vertices", "symmetry_found", "symmetry_error"})
+    for (const char* key : {"shared_texels", "mirrored_texels", "mirrored_vertices",
+                            "symmetry_found", "symmetry_error"})
       if (const auto it = counters.find(std::string("inpaint.") + key); it != counters.end())
         line["after"]["fill"][key] = it->second;
     fmt::print("{}\n", line.dump());

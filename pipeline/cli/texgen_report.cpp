@@ -147,8 +147,9 @@ std::string texgen_report_html(const Graph& g, const RunResult& run,
         *inpainted_mesh, sources_report->sources, *preview_views, result->front().width));
     if (!sources->empty())
       body += image_row(sources,
-                        "Where the result came from (green = seen by a view, blue = mirrored, "
-                        "orange = surface fill, red = image inpainting)");
+                        "Where the result came from (green = seen by a view, cyan = seen where "
+                        "the mesh's own UVs share the texel, blue = mirrored, orange = surface "
+                        "fill, red = image inpainting)");
   }
 
   auto texture = output_of_stage<image::Image>(g, run, "inpaint_texture", "texture");
@@ -172,8 +173,9 @@ std::string texgen_report_html(const Graph& g, const RunResult& run,
         inpainted ? render::source_colors(inpainted->sources, texture->width) : image::Image();
     if (!sources.pixels.empty())
       body += img_tag(sources, 480,
-                      "texel sources: green = seen by a view, blue = mirrored, orange = surface "
-                      "fill, red = image inpainting, grey = gutter");
+                      "texel sources: green = seen by a view, cyan = shared through the mesh's "
+                      "own UVs, blue = mirrored, orange = surface fill, red = image inpainting, "
+                      "grey = gutter");
     body += "</div>";
   }
   body += "<h2>Bake report</h2><table>";

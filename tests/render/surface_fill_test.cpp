@@ -4,15 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 
+#include "mesh/seams.h"
 #include "render/camera.h"
 #include "render/error.h"
 #include "render/rasterizer.h"
 #include "render/surface_fill.h"
 #include "render/texture_inpaint.h"
 #include "render/view_images.h"
+#include "../mesh/test_meshes.h"  // the textured cube
 #include "test_meshes.h"
 
 namespace gen3d::render {
@@ -263,6 +266,149 @@ TEST(SurfaceFill, ColourDoesNotCrossAMaterialBoundary) {
   }
   ASSERT_GT(filled, 500u);
   EXPECT_GT(right, filled * 95 / 100);
+}
+
+// The textured cube's six charts as the new atlas; as authored, every face maps onto the whole
+// texture (as box models are often made), `materials` per quad.
+struct AuthoredBox {
+  mesh::Mesh mesh = mesh::testing::textured_cube();
+  mesh::Mesh authored;
+  AuthoredBox(const std::vector<uint32_t>& materials = {}) {
+    mesh.texture.reset();
+    authored = mesh;
+    authored.uvs.clear();
+    authored.uv_faces.clear();
+    for (uint32_t q = 0; q < 6; ++q) {
+      authored.uvs.insert(authored.uvs.end(), {{0, 0}, {1, 0}, {1, 1}, {0, 1}});
+      authored.uv_faces.push_back({4 * q, 4 * q + 1, 4 * q + 2});
+      authored.uv_faces.push_back({4 * q, 4 * q + 2, 4 * q + 3});
+    }
+    if (materials.empty()) return;
+    mesh.materials.resize(*std::max_element(materials.begin(), materials.end()) + 1);
+    for (uint32_t q = 0; q < 6; ++q)
+      mesh.face_materials.insert(mesh.face_materials.end(), 2, materials[q]);
+    authored.materials = mesh.materials;
+    authored.face_materials = mesh.face_materials;
+  }
+  // The authored UV of texel i of the new atlas.
+  std::array<float, 2> authored_uv(const Raster& uv, size_t i) const {
+    const mesh::Tri& t = authored.uv_faces[static_cast<size_t>(uv.face_id[i] - 1)];
+    std::array<float, 2> p{0, 0};
+    for (int k = 0; k < 3; ++k)
+      for (int c = 0; c < 2; ++c) p[c] += uv.bary[i * 3 + k] * authored.uvs[t[k]][c];
+    return p;
+  }
+  static size_t quad(const Raster& uv, size_t i) {
+    return static_cast<size_t>(uv.face_id[i] - 1) / 2;
+  }
+};
+
+// A smooth picture over the texture square.
+void pattern(std::array<float, 2> p, float* c) {
+  c[0] = 0.2f + 0.6f * p[0], c[1] = 0.2f + 0.6f * p[1];
+  c[2] = 0.5f + 0.3f * std::sin(6.0f * p[0]) * std::cos(4.0f * p[1]);
+}
+
+TEST(SurfaceFill, UnseenTexelsTakeTheColourSeenWhereTheMeshsOwnUvsMapTheSameTexel) {
+  const AuthoredBox box;
+  const int size = 256;
+  const Raster uv = rasterize_uv(box.mesh, size, size);
+  // Seen: the top (quad 1) only, painted through the authored UVs.
+  const auto seen_top = [&](image::Image& tex, std::vector<uint8_t>& known) {
+    for (size_t i = 0; i < known.size(); ++i)
+      if (uv.face_id[i] && AuthoredBox::quad(uv, i) == 1) {
+        known[i] = 1;
+        pattern(box.authored_uv(uv, i), tex.pixels.data() + i * 3);
+      }
+  };
+  const auto error_elsewhere = [&](const image::Image& tex, const std::vector<uint8_t>& source,
+                                   size_t* shared) {
+    double sum = 0;
+    size_t n = 0;
+    *shared = 0;
+    for (size_t i = 0; i < source.size(); ++i) {
+      if (!uv.face_id[i] || AuthoredBox::quad(uv, i) == 1) continue;
+      float want[3];
+      pattern(box.authored_uv(uv, i), want);
+      for (int c = 0; c < 3; ++c) sum += std::fabs(tex.pixels[i * 3 + c] - want[c]) / 3;
+      ++n;
+      *shared += source[i] == static_cast<uint8_t>(TexelSource::shared);
+    }
+    return std::pair<double, size_t>{sum / n, n};
+  };
+  image::Image tex(size, size, 3, 0.0f);
+  std::vector<uint8_t> known(uv.pixel_count(), 0), source(uv.pixel_count(), 0);
+  seen_top(tex, known);
+  SurfaceFillReport report;
+  fill_surface(box.mesh, tex, known, uv, source, {}, &report, &box.authored);
+  size_t shared = 0;
+  const auto [error, unseen] = error_elsewhere(tex, source, &shared);
+  EXPECT_LT(error, 0.01);
+  EXPECT_GT(shared, unseen * 98 / 100);
+  EXPECT_EQ(report.shared_texels, shared);
+  // Without the authored UVs, the five other faces are a fill from the top's rim.
+  image::Image plain(size, size, 3, 0.0f);
+  std::vector<uint8_t> plain_known(uv.pixel_count(), 0), plain_source(uv.pixel_count(), 0);
+  seen_top(plain, plain_known);
+  fill_surface(box.mesh, plain, plain_known, uv, plain_source);
+  size_t none = 0;
+  EXPECT_GT(error_elsewhere(plain, plain_source, &none).first, 4 * error);
+  EXPECT_EQ(none, 0u);
+}
+
+TEST(SurfaceFill, TheMeshsOwnUvsShareColourWithinAMaterialOnly) {
+  // Top and bottom (quads 0, 1) are material 0, the sides material 1: the same UV square holds
+  // two textures. Seen: the top (the pattern) and one side (red).
+  const AuthoredBox box({0, 0, 1, 1, 1, 1});
+  const int size = 256;
+  const Raster uv = rasterize_uv(box.mesh, size, size);
+  image::Image tex(size, size, 3, 0.0f);
+  std::vector<uint8_t> known(uv.pixel_count(), 0), source(uv.pixel_count(), 0);
+  for (size_t i = 0; i < known.size(); ++i) {
+    if (!uv.face_id[i]) continue;
+    const size_t q = AuthoredBox::quad(uv, i);
+    if (q != 1 && q != 2) continue;
+    known[i] = 1;
+    if (q == 1) pattern(box.authored_uv(uv, i), tex.pixels.data() + i * 3);
+    if (q == 2) tex.pixels[i * 3] = 1.0f;
+  }
+  fill_surface(box.mesh, tex, known, uv, source, {}, nullptr, &box.authored);
+  double bottom = 0, sides = 0;
+  size_t n_bottom = 0, n_sides = 0;
+  for (size_t i = 0; i < known.size(); ++i) {
+    if (!uv.face_id[i]) continue;
+    const size_t q = AuthoredBox::quad(uv, i);
+    if (q == 0) {
+      float want[3];
+      pattern(box.authored_uv(uv, i), want);
+      for (int c = 0; c < 3; ++c) bottom += std::fabs(tex.pixels[i * 3 + c] - want[c]) / 3;
+      ++n_bottom;
+    } else if (q > 2) {
+      const float want[3] = {1, 0, 0};
+      for (int c = 0; c < 3; ++c) sides += std::fabs(tex.pixels[i * 3 + c] - want[c]) / 3;
+      ++n_sides;
+    }
+  }
+  EXPECT_LT(bottom / n_bottom, 0.01) << "the bottom takes the top's texture, not the red";
+  EXPECT_LT(sides / n_sides, 0.01) << "the sides take the red, not the top's texture";
+}
+
+TEST(SurfaceFill, TheAuthoredMeshMustHaveTheSameFaces) {
+  const AuthoredBox box;
+  // Splitting UV seams renumbers the vertices but keeps the faces: they still correspond.
+  const mesh::Mesh split = mesh::split_uv_seams(box.mesh);
+  EXPECT_TRUE(faces_correspond(split, box.authored));
+  mesh::Mesh turned = box.authored;
+  std::swap(turned.faces[0], turned.faces[5]);
+  EXPECT_FALSE(faces_correspond(split, turned));
+  mesh::Mesh fewer = box.authored;
+  fewer.faces.pop_back();
+  fewer.uv_faces.pop_back();
+  EXPECT_FALSE(faces_correspond(split, fewer));
+  const Raster uv = rasterize_uv(split, 64, 64);
+  image::Image tex(64, 64, 3, 0.0f);
+  std::vector<uint8_t> known(uv.pixel_count(), 0), source(uv.pixel_count(), 0);
+  EXPECT_THROW(fill_from_authored_uvs(split, turned, tex, known, uv, source), RenderError);
 }
 
 TEST(SurfaceFill, InpaintTextureSelectsTheFillAndReportsSources) {

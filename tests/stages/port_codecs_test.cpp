@@ -166,6 +166,7 @@ TEST(PortCodecs, TexturesViewsAndReportsRoundTrip) {
   rep.vertices_unreached = 3;
   rep.mirrored_texels = 5;
   rep.mirrored_vertices = 6;
+  rep.shared_texels = 8;
   rep.symmetry_found = true;
   rep.symmetry_error = 0.125;
   rep.fill_iterations = 42;
@@ -175,6 +176,7 @@ TEST(PortCodecs, TexturesViewsAndReportsRoundTrip) {
   EXPECT_EQ(rb.vertices_unreached, 3u);
   EXPECT_EQ(rb.mirrored_texels, 5u);
   EXPECT_EQ(rb.mirrored_vertices, 6u);
+  EXPECT_EQ(rb.shared_texels, 8u);
   EXPECT_TRUE(rb.symmetry_found);
   EXPECT_EQ(rb.symmetry_error, 0.125);
   EXPECT_EQ(rb.fill_iterations, 42);
@@ -240,11 +242,12 @@ TEST(PortCodecs, SurfaceFillRoundTripsBitForBit) {
   f.size = 16;
   f.texels = {3, 17, 250};
   f.colors = {0.1f, 0.2f, 0.3f, 1.0f / 3.0f, 0.0f, 1.0f, -0.0f, 0.5f, 0.25f};
-  f.sources = {2, 3, 4};
+  f.sources = {2, 3, 6};
   f.chart_runs = {0, 5, 17, 251};
   f.vertices_unreached = 9;
   f.mirrored_texels = 1;
   f.mirrored_vertices = 2;
+  f.shared_texels = 4;
   f.symmetry_found = true;
   f.symmetry_error = 0.0625;
   f.fill_iterations = 82;
@@ -258,6 +261,7 @@ TEST(PortCodecs, SurfaceFillRoundTripsBitForBit) {
   EXPECT_EQ(back.vertices_unreached, 9u);
   EXPECT_EQ(back.mirrored_texels, 1u);
   EXPECT_EQ(back.mirrored_vertices, 2u);
+  EXPECT_EQ(back.shared_texels, 4u);
   EXPECT_TRUE(back.symmetry_found);
   EXPECT_EQ(back.symmetry_error, 0.0625);
   EXPECT_EQ(back.fill_iterations, 82);
