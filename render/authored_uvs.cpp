@@ -77,14 +77,25 @@ size_t fill_from_authored_uvs(const mesh::Mesh& mesh, const mesh::Mesh& authored
         throw RenderError("surface fill: an authored uv index is out of range");
   const int size = tex.width;
   const size_t texels = known.size();
+  // The atlas is the authored layout itself (uv_unwrap kept it; v may be flipped since): it holds
+  // one texel per authored texel already, nothing to share.
+  bool kept = true;
+  for (size_t f = 0; f < faces && kept; ++f)
+    for (size_t k = 0; k < 3 && kept; ++k) {
+      const mesh::Vec2& a = authored.uvs[authored.uv_faces[f][k]];
+      const mesh::Vec2& n = mesh.uvs[mesh.uv_faces[f][k]];
+      kept = a[0] == n[0] && (a[1] == n[1] || 1.0f - a[1] == n[1]);
+    }
+  if (kept) return 0;
+  // Per material (one texture each); a face naming no material of the list shares nothing.
+  const uint32_t materials = static_cast<uint32_t>(
+      authored.has_materials() ? std::max<size_t>(1, authored.materials.size()) : 1);
   const auto material = [&](size_t f) -> uint32_t {
-    return authored.has_materials() ? authored.face_materials[f] : 0u;
+    return authored.has_materials() ? std::min(authored.face_materials[f], materials) : 0u;
   };
-  uint32_t materials = 1;
-  for (size_t f = 0; f < faces; ++f) materials = std::max(materials, material(f) + 1);
 
   // Per material: whether it holds painted (bit 1) and unknown (bit 0) chart texels.
-  std::vector<uint8_t> holds(materials, 0);
+  std::vector<uint8_t> holds(materials + 1, 0);
   tbb::parallel_for(
       tbb::blocked_range<size_t>(0, texels), [&](const tbb::blocked_range<size_t>& r) {
         for (size_t i = r.begin(); i < r.end(); ++i) {
@@ -102,7 +113,9 @@ size_t fill_from_authored_uvs(const mesh::Mesh& mesh, const mesh::Mesh& authored
   for (size_t f = 0; f < faces; ++f) {
     const mesh::Tri& a = authored.uv_faces[f];
     const double area = uv_area(authored.uvs[a[0]], authored.uvs[a[1]], authored.uvs[a[2]]);
-    if (!(area > 1e-12) || !std::isfinite(area) || holds[material(f)] != 3) continue;
+    if (!(area > 1e-12) || !std::isfinite(area) || material(f) == materials ||
+        holds[material(f)] != 3)
+      continue;
     const mesh::Tri& n = mesh.uv_faces[f];
     usable[f] = 1;
     atlas_area[material(f)] += uv_area(mesh.uvs[n[0]], mesh.uvs[n[1]], mesh.uvs[n[2]]);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "../mesh/test_meshes.h"  // the textured cube
 #include "mesh/seams.h"
 #include "render/camera.h"
 #include "render/error.h"
@@ -15,7 +16,6 @@
 #include "render/surface_fill.h"
 #include "render/texture_inpaint.h"
 #include "render/view_images.h"
-#include "../mesh/test_meshes.h"  // the textured cube
 #include "test_meshes.h"
 
 namespace gen3d::render {
@@ -409,6 +409,13 @@ TEST(SurfaceFill, TheAuthoredMeshMustHaveTheSameFaces) {
   image::Image tex(64, 64, 3, 0.0f);
   std::vector<uint8_t> known(uv.pixel_count(), 0), source(uv.pixel_count(), 0);
   EXPECT_THROW(fill_from_authored_uvs(split, turned, tex, known, uv, source), RenderError);
+  // The atlas is the authored layout (the UVs were kept, v flipped): nothing is shared.
+  for (size_t i = 0; i < known.size(); i += 2) known[i] = uv.face_id[i] != 0;
+  mesh::Mesh flipped = split;
+  for (auto& t : flipped.uvs) t[1] = 1.0f - t[1];
+  EXPECT_EQ(fill_from_authored_uvs(split, flipped, tex, known, uv, source), 0u);
+  EXPECT_EQ(fill_from_authored_uvs(split, split, tex, known, uv, source), 0u);
+  EXPECT_GT(fill_from_authored_uvs(split, box.authored, tex, known, uv, source), 0u);
 }
 
 TEST(SurfaceFill, InpaintTextureSelectsTheFillAndReportsSources) {
