@@ -357,6 +357,9 @@ TEST(BenchSingleImage, PrintsOneJsonLineWithEveryBranch) {
   EXPECT_GT(db("after", "seen"), db("views", "seen") - 3.0);
   EXPECT_GT(db("after", "unseen"), db("before", "unseen") + 3.0);
   EXPECT_NEAR(line["after"]["fit"]["iou"].get<double>(), 1.0, 0.01);
+  // Its UVs repeat one picture on every face: the unseen faces take what the front showed.
+  EXPECT_GT(line["after"]["fill"]["shared_texels"].get<double>(), 0.0);
+  EXPECT_GT(db("after", "unseen"), db("before", "unseen") + 10.0);
 
   const auto bad = run_gen3d("bench single-image --mesh no/such.glb --size 128");
   EXPECT_NE(bad.exit_code, 0);
