@@ -269,7 +269,7 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
 
 // ---- check_uvs ----
 
-UvCheckResult check_uvs(const Mesh& mesh, int texture_size) {
+UvCheckResult check_uvs(const Mesh& mesh, int texture_size, bool stop_out_of_range) {
   if (texture_size < 1 || texture_size > 65536) {
     throw MeshError("check_uvs: texture_size must be in [1, 65536]");
   }
@@ -280,6 +280,7 @@ UvCheckResult check_uvs(const Mesh& mesh, int texture_size) {
   }
   for (const Vec2& t : mesh.uvs)
     for (float x : t) r.out_of_range += !(x >= 0.0f && x <= 1.0f);
+  if (stop_out_of_range && r.out_of_range > 0) return r;
   const int T = texture_size;
   std::vector<uint8_t> count(size_t(T) * T, 0);
   for (const Tri& f : mesh.uv_faces) {

@@ -99,6 +99,9 @@ struct UvCheckResult {
   size_t out_of_range = 0;        // UV coordinates outside [0, 1] (or non-finite)
   size_t degenerate_faces = 0;    // faces with zero UV area
 };
-UvCheckResult check_uvs(const Mesh& mesh, int texture_size);
+// With stop_out_of_range, UVs outside [0, 1] end the check before the raster (covered and
+// overlapping left 0): enough to refuse them, and tiling UVs cover the atlas many times over
+// (0.2 s of a 2048 raster on a model with tiled legs).
+UvCheckResult check_uvs(const Mesh& mesh, int texture_size, bool stop_out_of_range = false);
 
 }  // namespace gen3d::mesh

@@ -244,24 +244,29 @@ class UvUnwrap final : public pipeline::Stage {
     auto in = ctx.in<mesh::Mesh>("mesh");
     const int size = ctx.param<int>("texture_size");
     if (in->has_uvs() && ctx.param<bool>("keep_existing")) {
-      const mesh::UvCheckResult check = mesh::check_uvs(*in, size);
-      ctx.gauge("uv.overlap_fraction", check.overlap_fraction);
+      const mesh::UvCheckResult check = mesh::check_uvs(*in, size, /*stop_out_of_range=*/true);
       // A texture baked into UVs that overlap (mirrored halves, stacked material atlases), leave
       // [0, 1] (tiling) or cover nothing would come out wrong or blank: those are replaced.
-      const char* unusable = check.covered_texels == 0 ? "they cover no texel"
-                             : check.out_of_range > 0  ? "some lie outside [0, 1]"
-                             : check.overlap_fraction > ctx.param<double>("max_overlap")
-                                 ? "faces share texels"
-                                 : nullptr;
-      if (!unusable) {
-        ctx.gauge("uv.kept", 1);
-        ctx.out("mesh", in);
-        return;
+      if (check.out_of_range > 0) {
+        spdlog::warn(
+            "{}: the mesh's own UVs cannot hold a new texture ({} UVs lie outside [0, 1]); "
+            "unwrapping anew",
+            ctx.node_id(), check.out_of_range);
+      } else {
+        ctx.gauge("uv.overlap_fraction", check.overlap_fraction);
+        if (check.covered_texels > 0 &&
+            check.overlap_fraction <= ctx.param<double>("max_overlap")) {
+          ctx.gauge("uv.kept", 1);
+          ctx.out("mesh", in);
+          return;
+        }
+        spdlog::warn("{}: the mesh's own UVs cannot hold a new texture ({}); unwrapping anew",
+                     ctx.node_id(),
+                     check.covered_texels == 0
+                         ? std::string("they cover no texel")
+                         : fmt::format("faces share texels: {:.2f}% of covered texels overlap",
+                                       100.0 * check.overlap_fraction));
       }
-      spdlog::warn(
-          "{}: the mesh's own UVs cannot hold a new texture ({}: {:.2f}% of covered texels "
-          "overlap, {} UVs outside [0, 1]); unwrapping anew",
-          ctx.node_id(), unusable, 100.0 * check.overlap_fraction, check.out_of_range);
     }
     ctx.gauge("uv.kept", 0);
     mesh::UnwrapOptions options;

@@ -291,6 +291,11 @@ TEST(CheckUvs, DetectsOverlapAndOutOfRange) {
   m.uvs[3] = {1.5f, -0.2f};
   m.uv_faces = {{0, 1, 2}, {1, 3, 2}};
   EXPECT_EQ(check_uvs(m, 64).out_of_range, 2u);
+  EXPECT_GT(check_uvs(m, 64).covered_texels, 0u);
+  // Enough to refuse them: the raster is skipped.
+  r = check_uvs(m, 64, /*stop_out_of_range=*/true);
+  EXPECT_EQ(r.out_of_range, 2u);
+  EXPECT_EQ(r.covered_texels, 0u);
   Mesh none;  // no UVs: nothing to report
   EXPECT_EQ(check_uvs(none, 64).covered_texels, 0u);
 }
