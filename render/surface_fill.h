@@ -28,8 +28,7 @@ enum class TexelSource : uint8_t {
 
 // The per-texel sources (T x T TexelSource) as a T x T RGB picture: views green, mirrored blue,
 // shared through the mesh's own UVs cyan, surface fill orange, image inpainting red, gutter grey,
-// background black. An empty image when
-// `sources` is not size x size.
+// background black. An empty image when `sources` is not size x size.
 image::Image source_colors(const std::vector<uint8_t>& sources, int size);
 
 struct SymmetryPlane {

@@ -181,6 +181,34 @@ TEST(InpaintTexture, AFillNodeUpstreamGivesTheSameTextureAsOneNode) {
     }
 }
 
+TEST(FillSurface, TheMeshsOwnUvsAreUsedOnlyWhenTheirFacesMatch) {
+  // Red from the front, blue from the right; as authored, the sphere's UVs fold its atlas in two
+  // (u and u + 0.5 share a texel), so much of the unseen half takes what its twin showed.
+  const auto merged =
+      bake_and_merge(level_views({0, 90}), {solid(kSize, kRed), solid(kSize, kBlue)}, kSize).merged;
+  const auto fill = [&](std::shared_ptr<const mesh::Mesh> authored) {
+    pipeline::StageRunner r = runner("fill_surface");
+    r.input<mesh::Mesh>("mesh", smooth_sphere()).input<render::MergeResult>("merged", merged);
+    if (authored) r.input<mesh::Mesh>("authored", authored);
+    r.run();
+    return std::pair{r.output<render::SurfaceFillResult>("filled"),
+                     r.profiler().counter_totals().at("inpaint.shared_texels")};
+  };
+  mesh::Mesh folded = *smooth_sphere();
+  for (auto& t : folded.uvs) t[0] = std::fmod(2.0f * t[0], 1.0f);
+  const auto [plain, none] = fill(nullptr);
+  const auto [shared, some] = fill(std::make_shared<const mesh::Mesh>(folded));
+  EXPECT_EQ(none, 0.0);
+  EXPECT_GT(some, 0.0);
+  EXPECT_NE(plain->colors, shared->colors);
+  // Other faces (the last two swapped): the authored UVs are not used, with a warning.
+  mesh::Mesh other = folded;
+  std::swap(other.faces.front(), other.faces.back());
+  const auto [ignored, zero] = fill(std::make_shared<const mesh::Mesh>(other));
+  EXPECT_EQ(zero, 0.0);
+  EXPECT_EQ(ignored->colors, plain->colors);
+}
+
 TEST(InpaintTexture, FillParametersMovedUpstreamAreRefusedByName) {
   const auto merged = red_front_blue_back();
   pipeline::StageRunner fill_node = runner("fill_surface");
