@@ -470,7 +470,7 @@ SymmetryPlane detect_symmetry(const mesh::Mesh& mesh, double tolerance) {
 
 void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t>& known,
                   const Raster& uv, std::vector<uint8_t>& source, const SurfaceFillOptions& options,
-                  SurfaceFillReport* report, const mesh::Mesh* authored) {
+                  SurfaceFillReport* report) {
   SurfaceFillReport r;
   const size_t texels = known.size();
   const auto position = [&](size_t i) {
@@ -495,11 +495,9 @@ void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t
       candidates = symmetry_candidates(mesh, *faces, options.symmetry_tolerance);
     });
 
-  // 0a. What the author's UVs say looks alike: a real observation, so it goes first.
-  if (authored) r.shared_texels = fill_from_authored_uvs(mesh, *authored, tex, known, uv, source);
-  // 0b. Near the seen surface (the texels a bake leaves out at silhouette edges and grazing
-  // angles): the nearest seen colours of the same material, ring by ring inside the charts, as
-  // local as image inpainting.
+  // 0. Near the seen surface (the texels a bake leaves out at silhouette edges and grazing angles):
+  // the nearest seen colours of the same material, ring by ring inside the charts, as local as
+  // image inpainting.
   const auto material_at = [&](size_t i) {
     return mesh.has_materials() ? mesh.face_materials[static_cast<size_t>(uv.face_id[i] - 1)] : 0u;
   };

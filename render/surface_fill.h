@@ -48,8 +48,7 @@ struct SurfaceFillOptions {
 
 struct SurfaceFillReport {
   SymmetryPlane plane;
-  size_t shared_texels = 0;  // the colour seen where the mesh's own UVs map the same texel
-  size_t near_texels = 0;    // near seen texels: their nearest seen colours
+  size_t near_texels = 0;  // near seen texels: their nearest seen colours
   size_t mirrored_texels = 0;
   size_t filled_texels = 0;  // by the vertex colours (some mirrored: see TexelSource::mirrored)
   size_t seen_vertices = 0;
@@ -68,12 +67,10 @@ SymmetryPlane detect_symmetry(const mesh::Mesh& mesh, double tolerance = 0.01);
 
 // mesh: normalized, v flipped; tex: T x T x 3; known: T x T, non-zero where views painted (updated
 // with the texels this fills); uv: the UV raster at T x T; source: T x T TexelSource per texel
-// (updated). Fills the unknown chart texels of `tex`. authored: when given, the mesh with its own
-// UVs (the same faces; see fill_from_authored_uvs), which go first.
+// (updated). Fills the unknown chart texels of `tex`.
 void fill_surface(const mesh::Mesh& mesh, image::Image& tex, std::vector<uint8_t>& known,
                   const Raster& uv, std::vector<uint8_t>& source,
-                  const SurfaceFillOptions& options = {}, SurfaceFillReport* report = nullptr,
-                  const mesh::Mesh* authored = nullptr);
+                  const SurfaceFillOptions& options = {}, SurfaceFillReport* report = nullptr);
 
 // Whether `authored` has the faces of `mesh` in the same order, up to split UV seams (the same
 // number of faces and materials; corners sharing a vertex in `mesh` share one in `authored`).
@@ -85,6 +82,7 @@ bool faces_correspond(const mesh::Mesh& mesh, const mesh::Mesh& authored);
 // of a box, tiles), those points looked alike: an unknown chart texel whose authored texel was
 // painted through another point takes that colour (TexelSource::shared). Arguments otherwise as
 // fill_surface's; returns the number of texels filled. Throws RenderError when the faces differ.
+// An observation, not a guess: it goes before any fill.
 size_t fill_from_authored_uvs(const mesh::Mesh& mesh, const mesh::Mesh& authored, image::Image& tex,
                               std::vector<uint8_t>& known, const Raster& uv,
                               std::vector<uint8_t>& source);

@@ -368,14 +368,14 @@ SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image
   std::vector<uint8_t> charts(texels);
   tbb::parallel_for(size_t{0}, texels, [&](size_t i) { charts[i] = uv.face_id[i] != 0; });
   std::vector<uint8_t> source = initial_sources(known, charts);
+  if (authored) out.shared_texels = fill_from_authored_uvs(mesh, *authored, tex, known, uv, source);
   if (options.fill == "harmonic") {
     SurfaceFillOptions fill;
     fill.symmetry = options.symmetry;
     fill.max_iterations = options.max_iterations;
     SurfaceFillReport fr;
-    fill_surface(mesh, tex, known, uv, source, fill, &fr, authored);
+    fill_surface(mesh, tex, known, uv, source, fill, &fr);
     out.vertices_unreached = fr.unreached_vertices;
-    out.shared_texels = fr.shared_texels;
     out.mirrored_texels = fr.mirrored_texels;
     out.mirrored_vertices = fr.mirrored_vertices;
     out.symmetry_found = fr.plane.found;

@@ -43,7 +43,7 @@ struct InpaintReport {
   size_t vertices_unreached = 0;
   size_t mirrored_texels = 0;  // "harmonic": taken from their mirror image (also in vertex_texels)
   size_t mirrored_vertices = 0;  // "harmonic": given the smoothed colour at their mirror image
-  size_t shared_texels = 0;  // "harmonic" with the mesh's own UVs: the colour seen at their texel
+  size_t shared_texels = 0;     // with the mesh's own UVs: the colour seen where they share a texel
   bool symmetry_found = false;  // "harmonic" with symmetry: a mirror plane was detected
   double symmetry_error = 0;    // its error (median mirrored distance / bbox diagonal)
   int fill_iterations = 0;      // "harmonic": solver iterations
@@ -72,8 +72,9 @@ struct SurfaceFillResult {
 
 // The surface fill of the "charts" method alone (options.fill, vertex_inpaint, symmetry,
 // max_iterations; "none" or no vertex_inpaint fills nothing). Arguments as for inpaint_texture;
-// uv_raster is required. authored ("harmonic" only): the mesh with its own UVs before it was
-// given a new atlas (render/surface_fill.h, fill_from_authored_uvs).
+// uv_raster is required. authored: the mesh with its own UVs before it was given a new atlas;
+// what they share is filled first, whichever the fill (render/surface_fill.h,
+// fill_from_authored_uvs).
 SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image& texture,
                                       const std::vector<uint8_t>& trust, const Raster& uv_raster,
                                       const InpaintOptions& options = {},

@@ -41,7 +41,8 @@ class FillSurface final : public pipeline::Stage {
                      "harmonic: unseen texels whose mirror image across a detected symmetry plane "
                      "was seen take that colour")
         .param<bool>("shared_uvs", true,
-                     "harmonic: use the `authored` mesh's UVs when it is connected")
+                     "harmonic and propagate: first, what the `authored` mesh's UVs share (when "
+                     "it is connected)")
         .param<int>("max_iterations", 400, Range{1, 100000}, "harmonic: solver iteration cap");
   }
   void run(StageContext& ctx) const override {
@@ -54,7 +55,7 @@ class FillSurface final : public pipeline::Stage {
     options.max_iterations = ctx.param<int>("max_iterations");
     const auto uv = raster_cache(ctx).get_uv(*m, size, size);
     std::shared_ptr<const mesh::Mesh> authored;
-    if (ctx.has_input("authored") && options.fill == "harmonic" && ctx.param<bool>("shared_uvs")) {
+    if (ctx.has_input("authored") && options.fill != "none" && ctx.param<bool>("shared_uvs")) {
       authored = ctx.in<mesh::Mesh>("authored");
       if (!authored->has_uvs()) {
         authored.reset();  // nothing authored, nothing shared
@@ -73,10 +74,13 @@ class FillSurface final : public pipeline::Stage {
     auto filled = std::make_shared<render::SurfaceFillResult>(
         render::fill_unseen_surface(*m, rgb.pixels.empty() ? merged->texture : rgb,
                                     merged->trust_mask, *uv, options, authored.get()));
+    if (options.fill != "none")
+      ctx.gauge("inpaint.shared_texels", static_cast<double>(filled->shared_texels));
+    if (options.fill == "propagate" && authored)
+      spdlog::info("{}: {} texels from the mesh's own UVs", ctx.node_id(), filled->shared_texels);
     if (options.fill == "harmonic") {
       ctx.gauge("inpaint.mirrored_texels", static_cast<double>(filled->mirrored_texels));
       ctx.gauge("inpaint.mirrored_vertices", static_cast<double>(filled->mirrored_vertices));
-      ctx.gauge("inpaint.shared_texels", static_cast<double>(filled->shared_texels));
       ctx.gauge("inpaint.symmetry_found", filled->symmetry_found ? 1.0 : 0.0);
       ctx.gauge("inpaint.symmetry_error", filled->symmetry_error);
       ctx.gauge("inpaint.fill_iterations", filled->fill_iterations);

@@ -186,10 +186,12 @@ TEST(FillSurface, TheMeshsOwnUvsAreUsedOnlyWhenTheirFacesMatch) {
   // (u and u + 0.5 share a texel), so much of the unseen half takes what its twin showed.
   const auto merged =
       bake_and_merge(level_views({0, 90}), {solid(kSize, kRed), solid(kSize, kBlue)}, kSize).merged;
-  const auto fill = [&](std::shared_ptr<const mesh::Mesh> authored) {
+  const auto fill = [&](std::shared_ptr<const mesh::Mesh> authored,
+                        const std::string& method = "harmonic") {
     pipeline::StageRunner r = runner("fill_surface");
     r.input<mesh::Mesh>("mesh", smooth_sphere()).input<render::MergeResult>("merged", merged);
     if (authored) r.input<mesh::Mesh>("authored", authored);
+    r.param("method", method);
     r.run();
     return std::pair{r.output<render::SurfaceFillResult>("filled"),
                      r.profiler().counter_totals().at("inpaint.shared_texels")};
@@ -201,6 +203,8 @@ TEST(FillSurface, TheMeshsOwnUvsAreUsedOnlyWhenTheirFacesMatch) {
   EXPECT_EQ(none, 0.0);
   EXPECT_GT(some, 0.0);
   EXPECT_NE(plain->colors, shared->colors);
+  // Whichever the fill: it is evidence, not a guess.
+  EXPECT_EQ(fill(std::make_shared<const mesh::Mesh>(folded), "propagate").second, some);
   // Other faces (the last two swapped): the authored UVs are not used, with a warning.
   mesh::Mesh other = folded;
   std::swap(other.faces.front(), other.faces.back());
