@@ -9,8 +9,10 @@
 
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
+#include "models/nn/config_reader.h"
 #include "models/nn/model_cache.h"
 #include "models/nn/weight_files.h"
+#include "models/shape/dit21.h"
 
 namespace gen3d::models {
 
@@ -61,6 +63,24 @@ std::shared_ptr<const Hunyuan3DDiT> shared_dit(const CheckpointSource& source) {
   return nn::shared_model<Hunyuan3DDiT>(key, [&] {
     const DiTConfig cfg = DiTConfig::from_file(source.config, source.section);
     return Hunyuan3DDiT::load(cfg, source.weights, DiTOptions{source.storage});
+  });
+}
+
+std::shared_ptr<const ShapeDenoiser> shared_denoiser(const CheckpointSource& source) {
+  const std::string section = nn::read_config_file(source.config, source.section).dump();
+  if (!DiT21Config::describes(section)) return shared_dit(source);
+  const std::string key = nn::canonical_path(source.weights) + "|" +
+                          nn::canonical_path(source.config) + "|" + source.section + "|" +
+                          std::string(storage_name(source.storage));
+  return nn::shared_model<HunyuanDiTPlain>(key, [&] {
+    DiT21Config cfg;
+    try {
+      cfg = DiT21Config::from_json(section);
+    } catch (const ModelError& e) {
+      throw ModelError(source.config + " [" + source.section + "]: " + e.what());
+    }
+    WeightMap w = WeightMap::for_submodel(SafetensorsFile::open(source.weights), kDiTPrefix);
+    return HunyuanDiTPlain::load(cfg, w, {source.storage});
   });
 }
 

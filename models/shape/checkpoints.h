@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "models/shape/denoiser.h"
 #include "models/shape/dit.h"
 #include "models/shape/shape_vae.h"
 
@@ -53,6 +54,9 @@ std::string conditioner_section_of(const std::string& config);
 
 // The shared model for `source` (loaded on first use).
 std::shared_ptr<const Hunyuan3DDiT> shared_dit(const CheckpointSource& source);
+// The shared shape denoiser of `source`: HunyuanDiTPlain (2.1) when its config section names
+// that class or has only its keys, else Hunyuan3DDiT (2.0).
+std::shared_ptr<const ShapeDenoiser> shared_denoiser(const CheckpointSource& source);
 // The shared random model for (config, seed) (benchmarks, cache studies without weights).
 std::shared_ptr<const Hunyuan3DDiT> shared_random_dit(const DiTConfig& config, std::uint64_t seed);
 // The shared ShapeVAE of `source` (its weights, config and config section; section "" reads

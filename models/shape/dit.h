@@ -13,6 +13,7 @@
 
 #include "models/core/dtype.h"
 #include "models/core/tensor.h"
+#include "models/shape/denoiser.h"
 #include "models/shape/dit_config.h"
 #include "models/shape/dit_pass.h"
 
@@ -25,7 +26,7 @@ struct DiTOptions {
   WeightStorage storage = WeightStorage::kF32;  // in-memory dtype of Linear weights
 };
 
-class Hunyuan3DDiT {
+class Hunyuan3DDiT final : public ShapeDenoiser {
  public:
   using Options = DiTOptions;
   // Called with golden-style names ("act.vec", "trace.single_blocks.0.linear1.out", ...) and
@@ -50,7 +51,7 @@ class Hunyuan3DDiT {
 
   Hunyuan3DDiT(Hunyuan3DDiT&&) noexcept;
   Hunyuan3DDiT& operator=(Hunyuan3DDiT&&) noexcept;
-  ~Hunyuan3DDiT();
+  ~Hunyuan3DDiT() override;
 
   const DiTConfig& config() const;
   std::int64_t num_parameters() const;
@@ -65,7 +66,10 @@ class Hunyuan3DDiT {
   // runs now, cond_in on the first block. Running every block without a hook and then output()
   // gives exactly forward()'s result. x, t, context and guidance must outlive the pass.
   std::unique_ptr<DiTPass> begin_pass(const Tensor& x, const Tensor& t, const Tensor& context,
-                                      const Tensor* guidance = nullptr) const;
+                                      const Tensor* guidance = nullptr) const override;
+  int latent_channels() const override { return config().in_channels; }
+  int context_dim() const override { return config().context_in_dim; }
+  bool guidance_embedded() const override { return config().guidance_embed; }
 
   // The sinusoidal embedding the model applies to t: [B] -> [B, 256] = [cos(a) | sin(a)] with
   // a_i = float32(float32(t * 1000) * f_i), f_i = float32(exp(float32(float32(i * float32(-ln P)) /

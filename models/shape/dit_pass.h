@@ -4,7 +4,8 @@
 //
 // Names follow ../shared/specs/dit-cache.md §2.3: h0 = image stream entering the blocks, m0 = block
 // 0's modulated image input, hL = image stream after every block, V = final_layer(hL, vec).
-// Blocks are indexed jointly: double blocks 0..n_db-1, then single blocks n_db..n_db+n_sb-1.
+// Hunyuan3DDiT (2.0) indexes its blocks jointly: double blocks 0..n_db-1, then single blocks
+// n_db..n_db+n_sb-1. HunYuanDiTPlain (2.1) has one kind of block, 0..depth-1.
 
 #include <cstdint>
 
@@ -19,8 +20,12 @@ enum class Branch {
   kTxtAttn,  // double block: condition rows of the joint attention after txt_attn.proj
   kTxtMlp,   // double block: condition MLP output
   kTotal,    // single block: linear2(concat(attn, gelu(mlp))), all Lc + L rows (context first)
+  // HunYuanDiTPlain blocks, over all L + 1 rows (the time token first):
+  kSelfAttn,   // attn1(norm1(x)) after out_proj
+  kCrossAttn,  // attn2(norm2(x), context) after out_proj
+  kFfn,        // mlp(norm3(x)) or moe(norm3(x)) (routed experts plus the shared expert)
 };
-constexpr int kNumBranches = 5;
+constexpr int kNumBranches = 8;
 
 struct BranchKey {
   int block = 0;  // joint block index
@@ -42,6 +47,7 @@ class BranchHook {
   virtual bool predicting() const = 0;
   // true: the condition stream is neither reported nor predicted (kTxt* skipped, kTotal limited
   // to the L image rows). Exact for the image rows on predict steps (spec §6.2 shortcut).
+  // HunYuanDiTPlain has no condition stream (one time-token row): its branches are all rows.
   virtual bool image_rows_only() const { return false; }
   // Compute mode: the fresh branch output (a temporary: copy what you keep).
   virtual void computed(const BranchKey& key, const RowsView& y) = 0;
@@ -58,7 +64,8 @@ class DiTPass {
   virtual Tensor image_rows() const = 0;
   // Replaces the image-stream rows (e.g. hL := h0 + R on a skipped step). [B, L, H]
   virtual void set_image_rows(const Tensor& h) = 0;
-  // m0 = (1 + scale1) * LN(h0) + shift1 of block 0's image modulation. [B, L, H]
+  // m0 = (1 + scale1) * LN(h0) + shift1 of block 0's image modulation (2.0); norm1(h0) of block 0,
+  // which has no modulation (2.1). [B, L, H]
   virtual Tensor block0_modulated_input() = 0;
   // Runs joint blocks [begin, end) in order on the current streams.
   virtual void run_blocks(int begin, int end, BranchHook* hook = nullptr) = 0;

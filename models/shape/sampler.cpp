@@ -4,7 +4,7 @@
 #include <numbers>
 
 #include "models/core/error.h"
-#include "models/shape/dit.h"
+#include "models/shape/denoiser.h"
 
 namespace gen3d::models {
 
@@ -72,7 +72,7 @@ Schedule consistency_schedule(int steps, int pcm_timesteps, int num_train_timest
   return s;
 }
 
-FlowMatchSampler::FlowMatchSampler(const Hunyuan3DDiT& model, SamplerOptions options,
+FlowMatchSampler::FlowMatchSampler(const ShapeDenoiser& model, SamplerOptions options,
                                    StepCache* cache)
     : model_(model), opt_(options), cache_(cache) {
   if (!cache_) {
@@ -82,20 +82,20 @@ FlowMatchSampler::FlowMatchSampler(const Hunyuan3DDiT& model, SamplerOptions opt
   schedule_ = opt_.schedule == ScheduleKind::kConsistency
                   ? consistency_schedule(opt_.steps, opt_.pcm_timesteps)
                   : flow_match_schedule(opt_.steps, opt_.shift);
-  cfg_ = opt_.guidance_scale >= 0.0 && !model_.config().guidance_embed;
+  cfg_ = opt_.guidance_scale >= 0.0 && !model_.guidance_embedded();
 }
 
 FlowMatchSampler::~FlowMatchSampler() = default;
 
 void FlowMatchSampler::start(Tensor initial_latents, const Tensor& cond, const Tensor* uncond) {
-  const DiTConfig& c = model_.config();
-  if (initial_latents.rank() != 3 || initial_latents.dim(2) != c.in_channels)
-    throw ModelError("sampler: latents must be [B, L, " + std::to_string(c.in_channels) +
-                     "], got " + initial_latents.shape().str());
+  const int C = model_.latent_channels(), Cc = model_.context_dim();
+  if (initial_latents.rank() != 3 || initial_latents.dim(2) != C)
+    throw ModelError("sampler: latents must be [B, L, " + std::to_string(C) + "], got " +
+                     initial_latents.shape().str());
   const i64 B = initial_latents.dim(0);
-  if (cond.rank() != 3 || cond.dim(0) != B || cond.dim(2) != c.context_in_dim)
+  if (cond.rank() != 3 || cond.dim(0) != B || cond.dim(2) != Cc)
     throw ModelError("sampler: condition must be [" + std::to_string(B) + ", Lc, " +
-                     std::to_string(c.context_in_dim) + "], got " + cond.shape().str());
+                     std::to_string(Cc) + "], got " + cond.shape().str());
   if (uncond && !(uncond->shape() == cond.shape()))
     throw ModelError("sampler: unconditional context " + uncond->shape().str() +
                      " must have the condition's shape " + cond.shape().str());
@@ -109,7 +109,7 @@ void FlowMatchSampler::start(Tensor initial_latents, const Tensor& cond, const T
     context_ = cond.clone();
   }
   guidance_ = Tensor();
-  if (c.guidance_embed) {
+  if (model_.guidance_embedded()) {
     guidance_ = Tensor({B});
     for (auto& g : guidance_.span()) g = static_cast<float>(opt_.guidance_scale);
   }
@@ -173,7 +173,7 @@ StepDecision FlowMatchSampler::step(const StepObserver* observer) {
   return obs.decision;
 }
 
-Tensor sample(const Hunyuan3DDiT& model, const SamplerOptions& options, StepCache* cache,
+Tensor sample(const ShapeDenoiser& model, const SamplerOptions& options, StepCache* cache,
               Tensor initial_latents, const Tensor& cond, const Tensor* uncond,
               const StepObserver* observer) {
   FlowMatchSampler s(model, options, cache);

@@ -1,8 +1,8 @@
 #pragma once
-// Flow-matching sampling for the Hunyuan3D-2 shape DiT: the official Euler schedule (sigmas run
-// 0 -> 1, t = sigma, the last step has dt = 0), the consistency ("turbo") timestep table, batched
-// classifier-free guidance and a step cache consulted every step. See golden/README.md
-// "Scheduler and sampler" and specs/dit-cache.md §2.
+// Flow-matching sampling for the Hunyuan3D-2 and -2.1 shape DiTs (denoiser.h): the official Euler
+// schedule (sigmas run 0 -> 1, t = sigma, the last step has dt = 0), the consistency ("turbo")
+// timestep table, batched classifier-free guidance and a step cache consulted every step. See
+// golden/README.md "Scheduler and sampler" and specs/dit-cache.md §2.
 
 #include <cstdint>
 #include <functional>
@@ -14,7 +14,7 @@
 
 namespace gen3d::models {
 
-class Hunyuan3DDiT;
+class ShapeDenoiser;
 
 // All tables float32, like the reference's tensors.
 struct Schedule {
@@ -58,7 +58,7 @@ using StepObserver = std::function<void(const StepObservation&)>;
 class FlowMatchSampler {
  public:
   // `cache` is consulted every step (null: no caching). Both must outlive the sampler.
-  FlowMatchSampler(const Hunyuan3DDiT& model, SamplerOptions options, StepCache* cache = nullptr);
+  FlowMatchSampler(const ShapeDenoiser& model, SamplerOptions options, StepCache* cache = nullptr);
   ~FlowMatchSampler();
 
   // initial latents [B, L, in_channels], cond [B, Lc, context_in_dim], uncond the same shape
@@ -75,7 +75,7 @@ class FlowMatchSampler {
   const StepCache& cache() const { return *cache_; }
 
  private:
-  const Hunyuan3DDiT& model_;
+  const ShapeDenoiser& model_;
   SamplerOptions opt_;
   std::unique_ptr<StepCache> own_cache_;
   StepCache* cache_;
@@ -88,7 +88,7 @@ class FlowMatchSampler {
 };
 
 // Runs all steps; returns the final latents.
-Tensor sample(const Hunyuan3DDiT& model, const SamplerOptions& options, StepCache* cache,
+Tensor sample(const ShapeDenoiser& model, const SamplerOptions& options, StepCache* cache,
               Tensor initial_latents, const Tensor& cond, const Tensor* uncond = nullptr,
               const StepObserver* observer = nullptr);
 
