@@ -9,12 +9,14 @@
 #include "models/core/dtype.h"
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
+#include "models/nn/config_reader.h"
 #include "models/nn/weight_files.h"
 #include "models/paint/mvunet.h"
 #include "models/paint/sd_vae.h"
 #include "models/paint/unet.h"
 #include "models/shape/checkpoints.h"
 #include "models/shape/dit.h"
+#include "models/shape/dit21.h"
 #include "models/shape/shape_vae.h"
 
 namespace gen3d::models {
@@ -182,8 +184,13 @@ NetworkCheck check_shape(const fs::path& root) {
       return false;
     };
     // Each sub-model's tensors against its loader (tensors outside its prefix belong to others).
+    // The DiT section names the architecture: HunYuanDiTPlain (2.1) or Hunyuan3DDiT (2.0).
+    const std::string section = nn::read_config_file(src.config, kDiTPrefix).dump();
+    const bool v21 = DiT21Config::describes(section);
+    if (v21) c.network = "shape-2.1";
     const Expected dit =
-        Hunyuan3DDiT::expected_tensors(DiTConfig::from_file(src.config, kDiTPrefix));
+        v21 ? HunyuanDiTPlain::expected_tensors(DiT21Config::from_json(section))
+            : Hunyuan3DDiT::expected_tensors(DiTConfig::from_file(src.config, kDiTPrefix));
     compare(*file, has(kDiTPrefix) ? std::string(kDiTPrefix) + "." : "", dit, c);
     if (has(kVaePrefix))
       compare(*file, std::string(kVaePrefix) + ".",

@@ -198,10 +198,10 @@ class Denoise final : public pipeline::Stage {
                                       ctx.param<std::string>("weights") == "f16"
                                           ? models::WeightStorage::kF16
                                           : models::WeightStorage::kF32);
-    std::shared_ptr<const models::Hunyuan3DDiT> model;
+    std::shared_ptr<const models::ShapeDenoiser> model;
     {
       auto span = ctx.span("load model");
-      model = models::shared_dit(src);  // once per process
+      model = models::shared_denoiser(src);  // once per process; 2.0 or 2.1 by its config
     }
     auto cache = models::make_step_cache(cache_config(FromCtx{ctx}));
 
@@ -224,7 +224,7 @@ class Denoise final : public pipeline::Stage {
       if (cond->rank() != 3)
         throw models::ModelError("denoise: cond must be [B, Lc, C], got " + cond->shape().str());
       noise = models::nn::gaussian_noise(
-          {cond->dim(0), ctx.param<int>("latent_tokens"), model->config().in_channels},
+          {cond->dim(0), ctx.param<int>("latent_tokens"), model->latent_channels()},
           static_cast<std::uint64_t>(ctx.param<int>("seed")));
     }
 

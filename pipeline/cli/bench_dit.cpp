@@ -21,6 +21,7 @@
 #include "models/kernels/dnnl_matmul.h"
 #include "models/kernels/flops.h"
 #include "models/shape/dit.h"
+#include "models/shape/dit21.h"
 #include "pipeline/error.h"
 
 namespace gen3d::cli {
@@ -52,8 +53,12 @@ void fill(Tensor& t, std::uint64_t seed) {
 }
 
 struct Run {
-  Precision precision;
-  std::unique_ptr<models::Hunyuan3DDiT> model;
+  Precision precision = Precision::kFp32;
+  std::shared_ptr<const void> model;  // the DiT of either architecture
+  std::function<Tensor()> forward;
+  std::size_t weight_bytes = 0;
+  models::MoEUsage moe0;  // 2.1: routing counts before the timed forwards
+  std::function<models::MoEUsage()> moe_usage;
   std::vector<double> ms;
   double flops = 0, cpu_s = 0;
   long involuntary = 0;
@@ -99,10 +104,20 @@ void add_bench_dit(CLI::App& bench, BenchDitOptions& opt) {
       "dit",
       "Time the DiT forward with random weights at the given sizes; one JSON line per precision "
       "(ms_per_forward, gflops)");
+  c->add_option("--arch", opt.arch,
+                "2.0 (double + single-stream blocks) or 2.1 (U-ViT blocks with MoE FFNs)")
+      ->check(CLI::IsMember({"2.0", "2.1"}))
+      ->capture_default_str();
+  c->add_option("--moe-layers", opt.moe_layers, "2.1: the last blocks with MoE FFNs")
+      ->capture_default_str();
+  c->add_option("--experts", opt.experts, "2.1: routed experts per MoE block")
+      ->capture_default_str();
+  c->add_option("--top-k", opt.top_k, "2.1: experts per token")->capture_default_str();
   c->add_option("--hidden", opt.hidden, "hidden size H")->capture_default_str();
   c->add_option("--heads", opt.heads, "attention heads")->capture_default_str();
-  c->add_option("--depth", opt.depth, "double-stream blocks")->capture_default_str();
-  c->add_option("--single", opt.single, "single-stream blocks")->capture_default_str();
+  c->add_option("--depth", opt.depth, "double-stream blocks (2.0) or blocks (2.1)")
+      ->capture_default_str();
+  c->add_option("--single", opt.single, "2.0: single-stream blocks")->capture_default_str();
   c->add_option("--tokens", opt.tokens, "latent tokens L")->capture_default_str();
   c->add_option("--context-tokens", opt.context_tokens, "context tokens Lc")->capture_default_str();
   c->add_option("--context-dim", opt.context_dim, "context width")->capture_default_str();
@@ -137,6 +152,24 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
   cfg.context_in_dim = opt.context_dim;
   cfg.in_channels = opt.in_channels;
   cfg.axes_dim = {opt.hidden / opt.heads};
+  const bool v21 = opt.arch == "2.1";
+  models::DiT21Config cfg21;
+  cfg21.hidden_size = opt.hidden;
+  cfg21.num_heads = opt.heads;
+  cfg21.depth = opt.depth;
+  cfg21.context_dim = opt.context_dim;
+  cfg21.in_channels = opt.in_channels;
+  cfg21.input_size = opt.tokens;
+  cfg21.num_moe_layers = opt.moe_layers;
+  cfg21.num_experts = opt.experts;
+  cfg21.moe_top_k = opt.top_k;
+  if (v21) {
+    try {
+      cfg21.validate();
+    } catch (const std::exception& e) {
+      throw pipeline::ConfigError(std::string("bench dit: ") + e.what());
+    }
+  }
 
   std::vector<Run> runs;
   {
@@ -149,7 +182,7 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
       } catch (const std::exception& e) {
         throw pipeline::ConfigError(std::string("bench dit: --precision: ") + e.what());
       }
-      runs.push_back(Run{p, nullptr, {}, 0, 0, 0, {}});
+      runs.emplace_back().precision = p;
     }
   }
   if (runs.empty()) throw pipeline::ConfigError("bench dit: --precision is empty");
@@ -165,9 +198,22 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
 
   arena.execute([&] {
     for (Run& r : runs) {
-      r.model = std::make_unique<models::Hunyuan3DDiT>(
-          models::Hunyuan3DDiT::random(cfg, 42, {models::storage_for(r.precision)}));
-      (void)r.model->forward(x, t, ctx);  // warm-up: packing, primitive creation
+      if (v21) {
+        auto m = std::make_shared<const models::HunyuanDiTPlain>(
+            models::HunyuanDiTPlain::random(cfg21, 42, {models::storage_for(r.precision)}));
+        r.forward = [&x, &t, &ctx, m = m.get()] { return m->forward(x, t, ctx); };
+        r.moe_usage = [m = m.get()] { return m->moe_usage(); };
+        r.weight_bytes = m->weight_bytes();
+        r.model = m;
+      } else {
+        auto m = std::make_shared<const models::Hunyuan3DDiT>(
+            models::Hunyuan3DDiT::random(cfg, 42, {models::storage_for(r.precision)}));
+        r.forward = [&x, &t, &ctx, m = m.get()] { return m->forward(x, t, ctx); };
+        r.weight_bytes = m->weight_bytes();
+        r.model = m;
+      }
+      (void)r.forward();  // warm-up: packing, primitive creation
+      if (r.moe_usage) r.moe0 = r.moe_usage();
     }
     // Interleaved repetitions: rep i of every precision before rep i + 1 of any.
     for (int rep = 0; rep < opt.reps; ++rep) {
@@ -175,7 +221,7 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
         const auto f0 = models::kernels::flop_counter().load();
         const Usage u0 = usage_now();
         const auto t0 = std::chrono::steady_clock::now();
-        Tensor out = r.model->forward(x, t, ctx);
+        Tensor out = r.forward();
         const auto t1 = std::chrono::steady_clock::now();
         const Usage u1 = usage_now();
         r.ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
@@ -192,13 +238,12 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
       std::sort(s.begin(), s.end());
       const size_t units =
           std::max<size_t>(1, static_cast<size_t>(s[s.size() / 2] / std::max(unit_ms, 1e-3)));
-      const auto [model_ms, model_cpu, model_sw] =
-          timed([&] { (void)r.model->forward(x, t, ctx); });
+      const auto [model_ms, model_cpu, model_sw] = timed([&] { (void)r.forward(); });
       const auto [work_ms, work_cpu, work_sw] = timed([&] { (void)cpu_work(units); });
       // Both at once, each in its own flow-graph node, as the executor runs stages.
       const auto [both_ms, both_cpu, both_sw] = timed([&] {
         tbb::flow::graph g;
-        tbb::flow::function_node<int> model(g, 1, [&](int) { (void)r.model->forward(x, t, ctx); });
+        tbb::flow::function_node<int> model(g, 1, [&](int) { (void)r.forward(); });
         tbb::flow::function_node<int> work(g, 1, [&](int) { (void)cpu_work(units); });
         model.try_put(0);
         work.try_put(0);
@@ -227,6 +272,20 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
     for (double m : r.ms) total_ms += m;
     nlohmann::json j;
     j["bench"] = "dit";
+    j["arch"] = opt.arch;
+    if (r.moe_usage) {
+      // Rows the routed experts ran against a dense pass of every expert (the shared expert runs
+      // every row in both), over the timed forwards.
+      const models::MoEUsage u = r.moe_usage();
+      const double routed = static_cast<double>(u.routed_rows - r.moe0.routed_rows);
+      const double dense = static_cast<double>(u.dense_rows - r.moe0.dense_rows);
+      const double tokens = static_cast<double>(u.tokens - r.moe0.tokens);
+      j["moe_layers"] = opt.moe_layers;
+      j["experts"] = opt.experts;
+      j["top_k"] = opt.top_k;
+      j["moe_expert_rows_executed_over_dense"] =
+          dense > 0 ? (routed + tokens) / (dense + tokens) : 0.0;
+    }
     j["precision"] = std::string(models::precision_name(r.precision));
     j["hidden"] = opt.hidden;
     j["heads"] = opt.heads;
@@ -243,7 +302,7 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
     j["ms_min"] = s.front();
     j["gflop_per_forward"] = r.flops * 1e-9;
     j["gflops"] = r.flops * 1e-9 / (median * 1e-3);
-    j["weight_mib"] = static_cast<double>(r.model->weight_bytes()) / (1 << 20);
+    j["weight_mib"] = static_cast<double>(r.weight_bytes) / (1 << 20);
     // CPU seconds per wall second over the timed forwards, per thread: ~1 when every thread is
     // busy, and never above 1 unless more threads ran than the arena allows.
     j["cpu_per_thread"] = r.cpu_s / (total_ms * 1e-3) / threads;

@@ -9,6 +9,10 @@
 namespace gen3d::cli {
 
 struct BenchDitOptions {
+  // "2.0": Hunyuan3DDiT (double + single blocks); "2.1": HunyuanDiTPlain (U-ViT blocks, the last
+  // `moe_layers` with mixture-of-experts FFNs).
+  std::string arch = "2.0";
+  int moe_layers = 1, experts = 8, top_k = 2;
   int hidden = 1024, heads = 16, depth = 1, single = 2;
   int tokens = 512, context_tokens = 257, context_dim = 1536, in_channels = 64, batch = 2;
   int threads = 0;  // 0: all cores

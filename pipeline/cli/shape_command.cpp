@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "models/nn/config_reader.h"
 #include "models/shape/checkpoints.h"
 
 namespace gen3d::cli {
@@ -27,6 +28,17 @@ std::string resolve_defaults(ShapeOptions& o) {
   std::optional<models::CheckpointContents> model;
   if (!o.model.empty()) model = models::inspect_checkpoint(o.model);
   if (o.vae.empty() && model && model->has_vae) o.vae = o.model;
+  // The latents the VAE decodes: its num_latents (2.0: 3072, 2.1: 4096) unless given.
+  if (o.latent_tokens < 0 && model && model->has_vae && !model->config.empty()) {
+    try {
+      const auto vae = models::nn::read_config_file(model->config, models::kVaePrefix);
+      const auto& p = vae.contains("params") ? vae["params"] : vae;
+      if (p.contains("num_latents") && p["num_latents"].is_number_integer())
+        o.latent_tokens = p["num_latents"].get<int>();
+    } catch (const std::exception& e) {
+      spdlog::debug("shape: latent count not read from {}: {}", model->config, e.what());
+    }
+  }
   if (!image) return "";
 
   std::string config = o.conditioner_config;

@@ -115,6 +115,31 @@ TEST(ShapeCommand, ImageToGlbWithAModelFolder) {
   EXPECT_TRUE(encoded) << metrics.dump();
 }
 
+// A Hunyuan3D-2.1 folder (HunYuanDiTPlain with a mixture-of-experts block): the same command,
+// the DiT chosen by the folder's config, the latent count taken from its VAE, in both precisions.
+TEST(ShapeCommand, Hunyuan21FolderToGlbInFp32AndBf16) {
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const TinyModelFolder f = write_tiny_model_folder(
+      temp_dir(std::string("tiny_models_") + test->name()) + "/hunyuan3d-dit-v2-1", 7,
+      TinyShapeVersion::k21);
+  const auto dump = run_gen3d("shape --model " + f.dir + " --image " + kImage + " --dump");
+  ASSERT_EQ(dump.exit_code, 0) << dump.output;
+  EXPECT_EQ(dumped_vars(dump.output)["latent_tokens"], f.latent_tokens) << dump.output;
+  for (const std::string precision : {"fp32", "bf16"}) {
+    const std::string dir = temp_dir("shape21_" + precision);
+    const auto r = run_gen3d("shape --model " + f.dir + " --image " + kImage + kFast +
+                             "--precision " + precision + " -o " + dir + "/shape.glb -v");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("HunyuanDiTPlain: loaded"), std::string::npos) << r.output;
+    EXPECT_GT(mesh::load_mesh(dir + "/shape.glb").face_count(), 100u) << precision;
+  }
+  // The folder's checker names the 2.1 DiT and finds every tensor where its loader expects it.
+  const auto check = run_gen3d("models check " + f.dir);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("shape-2.1 (hunyuan3d-dit-v2-1): ok"), std::string::npos)
+      << check.output;
+}
+
 TEST(ShapeCommand, ModelFolderSuppliesConditionerAndVae) {
   const TinyModelFolder f = tiny_folder();
   const auto r = run_gen3d("shape --model " + f.dir + " --image " + kImage + " --dump");
@@ -216,6 +241,15 @@ TEST(BenchDit, PrintsOneJsonLinePerPrecisionWithTheAlongsideRun) {
     for (const char* key : {"model_ms", "work_ms", "together_ms", "together_over_sum"})
       EXPECT_GT(a[key].get<double>(), 0.0) << key;
   }
+  // The 2.1 architecture: the MoE blocks run top_k of the experts (plus the shared one).
+  const auto moe = test::run_gen3d(
+      "bench dit --arch 2.1 --hidden 64 --heads 4 --depth 3 --moe-layers 1 --experts 4 --top-k 2 "
+      "--tokens 16 --context-tokens 8 --context-dim 32 --in-channels 8 --batch 1 --reps 1 "
+      "--precision fp32");
+  ASSERT_EQ(moe.exit_code, 0) << moe.output;
+  const auto line = nlohmann::json::parse(moe.output.substr(moe.output.find('{')));
+  EXPECT_EQ(line["arch"], "2.1");
+  EXPECT_DOUBLE_EQ(line["moe_expert_rows_executed_over_dense"].get<double>(), 3.0 / 5.0);
   const auto bad = test::run_gen3d("bench dit --hidden 30 --heads 4");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("multiple of --heads"), std::string::npos) << bad.output;

@@ -14,6 +14,7 @@
 #include "models/core/safetensors.h"
 #include "models/core/tensor.h"
 #include "models/shape/dit.h"
+#include "models/shape/dit21.h"
 #include "models/shape/dit_config.h"
 #include "models/shape/shape_vae.h"
 
@@ -44,6 +45,26 @@ json dit_params() {
           {"theta", 10000},
           {"qkv_bias", true},
           {"guidance_embed", false}};
+}
+
+// HunYuanDiTPlain: depth 3 (a long skip into block 2), its last block with 4 experts.
+json dit21_params() {
+  return {{"input_size", kLatentTokens},
+          {"in_channels", kLatentChannels},
+          {"hidden_size", 32},
+          {"context_dim", kContextWidth},
+          {"depth", 3},
+          {"num_heads", 2},
+          {"qk_norm", true},
+          {"text_len", 5},
+          {"with_decoupled_ca", false},
+          {"use_attention_pooling", false},
+          {"qk_norm_type", "rms"},
+          {"qkv_bias", false},
+          {"use_pos_emb", false},
+          {"num_moe_layers", 1},
+          {"num_experts", 4},
+          {"moe_top_k", 2}};
 }
 
 json vae_params() {
@@ -84,8 +105,13 @@ json dinov2_config() {
 }
 
 // Official config layout (config.yaml as JSON): one section per sub-model.
-json folder_config() {
-  return {{"model", {{"target", "hy3dgen.shapegen.models.Hunyuan3DDiT"}, {"params", dit_params()}}},
+json folder_config(TinyShapeVersion version) {
+  const json model =
+      version == TinyShapeVersion::k21
+          ? json{{"target", "hy3dshape.models.denoisers.hunyuandit.HunYuanDiTPlain"},
+                 {"params", dit21_params()}}
+          : json{{"target", "hy3dgen.shapegen.models.Hunyuan3DDiT"}, {"params", dit_params()}};
+  return {{"model", model},
           {"vae", {{"target", "hy3dgen.shapegen.models.ShapeVAE"}, {"params", vae_params()}}},
           {"conditioner",
            {{"target", "hy3dgen.shapegen.models.SingleImageEncoder"},
@@ -151,7 +177,31 @@ std::vector<std::pair<std::string, Tensor>> dinov2_weights(std::mt19937_64& rng)
 
 }  // namespace
 
-TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t seed) {
+// HunYuanDiTPlain weights by the 2.1 golden set's recipe: Linear W ~ N(0, 1/fan_in), biases
+// N(0, 0.1^2), norm weights 1 + N(0, 0.15^2), the MoE gate N(0, 9/fan_in).
+std::vector<std::pair<std::string, Tensor>> dit21_weights(const json& params, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [name, shape] :
+       models::HunyuanDiTPlain::expected_tensors(models::DiT21Config::from_json(params.dump()))) {
+    Tensor t(shape);
+    double mean = 0.0, sd = 0.1;
+    if (name.ends_with(".weight") && shape.rank() == 1) {
+      mean = 1.0;
+      sd = 0.15;
+    } else if (name.ends_with(".weight")) {
+      sd = (name.ends_with(".gate.weight") ? 3.0 : 1.0) /
+           std::sqrt(static_cast<double>(shape.dims()[1]));
+    }
+    std::normal_distribution<double> nd(mean, sd);
+    for (float& v : t.span()) v = static_cast<float>(nd(rng));
+    out.emplace_back(name, std::move(t));
+  }
+  return out;
+}
+
+TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t seed,
+                                        TinyShapeVersion version) {
   namespace fs = std::filesystem;
   fs::create_directories(dir);
   TinyModelFolder f;
@@ -162,12 +212,17 @@ TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t se
   f.context_tokens = (kDinoImageSize / 14) * (kDinoImageSize / 14) + 1;
   f.latent_tokens = kLatentTokens;
 
-  const json config = folder_config();
+  const json config = folder_config(version);
   std::vector<std::pair<std::string, Tensor>> all;
-  // The DiT's own random init (the golden recipe); the hook sees every tensor by official name.
-  models::Hunyuan3DDiT::random(
-      models::DiTConfig::from_json(config["model"].dump()), seed, {},
-      [&](const std::string& name, Tensor& value) { all.emplace_back("model." + name, value); });
+  if (version == TinyShapeVersion::k21) {
+    for (auto& [name, t] : dit21_weights(config["model"]["params"], seed))
+      all.emplace_back("model." + name, std::move(t));
+  } else {
+    // The DiT's own random init (the golden recipe); the hook sees every tensor by official name.
+    models::Hunyuan3DDiT::random(
+        models::DiTConfig::from_json(config["model"].dump()), seed, {},
+        [&](const std::string& name, Tensor& value) { all.emplace_back("model." + name, value); });
+  }
   for (auto& [name, t] : models::ShapeVAE::random_weights(
            models::ShapeVAEConfig::from_json(config["vae"].dump()), seed + 1))
     all.emplace_back("vae." + name, std::move(t));

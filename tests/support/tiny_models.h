@@ -8,6 +8,10 @@
 
 namespace gen3d::test {
 
+// Which shape generation the folder is: Hunyuan3D-2.0 (Hunyuan3DDiT) or -2.1 (HunYuanDiTPlain
+// with mixture-of-experts blocks).
+enum class TinyShapeVersion { k20, k21 };
+
 struct TinyModelFolder {
   std::string dir;         // the folder (pass it as --model DIR)
   std::string weights;     // DIR/model.fp16.safetensors: model.*, vae.*, conditioner.* keys
@@ -20,6 +24,7 @@ struct TinyModelFolder {
 // Writes the folder `dir` (created; existing files there are overwritten), a few hundred KiB.
 // The VAE's random geometry decoder gives logits of a few units around zero, so sampling and
 // decoding yields a surface (tens of thousands of faces at resolution 64 with seed 7).
-TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t seed = 1);
+TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t seed = 1,
+                                        TinyShapeVersion version = TinyShapeVersion::k20);
 
 }  // namespace gen3d::test
