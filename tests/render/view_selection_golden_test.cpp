@@ -7,7 +7,8 @@
 // plus 1e-9 of the largest (float32, the same formula; collinear faces are ~1e-11, not 0); gains
 // within 2e-6 absolute (the reference sums float32 shares in Python-set order, gen3d float64 shares
 // in face order); normalized positions exact up to one float32 rounding (1e-6 absolute, inside
-// a 1.15-wide box).
+// a 1.15-wide box); gen3d's own face-id maps differ from the stored ones on at most one pixel in a
+// thousand.
 
 #include <gtest/gtest.h>
 
@@ -281,6 +282,10 @@ TEST(ViewSelectionGolden, OwnFaceIdMaps) {
                                                  std::to_string(pixels * candidates.size()));
   std::printf("face-id maps: %zu of %zu pixels differ, %zu faces seen differently\n",
               differing_pixels, pixels * candidates.size(), differing_faces.size());
+  // The stored maps come from a port of the reference rasterizer's CPU path, which gen3d's
+  // rasterizer reproduces bit for bit (tests/render/golden_test.cpp): allow one pixel in a
+  // thousand.
+  EXPECT_LE(differing_pixels, pixels * candidates.size() / 1000) << "face-id maps differ";
   EXPECT_EQ(cache.stats().rasterizations, candidates.size()) << "one rasterization per pose";
 
   const auto areas = face_areas(m.positions, m.faces);
