@@ -91,7 +91,10 @@ ViewSelection select_views(std::span<const float> areas,
     throw RenderError("select_views: the faces' total area is " + std::to_string(total) +
                       " (expected positive and finite)");
   // The reference divides float32 areas by their float32 sum and adds the shares of each set in
-  // float32 (numpy); shares and sums in float64 here differ from it by rounding only.
+  // float32 (numpy, in Python-set order); shares and sums in float64 here differ from it by
+  // rounding only (1.5e-9 on the golden set). So only candidates whose gains lie within that
+  // rounding of each other can be ordered differently: an exact tie here (a mirror-symmetric mesh)
+  // goes to the lower index, where the reference's float32 sums may break it either way.
   std::vector<double> share(face_count);
   for (size_t f = 0; f < face_count; ++f) share[f] = static_cast<double>(areas[f]) / total;
 
