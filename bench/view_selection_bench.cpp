@@ -73,6 +73,11 @@ void report(benchmark::State& state, const render::ViewSelection& s) {
   state.counters["faces"] = static_cast<double>(shape()->faces.size());
   state.counters["views"] = static_cast<double>(s.selected.size());
   state.counters["covered"] = s.covered;
+  // The largest newly covered share at the last greedy step evaluated (why the search stopped).
+  double best = 0;
+  if (!s.gains.empty())
+    for (double g : s.gains.back()) best = std::max(best, g);
+  state.counters["last_best_gain"] = best;
 }
 
 render::ViewSelectionOptions options() {
