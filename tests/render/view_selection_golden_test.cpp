@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -191,7 +192,7 @@ TEST(ViewSelectionGolden, FaceAreas) {
 TEST(ViewSelectionGolden, SelectionFromStoredMaps) {
   ViewSelGolden g;
   GEN3D_REQUIRE_VIEWSEL(g);
-  const mesh::Mesh m = g.normalized_mesh();
+  // The stored areas and maps: the greedy rule alone.
   const auto areas = g.floats("inter.face_areas_1based");
   const std::vector<float> face(areas.begin() + 1, areas.end());
   const auto visible = g.stored_visible(face.size());
