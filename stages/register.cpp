@@ -20,6 +20,7 @@ void register_texture_stages(pipeline::Registry& registry) {
 void register_all_stages(pipeline::Registry& registry) {
   register_mesh_stages(registry);
   register_render_stages(registry);
+  register_select_views(registry);
   register_image_stages(registry);
   register_texture_stages(registry);
   register_shape_stages(registry);

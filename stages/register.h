@@ -7,6 +7,8 @@ namespace gen3d::stages {
 
 void register_mesh_stages(pipeline::Registry& registry);
 void register_render_stages(pipeline::Registry& registry);
+// select_views: Hunyuan3D-2.1's per-mesh choice of bake views.
+void register_select_views(pipeline::Registry& registry);
 void register_image_stages(pipeline::Registry& registry);
 // The texture stages: the view images by source, then filling and checking the texture (the eight
 // below, one stage per file).
