@@ -1,7 +1,6 @@
 #include "models/shape/checkpoints.h"
 
 #include <filesystem>
-#include <fstream>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -9,12 +8,37 @@
 
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
+#include "models/nn/config_reader.h"
 #include "models/nn/model_cache.h"
 #include "models/nn/weight_files.h"
 
 namespace gen3d::models {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// The config of `s.weights`: `config` when given, else the one beside the weights.
+CheckpointSource with_config(CheckpointSource s, const std::string& config) {
+  if (!config.empty()) {
+    s.config = config;
+  } else {
+    // The official folders ship config.yaml; a converted config.json beside it takes precedence.
+    const fs::path dir = fs::path(s.weights).parent_path();
+    for (const char* name : {"config.json", "config.yaml"})
+      if (fs::is_regular_file(dir / name)) {
+        s.config = (dir / name).string();
+        break;
+      }
+    if (s.config.empty())
+      throw ModelError("no config.json or config.yaml next to " + s.weights +
+                       ": pass the config path");
+  }
+  if (!fs::is_regular_file(s.config)) throw ModelError("model config not found: " + s.config);
+  return s;
+}
+
+}  // namespace
 
 CheckpointSource resolve_checkpoint(const std::string& path, const std::string& config) {
   CheckpointSource s;
@@ -38,20 +62,7 @@ CheckpointSource resolve_checkpoint(const std::string& path, const std::string& 
   } else {
     throw ModelError("model weights not found: " + path);
   }
-  if (!config.empty()) {
-    s.config = config;
-  } else {
-    const fs::path dir = fs::path(s.weights).parent_path();
-    s.config = (dir / "config.json").string();
-    if (!fs::is_regular_file(s.config)) {
-      const bool yaml = fs::is_regular_file(dir / "config.yaml");
-      throw ModelError(
-          "no config.json next to " + s.weights +
-          (yaml ? " (config.yaml is not read: convert it to JSON)" : ": pass the config path"));
-    }
-  }
-  if (!fs::is_regular_file(s.config)) throw ModelError("model config not found: " + s.config);
-  return s;
+  return with_config(std::move(s), config);
 }
 
 std::shared_ptr<const Hunyuan3DDiT> shared_dit(const CheckpointSource& source) {
@@ -89,7 +100,7 @@ std::optional<CheckpointContents> inspect_checkpoint(const std::string& path,
     weights = src.weights;
     c.config = src.config;
   } catch (const std::exception&) {
-    if (!fs::is_regular_file(path)) return std::nullopt;  // a file without config.json is fine
+    if (!fs::is_regular_file(path)) return std::nullopt;  // a file without a config is fine
     c.config = config;
   }
   try {
@@ -107,19 +118,28 @@ std::optional<CheckpointContents> inspect_checkpoint(const std::string& path,
   return c;
 }
 
+namespace {
+
+// Whether the config file has a top-level `section` (false for an unreadable file: the loader
+// that reads it reports why).
+bool has_section(const std::string& config, std::string_view section) {
+  try {
+    const nlohmann::json j = nn::read_config_file(config);
+    return j.contains(section);
+  } catch (const ModelError&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 std::string conditioner_section_of(const std::string& config) {
-  std::ifstream in(config);
-  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains(kConditionerPrefix) ? std::string(kConditionerPrefix) : "";
+  return has_section(config, kConditionerPrefix) ? std::string(kConditionerPrefix) : "";
 }
 
 std::shared_ptr<const ShapeVAE> shared_shape_vae(const CheckpointSource& source) {
   std::string section = source.section;
-  if (section.empty()) {
-    std::ifstream in(source.config);
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_object() && j.contains(kVaePrefix)) section = kVaePrefix;
-  }
+  if (section.empty() && has_section(source.config, kVaePrefix)) section = kVaePrefix;
   const std::string key = nn::canonical_path(source.weights) + "|" +
                           nn::canonical_path(source.config) + "|" + section + "|" +
                           std::string(storage_name(source.storage));

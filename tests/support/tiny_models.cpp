@@ -101,6 +101,72 @@ json folder_config() {
             {"params", {{"num_train_timesteps", 1000}}}}}};
 }
 
+// folder_config() in the style of the official hunyuan3d-dit-v2-0/config.yaml.
+constexpr const char* kConfigYaml = R"(model:
+  target: hy3dgen.shapegen.models.Hunyuan3DDiT
+  params:
+    in_channels: 8
+    context_in_dim: 16
+    hidden_size: 32
+    mlp_ratio: 4.0
+    num_heads: 4
+    depth: 1
+    depth_single_blocks: 1
+    axes_dim: [ 8 ]
+    theta: 10000
+    qkv_bias: true
+    guidance_embed: false
+
+vae:
+  target: hy3dgen.shapegen.models.ShapeVAE
+  params:
+    num_latents: 32
+    embed_dim: 8
+    num_freqs: 4
+    include_pi: false
+    heads: 4
+    width: 32
+    num_decoder_layers: 1
+    qkv_bias: false
+    qk_norm: true
+    scale_factor: 0.75
+    geo_decoder_mlp_expand_ratio: 4
+    geo_decoder_downsample_ratio: 1
+    geo_decoder_ln_post: true
+
+conditioner:
+  target: hy3dgen.shapegen.models.SingleImageEncoder
+  params:
+    main_image_encoder:
+      type: DinoImageEncoder # dino large
+      kwargs:
+        config:
+          attention_probs_dropout_prob: 0.0
+          drop_path_rate: 0.0
+          hidden_act: gelu
+          hidden_dropout_prob: 0.0
+          hidden_size: 16
+          image_size: 28
+          initializer_range: 0.02
+          layer_norm_eps: 1.e-6
+          layerscale_value: 1.0
+          mlp_ratio: 4
+          model_type: dinov2
+          num_attention_heads: 2
+          num_channels: 3
+          num_hidden_layers: 1
+          patch_size: 14
+          qkv_bias: True
+          use_swiglu_ffn: False
+        image_size: 28
+        use_cls_token: true
+
+scheduler:
+  target: hy3dgen.shapegen.schedulers.FlowMatchEulerDiscreteScheduler
+  params:
+    num_train_timesteps: 1000
+)";
+
 // Dinov2Model state_dict with small random values: Linear weights ~ N(0, 1/fan_in), biases
 // ~ N(0, 0.02), LayerNorm weights around 1, layer scales in [0.1, 0.5].
 std::vector<std::pair<std::string, Tensor>> dinov2_weights(std::mt19937_64& rng) {
@@ -151,13 +217,23 @@ std::vector<std::pair<std::string, Tensor>> dinov2_weights(std::mt19937_64& rng)
 
 }  // namespace
 
-TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t seed) {
+std::string tiny_model_config_json() {
+  return folder_config().dump(2);
+}
+
+std::string tiny_model_config_yaml() {
+  return kConfigYaml;
+}
+
+TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t seed,
+                                        TinyConfigFile config_file) {
   namespace fs = std::filesystem;
   fs::create_directories(dir);
   TinyModelFolder f;
   f.dir = dir;
   f.weights = (fs::path(dir) / "model.fp16.safetensors").string();
-  f.config = (fs::path(dir) / "config.json").string();
+  const bool yaml = config_file == TinyConfigFile::kYaml;
+  f.config = (fs::path(dir) / (yaml ? "config.yaml" : "config.json")).string();
   f.context_width = kContextWidth;
   f.context_tokens = (kDinoImageSize / 14) * (kDinoImageSize / 14) + 1;
   f.latent_tokens = kLatentTokens;
@@ -180,7 +256,7 @@ TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t se
   for (const auto& [name, t] : all) refs.emplace_back(name, &t);
   models::write_safetensors(f.weights, refs, models::DType::kF16, {{"format", "pt"}});
   std::ofstream out(f.config);
-  out << config.dump(2) << "\n";
+  out << (yaml ? tiny_model_config_yaml() : config.dump(2) + "\n");
   if (!out) throw std::runtime_error("cannot write " + f.config);
   return f;
 }

@@ -8,10 +8,14 @@
 
 namespace gen3d::test {
 
+// Which config file the folder carries: config.json (the official config converted), or
+// config.yaml as the official folders publish it.
+enum class TinyConfigFile { kJson, kYaml };
+
 struct TinyModelFolder {
   std::string dir;         // the folder (pass it as --model DIR)
   std::string weights;     // DIR/model.fp16.safetensors: model.*, vae.*, conditioner.* keys
-  std::string config;      // DIR/config.json: "model", "vae", "conditioner" sections
+  std::string config;      // DIR/config.json or .yaml: "model", "vae", "conditioner" sections
   int context_width = 0;   // DINOv2 hidden size = DiT context_in_dim
   int context_tokens = 0;  // conditioner tokens ((image_size / 14)^2 + CLS)
   int latent_tokens = 0;   // VAE num_latents
@@ -20,6 +24,12 @@ struct TinyModelFolder {
 // Writes the folder `dir` (created; existing files there are overwritten), a few hundred KiB.
 // The VAE's random geometry decoder gives logits of a few units around zero, so sampling and
 // decoding yields a surface (tens of thousands of faces at resolution 64 with seed 7).
-TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t seed = 1);
+TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t seed = 1,
+                                        TinyConfigFile config = TinyConfigFile::kJson);
+
+// The folder's config as JSON text, and as YAML text written the way the official config.yaml
+// files are (comments, flow lists, `1.e-6`, bare strings); both hold the same values.
+std::string tiny_model_config_json();
+std::string tiny_model_config_yaml();
 
 }  // namespace gen3d::test
