@@ -47,14 +47,21 @@ CheckpointSource resolve_checkpoint(const std::string& path, const std::string& 
     try {
       s.weights = nn::find_weights(path, "model");
     } catch (const ModelError&) {
+      // The torch.save checkpoint the official loader reads by default since 2.1 (a dict of the
+      // sub-models' state dicts, read flattened by models/core/torch_file.h).
+      for (const char* name : {"model.ckpt", "model.fp16.ckpt"})
+        if (fs::is_regular_file(p / name)) {
+          s.weights = (p / name).string();
+          return with_config(std::move(s), config);
+        }
       // Not the official names: a folder with exactly one weights file is unambiguous.
       std::vector<fs::path> found;
       for (const auto& f : fs::directory_iterator(p))
         if (f.path().extension() == ".safetensors") found.push_back(f.path());
       if (found.size() != 1)
         throw ModelError("model directory " + path + " has " + std::to_string(found.size()) +
-                         " .safetensors files and no model.safetensors or "
-                         "model.fp16.safetensors: name the file");
+                         " .safetensors files and no model.safetensors, "
+                         "model.fp16.safetensors or model.fp16.ckpt: name the file");
       s.weights = found[0].string();
     }
   } else if (fs::is_regular_file(p)) {

@@ -65,5 +65,19 @@ TEST(Checkpoints, ConfigJsonBesideTheYamlIsPreferredAndNoConfigIsAClearError) {
   }
 }
 
+// Hunyuan3D-2.1's folder: model.fp16.ckpt (nested state dicts, read flattened) + config.yaml.
+TEST(Checkpoints, TorchSaveCheckpointOfNestedStateDictsIsFound) {
+  const std::string dir = test::temp_dir("checkpoints_ckpt");
+  fs::copy_file(test::data_dir() + "/golden/torchbin/nested_shape.ckpt", dir + "/model.fp16.ckpt");
+  std::ofstream(dir + "/config.yaml") << test::tiny_model_config_yaml();
+  const CheckpointSource src = resolve_checkpoint(dir);
+  EXPECT_EQ(src.weights, dir + "/model.fp16.ckpt");
+  EXPECT_EQ(src.config, dir + "/config.yaml");
+  const auto contents = inspect_checkpoint(dir);
+  ASSERT_TRUE(contents.has_value());
+  EXPECT_TRUE(contents->has_vae);
+  EXPECT_TRUE(contents->has_conditioner);
+}
+
 }  // namespace
 }  // namespace gen3d::models
