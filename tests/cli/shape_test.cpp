@@ -93,10 +93,12 @@ nlohmann::json dumped_vars(const std::string& output) {
 }
 
 // A fresh tiny model folder per test (a few hundred KiB, written in milliseconds): tests run as
-// separate processes, possibly at once, so none shares another's folder.
+// separate processes, possibly at once, so none shares another's folder. Its config is the
+// official config.yaml, as the published folders carry it.
 TinyModelFolder tiny_folder() {
   const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  return write_tiny_model_folder(temp_dir(std::string("tiny_models_") + test->name()), 7);
+  return write_tiny_model_folder(temp_dir(std::string("tiny_models_") + test->name()), 7,
+                                 TinyConfigFile::kYaml);
 }
 
 TEST(ShapeCommand, ImageToGlbWithAModelFolder) {
