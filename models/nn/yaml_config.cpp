@@ -67,6 +67,43 @@ bool is_core_float(std::string_view s) {
   return i == s.size();
 }
 
+// Well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF): a JSON value
+// must be, or writing it out fails far from the file.
+bool valid_utf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int extra = 0;
+    std::uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1;
+      cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + static_cast<std::size_t>(extra) >= s.size()) return false;  // cut short
+    for (int k = 1; k <= extra; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    if ((extra == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+        (extra == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+      return false;
+    i += static_cast<std::size_t>(extra) + 1;
+  }
+  return true;
+}
+
 class Converter {
  public:
   explicit Converter(std::string label) : label_(std::move(label)) {}
@@ -127,11 +164,13 @@ class Converter {
 
   std::string key_of(const YAML::Node& key) const {
     if (!key.IsScalar()) fail(key, "a key must be a plain string or number");
+    if (!valid_utf8(key.Scalar())) fail(key, "a key is not valid UTF-8");
     return key.Scalar();
   }
 
   json scalar(const YAML::Node& node, const std::string& tag) const {
     const std::string& s = node.Scalar();
+    if (!valid_utf8(s)) fail(node, "a value is not valid UTF-8");
     if (tag == "!") return s;  // quoted: always a string
     if (tag.empty() || tag == "?") return plain(node, s);
     check_tag(node, tag, {"str", "int", "float", "bool", "null"});

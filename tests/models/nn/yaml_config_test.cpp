@@ -223,6 +223,7 @@ block: |
   two
   lines
 nested: {a: {b: [1, {c: d}]}}
+unicode: "café ✓ 𝑥"
 tagged: [!!str 12, !!float 2, !!int "5"]
 )",
                                    "t.yaml");
@@ -242,6 +243,7 @@ tagged: [!!str 12, !!float 2, !!int "5"]
                                          "3.5", "true", "null", "2021-01-01"])"));
   EXPECT_EQ(j["block"], "two\nlines\n");
   EXPECT_EQ(j["nested"], json::parse(R"({"a": {"b": [1, {"c": "d"}]}})"));
+  EXPECT_EQ(j["unicode"], "caf\u00e9 \u2713 \U0001d465");
   EXPECT_EQ(j["tagged"][0], "12");
   EXPECT_TRUE(j["tagged"][1].is_number_float());
   EXPECT_EQ(j["tagged"][2], 5);
@@ -298,6 +300,8 @@ TEST(YamlConfig, MalformedYamlNamesTheFileAndLine) {
            Case{"list.yaml", "- 1\n- 2\n", "not a YAML mapping"},
            Case{"empty.yaml", "", "not a YAML mapping"},
            Case{"two.yaml", "a: 1\n---\nb: 2\n", "2 YAML documents"},
+           Case{"latin1.yaml", "model:\n  name: \"caf\xe9\"\n",
+                "line 2, column 9: a value is not valid UTF-8"},
        }) {
     SCOPED_TRACE(c.name);
     const std::string path = write(dir, c.name, c.text);
