@@ -676,7 +676,12 @@ std::shared_ptr<const SafetensorsFile> assemble(Zip& zip, const std::string& pre
                       {"shape", p.t.size},
                       {"data_offsets", {p.begin, p.end}}};
   header["__metadata__"] = {{"format", "pt"}, {"source", "torch.save"}};
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception&) {  // names are Python str: valid UTF-8 when real
+    fail("a tensor name is not valid UTF-8");
+  }
   text.append((8 - text.size() % 8) % 8, ' ');
   std::vector<unsigned char> image(8 + text.size() + offset);
   for (int k = 0; k < 8; ++k)

@@ -125,6 +125,10 @@ expected["nested_deep.ckpt"] = {"error": ["'a.b.c.d'", "nested deeper than 4"]}
 torch.save({"model.w": torch.ones(1), "model": {"w": torch.zeros(1)}}, "nested_collision.ckpt")
 expected["nested_collision.ckpt"] = {"error": ["'model.w' appears twice"]}
 
+# A key that is not valid UTF-8 (pickle writes a lone surrogate as its 3 bytes).
+torch.save({"model": {"w\udce9": torch.ones(1)}}, "nested_bad_name.ckpt")
+expected["nested_bad_name.ckpt"] = {"error": ["not valid UTF-8"]}
+
 with open("nested_expected.json", "w") as f:
     json.dump(expected, f, indent=1, sort_keys=True)
     f.write("\n")
