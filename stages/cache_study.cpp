@@ -33,7 +33,8 @@ class CacheStudy final : public pipeline::Stage {
         .cache_policy(pipeline::CachePolicy::Never)  // it measures time
         .output<TextReport>("table", "the comparison, one row per method (NoCache first)")
         .param<std::string>("model", "", "DiT weights: .safetensors file or model directory")
-        .param<std::string>("config", "", "model config JSON (default: next to the weights)")
+        .param<std::string>("config", "",
+                            "model config, YAML or JSON (default: next to the weights)")
         .choice("random_config", "none", {"none", "mid", "small"},
                 "a random DiT with a band-limited time embedding instead of weights")
         .param<std::string>("cond", "",

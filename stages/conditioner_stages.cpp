@@ -45,7 +45,9 @@ class EncodeImage final : public pipeline::Stage {
                                "weights: standalone DINOv2 .safetensors, a combined pipeline "
                                "checkpoint (conditioner.main_image_encoder.model.*) or its "
                                "directory")
-        .param<std::string>("config", "", "JSON config (default: config.json next to the weights)")
+        .param<std::string>("config", "",
+                            "config.yaml or JSON config (default: config.json, else config.yaml, "
+                            "next to the weights)")
         .param<std::string>("config_section", "conditioner",
                             "'/'-separated path of the conditioner block in the config")
         .choice("weights", "f32", {"f32", "f16"}, "in-memory dtype of the matrices (fp32)")

@@ -139,7 +139,9 @@ class Denoise final : public pipeline::Stage {
         .optional_input<Tensor>("noise", "initial latents [B, L, C] (default: seeded noise)")
         .output<Tensor>("latents", "final latents [B, L, in_channels]")
         .required<std::string>("model", "DiT weights: .safetensors file or model directory")
-        .param<std::string>("config", "", "JSON config (default: config.json next to the weights)")
+        .param<std::string>("config", "",
+                            "config.yaml or JSON config (default: config.json, else config.yaml, "
+                            "next to the weights)")
         .param<std::string>("config_section", "model", "section of the config with the DiT params")
         .choice("weights", "f32", {"f32", "f16"}, "in-memory dtype of Linear weights (fp32)")
         .choice("precision", "auto", {"auto", "fp32", "bf16"},

@@ -39,7 +39,9 @@ StageContract& vae_params(StageContract& c) {
           "VAE weights: a .safetensors file or an official model folder "
           "(model.safetensors or model.fp16.safetensors + config.json); combined pipeline "
           "checkpoints use their vae.* tensors")
-      .param<std::string>("config", "", "JSON config (default: config.json next to the weights)")
+      .param<std::string>("config", "",
+                          "config.yaml or JSON config (default: config.json, else config.yaml, "
+                          "next to the weights)")
       .choice("precision", "auto", {"auto", "fp32", "bf16"},
               "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
               "accumulation, norms and state) or fp32; auto: bf16 where the CPU has AVX512-BF16 or "

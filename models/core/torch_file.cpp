@@ -190,6 +190,16 @@ class Unpickler {
  public:
   Unpickler(const std::vector<unsigned char>& data, std::string label)
       : p_(data.data()), end_(data.data() + data.size()), label_(std::move(label)) {}
+  Unpickler(const Unpickler&) = delete;
+  Unpickler& operator=(const Unpickler&) = delete;
+  // A pickle can put a dict or list inside itself (through the memo): the values it built are
+  // emptied here, so that no reference cycle outlives the unpickler.
+  ~Unpickler() {
+    for (const Ptr& v : mutables_) {
+      v->items.clear();
+      v->entries.clear();
+    }
+  }
 
   Ptr run() {
     while (true) {
@@ -264,10 +274,10 @@ class Unpickler {
           push(make(Value::Kind::kTuple));
           break;  // EMPTY_TUPLE
         case ']':
-          push(make(Value::Kind::kList));
+          push(mutable_value(Value::Kind::kList));
           break;  // EMPTY_LIST
         case '}':
-          push(make(Value::Kind::kDict));
+          push(mutable_value(Value::Kind::kDict));
           break;  // EMPTY_DICT
         case 't':
           push(tuple(pop_mark()));
@@ -282,13 +292,13 @@ class Unpickler {
           push(tuple_n(3));
           break;     // TUPLE3
         case 'l': {  // LIST
-          auto v = make(Value::Kind::kList);
+          auto v = mutable_value(Value::Kind::kList);
           v->items = pop_mark();
           push(v);
           break;
         }
         case 'd': {  // DICT
-          auto v = make(Value::Kind::kDict);
+          auto v = mutable_value(Value::Kind::kDict);
           set_items(*v, pop_mark());
           push(v);
           break;
@@ -410,6 +420,11 @@ class Unpickler {
     return out;
   }
 
+  Ptr mutable_value(Value::Kind k) {
+    Ptr v = make(k);
+    mutables_.push_back(v);
+    return v;
+  }
   static Ptr boolean(bool b) {
     auto v = make(Value::Kind::kBool);
     v->i = b;
@@ -469,7 +484,8 @@ class Unpickler {
     const std::string full = module + "." + name;
     if (!callables().count(full) && !storage_types().count(full))
       fail("refuses to import " + full +
-           ": only a plain state dict (OrderedDict of tensors) is read; nothing is executed");
+           ": only state dicts (dicts of tensors, or dicts of those) are read; nothing is "
+           "executed");
     auto v = make(Value::Kind::kGlobal);
     v->s = full;
     return v;
@@ -514,7 +530,7 @@ class Unpickler {
   Ptr reduce(const Value& fn, const Value& args) {
     if (fn.kind != Value::Kind::kGlobal || args.kind != Value::Kind::kTuple)
       fail("REDUCE of something other than an allowed global");
-    if (fn.s == "collections.OrderedDict") return make(Value::Kind::kDict);
+    if (fn.s == "collections.OrderedDict") return mutable_value(Value::Kind::kDict);
     if (fn.s == "torch._utils._rebuild_parameter") {
       if (args.items.empty() || args.items[0]->kind != Value::Kind::kTensor)
         fail("_rebuild_parameter without a tensor");
@@ -543,6 +559,7 @@ class Unpickler {
   std::vector<Ptr> stack_;
   std::vector<std::size_t> marks_;
   std::map<std::uint64_t, Ptr> memo_;
+  std::vector<Ptr> mutables_;  // every dict and list built
 };
 
 // ---- assembling the safetensors image
@@ -554,32 +571,90 @@ struct Planned {
   std::uint64_t begin = 0, end = 0;  // in the image's data section
 };
 
+// Dicts nest this deep at most: a state dict (1) inside a dict of sub-models (2), with room for
+// one or two wrappers more (e.g. {'state_dict': {...}}).
+constexpr int kMaxNesting = 4;
+constexpr std::size_t kMaxTensors = 1000000;
+
+const char* kind_name(Value::Kind k) {
+  switch (k) {
+    case Value::Kind::kTuple:
+      return "a tuple";
+    case Value::Kind::kList:
+      return "a list";
+    case Value::Kind::kGlobal:
+      return "a class or function";
+    case Value::Kind::kStorage:
+      return "a bare storage";
+    default:
+      return "not a tensor";
+  }
+}
+
+// The tensors of a state dict, or of a dict of state dicts, by their flattened names
+// ("model." + "blocks.0...."), in insertion order. Scalars beside them (training bookkeeping such
+// as an epoch, a step, a learning rate, a name, a flag, None; torch.load(weights_only=True), which
+// the official loaders use, accepts them too) are skipped, each named in a debug note; anything
+// else is refused.
+void flatten(const Value& dict, const std::string& path, int depth,
+             std::vector<std::pair<std::string, const TensorRef*>>& out, const std::string& label) {
+  auto fail = [&](const std::string& msg) { throw ModelError(label + ": " + msg); };
+  if (depth > kMaxNesting)
+    fail("the dict '" + path.substr(0, path.size() - 1) + "' is nested deeper than " +
+         std::to_string(kMaxNesting) + " levels (not a state dict or a dict of state dicts)");
+  for (const auto& [k, v] : dict.entries) {
+    if (k->kind != Value::Kind::kString)
+      fail("a key of " + (path.empty() ? std::string("the state dict") : "'" + path + "'") +
+           " is not a string");
+    const std::string name = path + k->s;
+    switch (v->kind) {
+      case Value::Kind::kTensor:
+        if (out.size() >= kMaxTensors) fail("more than a million tensors");
+        out.emplace_back(name, &v->tensor);
+        break;
+      case Value::Kind::kDict:
+        flatten(*v, name + ".", depth + 1, out, label);
+        break;
+      case Value::Kind::kNone:
+      case Value::Kind::kBool:
+      case Value::Kind::kInt:
+      case Value::Kind::kFloat:
+      case Value::Kind::kString:
+        spdlog::debug("{}: entry '{}' is not a tensor (skipped)", label, name);
+        break;
+      default:
+        fail("entry '" + name + "' is " + kind_name(v->kind) +
+             ", not a tensor or a dict of tensors");
+    }
+  }
+}
+
 std::shared_ptr<const SafetensorsFile> assemble(Zip& zip, const std::string& prefix,
                                                 const Value& dict, const std::string& label) {
   auto fail = [&](const std::string& msg) -> void { throw ModelError(label + ": " + msg); };
   if (dict.kind != Value::Kind::kDict)
     fail("the pickle does not hold a state dict (an OrderedDict of tensors)");
+  std::vector<std::pair<std::string, const TensorRef*>> leaves;
+  flatten(dict, "", 1, leaves, label);
   std::vector<Planned> plan;
   std::set<std::string> names;
   std::uint64_t offset = 0;
-  for (const auto& [k, v] : dict.entries) {
-    if (k->kind != Value::Kind::kString) fail("a state dict key is not a string");
-    if (v->kind != Value::Kind::kTensor) fail("entry '" + k->s + "' is not a tensor");
-    if (!names.insert(k->s).second) fail("tensor '" + k->s + "' appears twice");
-    const TensorRef& t = v->tensor;
+  for (const auto& [name, ref] : leaves) {
+    if (!names.insert(name).second) fail("tensor '" + name + "' appears twice");
+    const TensorRef& t = *ref;
     // Every element the view reaches must lie inside its storage.
     i64 numel = 1, last = t.offset;
     for (std::size_t d = 0; d < t.size.size(); ++d) {
-      if (t.size[d] < 0 || t.stride[d] < 0) fail("tensor '" + k->s + "' has a negative size");
+      if (t.size[d] < 0 || t.stride[d] < 0) fail("tensor '" + name + "' has a negative size");
       if (t.size[d] > (i64{1} << 40) / std::max<i64>(numel, 1))
-        fail("tensor '" + k->s + "' is too large");
+        fail("tensor '" + name + "' is too large");
       numel *= t.size[d];
       if (t.size[d] > 1 && t.stride[d] > (std::numeric_limits<i64>::max() - last) / (t.size[d] - 1))
-        fail("tensor '" + k->s + "' reaches past its storage " + t.storage.key);
+        fail("tensor '" + name + "' reaches past its storage " + t.storage.key);
       if (t.size[d] > 0) last += (t.size[d] - 1) * t.stride[d];
     }
     if (t.offset < 0 || (numel > 0 && last >= t.storage.numel))
-      fail("tensor '" + k->s + "' reaches past its storage " + t.storage.key);
+      fail("tensor '" + name + "' reaches past its storage " + t.storage.key);
     // The storage must be in the archive at its announced size before anything is allocated.
     const std::size_t es = dtype_size(t.storage.dtype);
     const auto entry = zip.entries().find(prefix + "data/" + t.storage.key);
@@ -587,7 +662,7 @@ std::shared_ptr<const SafetensorsFile> assemble(Zip& zip, const std::string& pre
     if (static_cast<std::uint64_t>(t.storage.numel) > entry->second / es)
       fail("storage " + t.storage.key + " is smaller than its tensors say");
     const std::uint64_t bytes = static_cast<std::uint64_t>(numel) * es;
-    plan.push_back({k->s, t, offset, offset + bytes});
+    plan.push_back({name, t, offset, offset + bytes});
     offset += bytes;
   }
   // Views may repeat their storage (stride 0), but not without bound.
@@ -601,7 +676,12 @@ std::shared_ptr<const SafetensorsFile> assemble(Zip& zip, const std::string& pre
                       {"shape", p.t.size},
                       {"data_offsets", {p.begin, p.end}}};
   header["__metadata__"] = {{"format", "pt"}, {"source", "torch.save"}};
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception&) {  // names are Python str: valid UTF-8 when real
+    fail("a tensor name is not valid UTF-8");
+  }
   text.append((8 - text.size() % 8) % 8, ' ');
   std::vector<unsigned char> image(8 + text.size() + offset);
   for (int k = 0; k < 8; ++k)
@@ -675,7 +755,9 @@ std::shared_ptr<const SafetensorsFile> read_torch_bytes(const unsigned char* byt
     }
   if (pickle.empty()) throw ModelError(label + ": the archive has no data.pkl (not torch.save)");
   const std::string prefix = pickle.substr(0, pickle.size() - 8);
-  const Ptr dict = Unpickler(zip.read(pickle), label).run();
+  const std::vector<unsigned char> pkl = zip.read(pickle);
+  Unpickler unpickler(pkl, label);  // keeps the values alive until the image is assembled
+  const Ptr dict = unpickler.run();
   auto file = assemble(zip, prefix, *dict, label);
   spdlog::debug("torch.save: {} ({} tensors)", label, file->tensors().size());
   return file;

@@ -7,6 +7,15 @@
 // (and `_rebuild_parameter`), and the typed storages as persistent ids
 // ('storage', torch.<Type>Storage, key, location, numel) whose bytes are `<name>/data/<key>`.
 // Any other global is refused by name before anything is called; nothing is ever executed.
+//
+// Besides a flat state dict, a dict of state dicts is read, as official checkpoints nest them
+// (Hunyuan3D-2.1's model.fp16.ckpt: {'model': sd, 'vae': sd, 'conditioner': sd}; RealESRGAN's
+// .pth: {'params_ema': sd}, BasicSR's also 'params'): names are flattened with a dot
+// ("model.blocks.0.norm1.weight", "params_ema.conv_first.weight"), the form of the combined
+// safetensors files, so WeightMap::for_submodel picks a sub-model. Dicts nest 4 deep at most.
+// Scalars beside the tensors (None, bool, int, float, str: training bookkeeping such as 'epoch',
+// which torch.load(weights_only=True) in the official loaders accepts too) are skipped; any other
+// leaf (a list, a tuple, a bare storage) is refused naming its flattened key.
 // The pre-1.6 (non-zip) format is refused with a message that says how to re-save it.
 
 #include <memory>

@@ -1,6 +1,10 @@
 #include "models/nn/config_reader.h"
 
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -10,6 +14,17 @@
 namespace gen3d::models::nn {
 
 using nlohmann::json;
+
+namespace {
+
+// An integer that an `int` holds (a larger one is a wrong value, not a silently wrapped one).
+bool in_int_range(const json& v) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= std::numeric_limits<int>::max();
+  const std::int64_t x = v.get<std::int64_t>();
+  return x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max();
+}
+
+}  // namespace
 
 ConfigReader::ConfigReader(const json& obj, std::string label)
     : obj_(obj), label_(std::move(label)) {
@@ -29,7 +44,7 @@ void ConfigReader::wrong_type(std::string_view key, std::string_view expected) {
 
 void ConfigReader::read(std::string_view key, int& dst) {
   if (const json* v = present(key)) {
-    if (v->is_number_integer())
+    if (v->is_number_integer() && in_int_range(*v))
       dst = v->get<int>();
     else
       wrong_type(key, "an integer");
@@ -68,7 +83,7 @@ void ConfigReader::read(std::string_view key, std::vector<int>& dst) {
   if (!v) return;
   std::vector<int> out;
   for (const json& e : v->is_array() ? *v : json::array({nullptr})) {
-    if (!e.is_number_integer()) return wrong_type(key, "a list of integers");
+    if (!e.is_number_integer() || !in_int_range(e)) return wrong_type(key, "a list of integers");
     out.push_back(e.get<int>());
   }
   dst = std::move(out);
@@ -105,7 +120,7 @@ void ConfigReader::read_choice(std::string_view key, std::string& dst,
 
 bool ConfigReader::read_per_level(std::string_view key, std::vector<int>& dst) {
   const json* v = present(key);
-  if (v && v->is_number_integer()) {
+  if (v && v->is_number_integer() && in_int_range(*v)) {
     dst = {v->get<int>()};
     return true;
   }
@@ -180,7 +195,11 @@ json read_config_file(const std::string& path, std::string_view section) {
   if (!in) throw ModelError(path + ": cannot open config");
   std::stringstream ss;
   ss << in.rdbuf();
-  json j = parse_config(ss.str(), path);
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  json j = ext == ".yaml" || ext == ".yml" ? parse_yaml_config(ss.str(), path)
+                                           : parse_config(ss.str(), path);
   std::string_view rest = section;
   while (!rest.empty()) {
     const auto slash = rest.find('/');

@@ -1,8 +1,8 @@
 #pragma once
-// The strict reader of network configs (diffusers / official JSON): reads keys by type, collects
-// every problem (wrong type, unsupported value, unknown key) and reports them in one ModelError
-// naming the config, so a user fixes a file in one go. A null value counts as absent (the
-// network's default), as diffusers writes it.
+// The strict reader of network configs (diffusers JSON, the official YAML): reads keys by type,
+// collects every problem (wrong type, unsupported value, unknown key) and reports them in one
+// ModelError naming the config, so a user fixes a file in one go. A null value counts as absent
+// (the network's default), as diffusers writes it.
 
 #include <initializer_list>
 #include <set>
@@ -65,9 +65,19 @@ class ConfigReader {
 };
 
 // The JSON object of a config file, or of its `section` ("a/b" descends; "" is the whole file).
-// Throws ModelError naming the file for a missing file, invalid JSON or a missing section.
+// A `.yaml` / `.yml` file is read as YAML (parse_yaml_config), any other as JSON. Throws
+// ModelError naming the file for a missing file, invalid JSON or YAML (with its line) or a missing
+// section.
 nlohmann::json read_config_file(const std::string& path, std::string_view section = {});
 // JSON text parsed as an object; throws ModelError "<label>: ..." otherwise.
 nlohmann::json parse_config(std::string_view text, const std::string& label);
+// YAML text (one document, a mapping) as the JSON object a JSON twin of the file gives: mappings,
+// sequences, and plain scalars typed by the YAML 1.2 core schema (null, true/false, integers incl.
+// 0o/0x, floats incl. `1e-6` and `1.e-6`; anything else a string; quoted text always a string).
+// Throws ModelError "<label>: line L, column C: ..." for malformed YAML, duplicate keys, merge
+// keys, non-core tags, non-finite or out-of-range numbers. (PyYAML, which the reference uses,
+// follows YAML 1.1: there `1e-6` is a string and `yes`/`no` are booleans; official configs
+// write neither.)
+nlohmann::json parse_yaml_config(std::string_view text, const std::string& label);
 
 }  // namespace gen3d::models::nn

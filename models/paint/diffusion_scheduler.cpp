@@ -53,6 +53,20 @@ double interp_index(double x, const std::vector<float>& fp) {
   return (y1 - y0) * (x - static_cast<double>(j)) + y0;
 }
 
+// diffusers' "trailing" spacing: np.arange(T, 0, -T / steps).round() - 1, with numpy's arange
+// arithmetic (start + i * ((start + delta) - start)) and round-half-even.
+std::vector<int> trailing_timesteps(int T, int steps) {
+  const double start = T, delta = -static_cast<double>(T) / steps;
+  const auto len = static_cast<std::int64_t>(std::ceil((0.0 - start) / delta));
+  const double d = (start + delta) - start;
+  std::vector<int> out;
+  for (std::int64_t i = 0; i < len; ++i) {
+    const double v = i == 0 ? start : (i == 1 ? start + delta : start + static_cast<double>(i) * d);
+    out.push_back(static_cast<int>(std::nearbyint(v)) - 1);
+  }
+  return out;
+}
+
 }  // namespace
 
 SchedulerConfig SchedulerConfig::parse(const std::string& json_text, const std::string& label) {
@@ -70,6 +84,20 @@ SchedulerConfig SchedulerConfig::parse(const std::string& json_text, const std::
   r.require("clip_sample", false, "only false");
   r.require("thresholding", false, "only false");
   r.require("trained_betas", nullptr, "only beta_start/beta_end schedules");
+  // UniPCMultistepScheduler's keys (diffusers maps midpoint / heun / logrho to bh2).
+  r.read("solver_order", c.solver_order);
+  r.read("predict_x0", c.predict_x0);
+  std::string solver;
+  r.read_choice("solver_type", solver, {"bh1", "bh2", "midpoint", "heun", "logrho"});
+  if (!solver.empty()) c.solver_type = solver == "bh1" ? "bh1" : "bh2";
+  r.read("lower_order_final", c.lower_order_final);
+  r.read("disable_corrector", c.disable_corrector);
+  r.read_choice("final_sigmas_type", c.final_sigmas_type, {"zero", "sigma_min"});
+  for (const char* key : {"use_karras_sigmas", "use_exponential_sigmas", "use_beta_sigmas",
+                          "use_flow_sigmas", "use_dynamic_shifting"})
+    r.require(key, false, "only false: sigmas from the training schedule");
+  r.require("solver_p", nullptr, "only null: UniPC's own predictor");
+  if (c.solver_order < 1 || c.solver_order > 3) r.problem("solver_order must be in [1, 3]");
   if (c.num_train_timesteps < 2 || c.num_train_timesteps > 100000)
     r.problem("num_train_timesteps must be in [2, 100000]");
   if (!(c.beta_start > 0.0 && c.beta_end > 0.0 && c.beta_start < 1.0 && c.beta_end < 1.0))
@@ -141,16 +169,7 @@ void EulerAncestralScheduler::set_timesteps(int steps) {
     for (int i = steps - 1; i >= 0; --i)
       timesteps_.push_back(static_cast<float>(i * ratio) + static_cast<float>(cfg_.steps_offset));
   } else if (sp == "trailing") {
-    // np.arange(T, 0, -T / steps): start + i * ((start + delta) - start), then rint, float32,
-    // minus 1.
-    const double start = T, delta = -static_cast<double>(T) / steps;
-    const auto len = static_cast<std::int64_t>(std::ceil((0.0 - start) / delta));
-    const double d = (start + delta) - start;
-    for (std::int64_t i = 0; i < len; ++i) {
-      const double v =
-          i == 0 ? start : (i == 1 ? start + delta : start + static_cast<double>(i) * d);
-      timesteps_.push_back(static_cast<float>(std::nearbyint(v)) - 1.0f);
-    }
+    for (int t : trailing_timesteps(T, steps)) timesteps_.push_back(static_cast<float>(t));
   } else {
     throw ModelError("EulerAncestralScheduler: unsupported timestep_spacing '" + sp + "'");
   }
@@ -297,6 +316,251 @@ std::vector<int> LcmScheduler::turbo_timesteps(int steps, int num_train_timestep
     t.push_back((index + 1) * ratio - 1);
   }
   return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// UniPC (diffusers v0.30.0 scheduling_unipc_multistep.py; the comments name its functions)
+
+namespace {
+
+// torch.linalg.solve of a small float32 system (n <= 3), as LAPACK's getrf/getrs do it: partial
+// pivoting, the column below a pivot scaled by the pivot's reciprocal.
+std::vector<float> solve_small(std::vector<std::vector<float>> a, std::vector<float> b) {
+  const std::size_t n = b.size();
+  for (std::size_t c = 0; c < n; ++c) {
+    std::size_t p = c;
+    for (std::size_t r = c + 1; r < n; ++r)
+      if (std::abs(a[r][c]) > std::abs(a[p][c])) p = r;
+    std::swap(a[c], a[p]);
+    std::swap(b[c], b[p]);
+    if (a[c][c] == 0.0f) throw ModelError("UniPCScheduler: singular order conditions");
+    const float inv = 1.0f / a[c][c];
+    for (std::size_t r = c + 1; r < n; ++r) {
+      const float l = a[r][c] * inv;
+      for (std::size_t k = c + 1; k < n; ++k) a[r][k] -= l * a[c][k];
+      b[r] -= l * b[c];
+    }
+  }
+  std::vector<float> x(n);
+  for (std::size_t r = n; r-- > 0;) {
+    float v = b[r];
+    for (std::size_t k = r + 1; k < n; ++k) v -= a[r][k] * x[k];
+    x[r] = v / a[r][r];
+  }
+  return x;
+}
+
+// The coefficients both updates share: h-phi terms, B(h) and the order conditions' right side
+// (multistep_uni_p_bh_update / multistep_uni_c_bh_update, float32 scalars).
+struct BhTerms {
+  float hh, h_phi_1, b_h;
+  std::vector<float> b;  // `order` entries
+};
+
+BhTerms bh_terms(float h, int order, bool predict_x0, bool bh1) {
+  BhTerms t;
+  t.hh = predict_x0 ? -h : h;
+  t.h_phi_1 = std::expm1(t.hh);  // h phi_1(h) = e^h - 1
+  float h_phi_k = t.h_phi_1 / t.hh - 1.0f;
+  t.b_h = bh1 ? t.hh : std::expm1(t.hh);
+  int factorial = 1;
+  for (int i = 1; i <= order; ++i) {
+    t.b.push_back(h_phi_k * static_cast<float>(factorial) / t.b_h);
+    factorial *= i + 1;
+    h_phi_k = h_phi_k / t.hh - static_cast<float>(1.0 / factorial);
+  }
+  return t;
+}
+
+}  // namespace
+
+UniPCScheduler::UniPCScheduler(SchedulerConfig cfg) : cfg_(std::move(cfg)) {
+  if (cfg_.rescale_betas_zero_snr)
+    throw ModelError("UniPCScheduler: rescale_betas_zero_snr is not supported");
+  if (cfg_.prediction_type != "epsilon" && cfg_.prediction_type != "v_prediction")
+    throw ModelError("UniPCScheduler: unsupported prediction_type '" + cfg_.prediction_type + "'");
+  if (cfg_.solver_order < 1 || cfg_.solver_order > 3)
+    throw ModelError("UniPCScheduler: solver_order must be in [1, 3], got " +
+                     std::to_string(cfg_.solver_order));
+  if (cfg_.solver_type != "bh1" && cfg_.solver_type != "bh2")
+    throw ModelError("UniPCScheduler: unsupported solver_type '" + cfg_.solver_type + "'");
+  if (cfg_.final_sigmas_type != "zero" && cfg_.final_sigmas_type != "sigma_min")
+    throw ModelError("UniPCScheduler: unsupported final_sigmas_type '" + cfg_.final_sigmas_type +
+                     "'");
+  alphas_cumprod_ = train_alphas_cumprod(cfg_);
+  train_sigmas_.resize(alphas_cumprod_.size());
+  for (std::size_t i = 0; i < alphas_cumprod_.size(); ++i) {
+    const float a = alphas_cumprod_[i];
+    train_sigmas_[i] = std::sqrt((1.0f - a) / a);
+  }
+}
+
+void UniPCScheduler::set_timesteps(int steps) {
+  const int T = cfg_.num_train_timesteps;
+  if (steps < 1 || steps > T)
+    throw ModelError("UniPCScheduler: steps must be in [1, " + std::to_string(T) + "], got " +
+                     std::to_string(steps));
+  timesteps_.clear();
+  const std::string& sp = cfg_.timestep_spacing;
+  if (sp == "linspace") {
+    // np.linspace(0, T - 1, steps + 1).round()[::-1][:-1]: i * step in double, the last value
+    // exactly T - 1, round-half-even.
+    const double step = static_cast<double>(T - 1) / steps;
+    for (int i = steps; i >= 1; --i)
+      timesteps_.push_back(i == steps ? T - 1 : static_cast<int>(std::nearbyint(i * step)));
+  } else if (sp == "leading") {
+    // UniPC's own: T // (steps + 1) apart, plus steps_offset.
+    const int ratio = T / (steps + 1);
+    for (int i = steps; i >= 1; --i) timesteps_.push_back(i * ratio + cfg_.steps_offset);
+  } else if (sp == "trailing") {
+    timesteps_ = trailing_timesteps(T, steps);
+  } else {
+    throw ModelError("UniPCScheduler: unsupported timestep_spacing '" + sp + "'");
+  }
+  timesteps_f_.assign(timesteps_.begin(), timesteps_.end());
+  // np.interp over the training sigmas (exact at integer timesteps), then the final sigma.
+  sigmas_.clear();
+  for (int t : timesteps_)
+    sigmas_.push_back(static_cast<float>(interp_index(static_cast<double>(t), train_sigmas_)));
+  sigmas_.push_back(cfg_.final_sigmas_type == "sigma_min" ? train_sigmas_.front() : 0.0f);
+  outputs_.clear();
+  last_sample_.clear();
+  lower_order_nums_ = this_order_ = next_step_ = 0;
+  n_ = -1;
+}
+
+// _sigma_to_alpha_sigma_t and lambda = log(alpha) - log(sigma); the last sigma 0 gives
+// lambda = inf, which the updates turn into x = the predicted x0.
+UniPCScheduler::Noise UniPCScheduler::at(int index) const {
+  const float s = sigmas_[static_cast<std::size_t>(index)];
+  Noise n;
+  n.alpha = 1.0f / std::sqrt(s * s + 1.0f);
+  n.sigma = s * n.alpha;
+  n.lambda = std::log(n.alpha) - std::log(n.sigma);
+  return n;
+}
+
+// convert_model_output: the data (x0) prediction, or the noise prediction without predict_x0.
+void UniPCScheduler::convert(const float* x, const float* model_output, std::int64_t n, int i,
+                             std::vector<float>& out) const {
+  const Noise t = at(i);
+  const bool v_pred = cfg_.prediction_type == "v_prediction";
+  out.resize(static_cast<std::size_t>(n));
+  for (std::int64_t k = 0; k < n; ++k) {
+    const float xs = x[k], mo = model_output[k];
+    float v;
+    if (cfg_.predict_x0)
+      v = v_pred ? t.alpha * xs - t.sigma * mo : (xs - t.sigma * mo) / t.alpha;
+    else
+      v = v_pred ? t.alpha * mo + t.sigma * xs : mo;
+    out[static_cast<std::size_t>(k)] = v;
+  }
+}
+
+// multistep_uni_p_bh_update: x (the sample at step i) -> the sample at step i + 1.
+void UniPCScheduler::predict(float* x, int order, int i) const {
+  const Noise t = at(i + 1), s0 = at(i);
+  const float h = t.lambda - s0.lambda;
+  const std::vector<float>& m0 = outputs_.back();
+  const std::size_t n = m0.size();
+  std::vector<float> rks;
+  std::vector<const std::vector<float>*> ms;
+  for (int k = 1; k < order; ++k) {
+    rks.push_back((at(i - k).lambda - s0.lambda) / h);
+    ms.push_back(&outputs_[outputs_.size() - 1 - static_cast<std::size_t>(k)]);
+  }
+  const BhTerms bh = bh_terms(h, order, cfg_.predict_x0, cfg_.solver_type == "bh1");
+  std::vector<float> rhos;  // rhos_p: 0.5 for order 2 ("a simplified version"), else solved
+  if (order == 2) {
+    rhos = {0.5f};
+  } else if (order > 2) {
+    std::vector<std::vector<float>> r(static_cast<std::size_t>(order - 1));
+    for (int p = 0; p < order - 1; ++p)
+      for (int c = 0; c < order - 1; ++c)
+        r[static_cast<std::size_t>(p)].push_back(std::pow(rks[static_cast<std::size_t>(c)], p));
+    rhos = solve_small(r, std::vector<float>(bh.b.begin(), bh.b.end() - 1));
+  }
+  const float a = cfg_.predict_x0 ? t.sigma / s0.sigma : t.alpha / s0.alpha;
+  const float c0 = (cfg_.predict_x0 ? t.alpha : t.sigma) * bh.h_phi_1;
+  const float cb = (cfg_.predict_x0 ? t.alpha : t.sigma) * bh.b_h;
+  for (std::size_t e = 0; e < n; ++e) {
+    float xt = a * x[e] - c0 * m0[e];
+    if (!rhos.empty()) {
+      float res = 0.0f;
+      for (std::size_t k = 0; k < rhos.size(); ++k)
+        res += rhos[k] * (((*ms[k])[e] - m0[e]) / rks[k]);  // rho_k * D1_k
+      xt = xt - cb * res;
+    }
+    x[e] = xt;
+  }
+}
+
+// multistep_uni_c_bh_update: the sample at step i corrected with its model output `model_t`,
+// from the sample before the last prediction and the outputs of the steps before.
+void UniPCScheduler::correct(float* x, const std::vector<float>& model_t, int order, int i) const {
+  const Noise t = at(i), s0 = at(i - 1);
+  const float h = t.lambda - s0.lambda;
+  const std::vector<float>& m0 = outputs_.back();
+  const std::size_t n = m0.size();
+  std::vector<float> rks;
+  std::vector<const std::vector<float>*> ms;
+  for (int k = 1; k < order; ++k) {
+    rks.push_back((at(i - (k + 1)).lambda - s0.lambda) / h);
+    ms.push_back(&outputs_[outputs_.size() - 1 - static_cast<std::size_t>(k)]);
+  }
+  rks.push_back(1.0f);
+  const BhTerms bh = bh_terms(h, order, cfg_.predict_x0, cfg_.solver_type == "bh1");
+  std::vector<float> rhos;  // rhos_c: 0.5 for order 1, else solved
+  if (order == 1) {
+    rhos = {0.5f};
+  } else {
+    std::vector<std::vector<float>> r(static_cast<std::size_t>(order));
+    for (int p = 0; p < order; ++p)
+      for (int c = 0; c < order; ++c)
+        r[static_cast<std::size_t>(p)].push_back(std::pow(rks[static_cast<std::size_t>(c)], p));
+    rhos = solve_small(r, bh.b);
+  }
+  const float a = cfg_.predict_x0 ? t.sigma / s0.sigma : t.alpha / s0.alpha;
+  const float c0 = (cfg_.predict_x0 ? t.alpha : t.sigma) * bh.h_phi_1;
+  const float cb = (cfg_.predict_x0 ? t.alpha : t.sigma) * bh.b_h;
+  const std::vector<float>& last = last_sample_;
+  for (std::size_t e = 0; e < n; ++e) {
+    const float xt = a * last[e] - c0 * m0[e];
+    float res = 0.0f;
+    for (std::size_t k = 0; k + 1 < rhos.size(); ++k)
+      res += rhos[k] * (((*ms[k])[e] - m0[e]) / rks[k]);
+    const float d1_t = model_t[e] - m0[e];
+    x[e] = xt - cb * (res + rhos.back() * d1_t);
+  }
+}
+
+void UniPCScheduler::step(float* x, const float* model_output, std::int64_t n, int i) {
+  if (timesteps_.empty()) throw ModelError("UniPCScheduler: set_timesteps not called");
+  if (i != next_step_)
+    throw ModelError("UniPCScheduler: step " + std::to_string(i) +
+                     " called out of order (next: " + std::to_string(next_step_) + ")");
+  if (i >= size())
+    throw ModelError("UniPCScheduler: step index " + std::to_string(i) + " outside [0, " +
+                     std::to_string(size()) + ")");
+  if (n <= 0 || (n_ >= 0 && n != n_))
+    throw ModelError("UniPCScheduler: step " + std::to_string(i) + " has " + std::to_string(n) +
+                     " values, earlier steps " + std::to_string(n_));
+  n_ = n;
+  std::vector<float> converted;
+  convert(x, model_output, n, i, converted);
+  const auto& off = cfg_.disable_corrector;
+  if (i > 0 && !last_sample_.empty() && std::find(off.begin(), off.end(), i - 1) == off.end())
+    correct(x, converted, this_order_, i);
+  outputs_.push_back(std::move(converted));
+  if (outputs_.size() > static_cast<std::size_t>(cfg_.solver_order))
+    outputs_.erase(outputs_.begin());
+  const int order =
+      cfg_.lower_order_final ? std::min(cfg_.solver_order, size() - i) : cfg_.solver_order;
+  this_order_ = std::min(order, lower_order_nums_ + 1);  // warm-up: one more order per step
+  last_sample_.assign(x, x + n);
+  predict(x, this_order_, i);
+  lower_order_nums_ = std::min(lower_order_nums_ + 1, cfg_.solver_order);
+  ++next_step_;
 }
 
 }  // namespace gen3d::models

@@ -1,6 +1,7 @@
 #pragma once
 // Diffusion schedulers of the texture stage, re-stated from diffusers v0.32.2:
-// EulerAncestralDiscreteScheduler (paint, delight) and LCMScheduler (turbo paint).
+// EulerAncestralDiscreteScheduler (paint, delight) and LCMScheduler (turbo paint); and from
+// diffusers v0.30.0, UniPCMultistepScheduler (Hunyuan3D-2.1's PBR paint).
 // The arithmetic is float32 operation by operation as diffusers/PyTorch do it on the CPU, so
 // timestep tables are identical and sigma tables / step outputs agree to float rounding.
 // Tensors are flat float arrays of n elements (the scheduler math is element-wise); the
@@ -21,10 +22,18 @@ struct SchedulerConfig {
   std::string timestep_spacing = "leading";     // "leading", "trailing" or "linspace"
   int steps_offset = 1;
   bool rescale_betas_zero_snr = false;  // true is not supported
+  // UniPCMultistepScheduler only (diffusers' defaults; the others ignore them).
+  int solver_order = 2;                    // predictor order, 1..3 (the corrector adds one)
+  bool predict_x0 = true;                  // update on the predicted x0 (data prediction)
+  std::string solver_type = "bh2";         // B(h): "bh1" = h, "bh2" = e^h - 1
+  bool lower_order_final = true;           // lower orders on the last steps
+  std::vector<int> disable_corrector;      // step indices whose corrector is skipped
+  std::string final_sigmas_type = "zero";  // "zero" or "sigma_min": the sigma after the last step
 
   // Unsupported or mistyped values (rescale_betas_zero_snr true, trained_betas, clip_sample /
-  // thresholding true, unknown schedule / prediction / spacing) -> ModelError naming `label`
-  // and the key.
+  // thresholding true, unknown schedule / prediction / spacing / solver, Karras, exponential,
+  // beta or flow sigmas, a solver_p) -> ModelError naming `label` and the key. Keys of other
+  // schedulers sharing the file are accepted.
   static SchedulerConfig parse(const std::string& json_text, const std::string& label);
   static SchedulerConfig read(const std::string& path);
 };
@@ -90,6 +99,52 @@ class LcmScheduler {
   std::vector<float> alphas_cumprod_;
   std::vector<int> timesteps_;
   std::vector<float> timesteps_f_;
+};
+
+// UniPCMultistepScheduler (diffusers v0.30.0, scheduling_unipc_multistep.py): the multistep
+// UniP predictor with the UniC corrector, on float32 scalars as the reference computes them on
+// the CPU. No noise is drawn and the model input is not scaled (init noise sigma 1). The
+// scheduler keeps the last model outputs, so a run calls step(0), step(1), ... in order after
+// set_timesteps.
+class UniPCScheduler {
+ public:
+  explicit UniPCScheduler(SchedulerConfig cfg);
+
+  // The table of `timestep_spacing` ("trailing": round(arange(T, 0, -T / steps)) - 1) and its
+  // sigmas; clears the multistep history.
+  void set_timesteps(int steps);
+  const std::vector<float>& timesteps() const { return timesteps_f_; }
+  const std::vector<int>& timesteps_int() const { return timesteps_; }
+  const std::vector<float>& sigmas() const { return sigmas_; }  // size() + 1
+  int size() const { return static_cast<int>(timesteps_.size()); }
+  float init_noise_sigma() const { return 1.0f; }
+  // x (n floats) corrected at step i (from i = 1) and predicted to step i + 1, in place;
+  // `model_output` is the network's prediction (epsilon or v) at timesteps()[i]. Throws unless
+  // i is the step after the previous call (0 after set_timesteps) and n is unchanged.
+  void step(float* x, const float* model_output, std::int64_t n, int i);
+  const std::vector<float>& alphas_cumprod() const { return alphas_cumprod_; }
+  const SchedulerConfig& config() const { return cfg_; }
+
+ private:
+  struct Noise {  // the VP schedule at one sigma
+    float alpha, sigma, lambda;
+  };
+  Noise at(int index) const;
+  void convert(const float* x, const float* model_output, std::int64_t n, int i,
+               std::vector<float>& out) const;
+  void predict(float* x, int order, int i) const;
+  void correct(float* x, const std::vector<float>& model_t, int order, int i) const;
+
+  SchedulerConfig cfg_;
+  std::vector<float> alphas_cumprod_, train_sigmas_;
+  std::vector<int> timesteps_;
+  std::vector<float> timesteps_f_, sigmas_;
+  // Multistep state: converted outputs of the last steps (oldest first), the sample before the
+  // last prediction, the order of the last prediction.
+  std::vector<std::vector<float>> outputs_;
+  std::vector<float> last_sample_;
+  int lower_order_nums_ = 0, this_order_ = 0, next_step_ = 0;
+  std::int64_t n_ = -1;
 };
 
 }  // namespace gen3d::models

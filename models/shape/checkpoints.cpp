@@ -1,7 +1,6 @@
 #include "models/shape/checkpoints.h"
 
 #include <filesystem>
-#include <fstream>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -18,6 +17,30 @@ namespace gen3d::models {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The config of `s.weights`: `config` when given, else the one beside the weights.
+CheckpointSource with_config(CheckpointSource s, const std::string& config) {
+  if (!config.empty()) {
+    s.config = config;
+  } else {
+    // The official folders ship config.yaml; a converted config.json beside it takes precedence.
+    const fs::path dir = fs::path(s.weights).parent_path();
+    for (const char* name : {"config.json", "config.yaml"})
+      if (fs::is_regular_file(dir / name)) {
+        s.config = (dir / name).string();
+        break;
+      }
+    if (s.config.empty())
+      throw ModelError("no config.json or config.yaml next to " + s.weights +
+                       ": pass the config path");
+  }
+  if (!fs::is_regular_file(s.config)) throw ModelError("model config not found: " + s.config);
+  return s;
+}
+
+}  // namespace
+
 CheckpointSource resolve_checkpoint(const std::string& path, const std::string& config) {
   CheckpointSource s;
   const fs::path p(path);
@@ -25,14 +48,21 @@ CheckpointSource resolve_checkpoint(const std::string& path, const std::string& 
     try {
       s.weights = nn::find_weights(path, "model");
     } catch (const ModelError&) {
+      // The torch.save checkpoint the official loader reads by default since 2.1 (a dict of the
+      // sub-models' state dicts, read flattened by models/core/torch_file.h).
+      for (const char* name : {"model.ckpt", "model.fp16.ckpt"})
+        if (fs::is_regular_file(p / name)) {
+          s.weights = (p / name).string();
+          return with_config(std::move(s), config);
+        }
       // Not the official names: a folder with exactly one weights file is unambiguous.
       std::vector<fs::path> found;
       for (const auto& f : fs::directory_iterator(p))
         if (f.path().extension() == ".safetensors") found.push_back(f.path());
       if (found.size() != 1)
         throw ModelError("model directory " + path + " has " + std::to_string(found.size()) +
-                         " .safetensors files and no model.safetensors or "
-                         "model.fp16.safetensors: name the file");
+                         " .safetensors files and no model.safetensors, "
+                         "model.fp16.safetensors or model.fp16.ckpt: name the file");
       s.weights = found[0].string();
     }
   } else if (fs::is_regular_file(p)) {
@@ -40,20 +70,7 @@ CheckpointSource resolve_checkpoint(const std::string& path, const std::string& 
   } else {
     throw ModelError("model weights not found: " + path);
   }
-  if (!config.empty()) {
-    s.config = config;
-  } else {
-    const fs::path dir = fs::path(s.weights).parent_path();
-    s.config = (dir / "config.json").string();
-    if (!fs::is_regular_file(s.config)) {
-      const bool yaml = fs::is_regular_file(dir / "config.yaml");
-      throw ModelError(
-          "no config.json next to " + s.weights +
-          (yaml ? " (config.yaml is not read: convert it to JSON)" : ": pass the config path"));
-    }
-  }
-  if (!fs::is_regular_file(s.config)) throw ModelError("model config not found: " + s.config);
-  return s;
+  return with_config(std::move(s), config);
 }
 
 std::shared_ptr<const Hunyuan3DDiT> shared_dit(const CheckpointSource& source) {
@@ -109,7 +126,7 @@ std::optional<CheckpointContents> inspect_checkpoint(const std::string& path,
     weights = src.weights;
     c.config = src.config;
   } catch (const std::exception&) {
-    if (!fs::is_regular_file(path)) return std::nullopt;  // a file without config.json is fine
+    if (!fs::is_regular_file(path)) return std::nullopt;  // a file without a config is fine
     c.config = config;
   }
   try {
@@ -127,19 +144,28 @@ std::optional<CheckpointContents> inspect_checkpoint(const std::string& path,
   return c;
 }
 
+namespace {
+
+// Whether the config file has a top-level `section` (false for an unreadable file: the loader
+// that reads it reports why).
+bool has_section(const std::string& config, std::string_view section) {
+  try {
+    const nlohmann::json j = nn::read_config_file(config);
+    return j.contains(section);
+  } catch (const ModelError&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 std::string conditioner_section_of(const std::string& config) {
-  std::ifstream in(config);
-  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains(kConditionerPrefix) ? std::string(kConditionerPrefix) : "";
+  return has_section(config, kConditionerPrefix) ? std::string(kConditionerPrefix) : "";
 }
 
 std::shared_ptr<const ShapeVAE> shared_shape_vae(const CheckpointSource& source) {
   std::string section = source.section;
-  if (section.empty()) {
-    std::ifstream in(source.config);
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_object() && j.contains(kVaePrefix)) section = kVaePrefix;
-  }
+  if (section.empty() && has_section(source.config, kVaePrefix)) section = kVaePrefix;
   const std::string key = nn::canonical_path(source.weights) + "|" +
                           nn::canonical_path(source.config) + "|" + section + "|" +
                           std::string(storage_name(source.storage));

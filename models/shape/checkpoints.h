@@ -17,8 +17,8 @@
 namespace gen3d::models {
 
 // Combined pipeline checkpoints prefix every key with its sub-model (the official loader splits
-// keys at the first dot); standalone checkpoints have no prefix. The config sections of the
-// official config.json carry the same names.
+// keys at the first dot); standalone checkpoints have no prefix. The sections of the official
+// config.yaml carry the same names.
 inline constexpr std::string_view kDiTPrefix = "model";
 inline constexpr std::string_view kVaePrefix = "vae";
 inline constexpr std::string_view kConditionerPrefix = "conditioner";
@@ -26,21 +26,24 @@ inline constexpr std::string_view kConditionerPrefix = "conditioner";
 inline constexpr std::string_view kImageEncoderPrefix = "conditioner.main_image_encoder.model";
 
 struct CheckpointSource {
-  std::string weights;              // .safetensors (standalone DiT or combined pipeline checkpoint)
-  std::string config;               // JSON config with the official keys
+  std::string weights;              // .safetensors or torch.save file (standalone or combined)
+  std::string config;               // config.yaml or JSON config with the official keys
   std::string section{kDiTPrefix};  // section of `config` holding the network's params
   WeightStorage storage = WeightStorage::kF32;
 };
 
 // Resolves `path` (a checkpoint file or a directory) and an optional config path:
-// a directory gives its weights by the one rule of nn::find_weights (stem "model"), else its only
-// .safetensors file; the config defaults to config.json next to the weights. Throws ModelError
-// naming what is missing (YAML configs are not read: convert config.yaml to JSON).
+// a directory gives its weights by the one rule of nn::find_weights (stem "model"), else
+// model.ckpt / model.fp16.ckpt (torch.save of {'model': sd, 'vae': sd, 'conditioner': sd}, as
+// Hunyuan3D-2.1 ships it), else its only .safetensors file; the config defaults to config.json
+// next to the weights, else config.yaml (the official name). Throws ModelError naming what is
+// missing.
 CheckpointSource resolve_checkpoint(const std::string& path, const std::string& config = {});
 
 // What a checkpoint (file or official model folder) holds besides the DiT.
 struct CheckpointContents {
-  std::string config;  // config.json next to the weights (or the one given); "" if none
+  std::string
+      config;  // config.json / config.yaml next to the weights (or the one given); "" if none
   bool has_vae = false;
   bool has_conditioner = false;
 };

@@ -14,7 +14,7 @@ namespace gen3d::cli {
 struct CacheStudyOptions {
   RunOptions run;             // -j, --set, --trace, --metrics (config is unused)
   std::string model;          // --model DIR|FILE (DiT weights; config.json next to them)
-  std::string config;         // --config JSON (default: next to the weights)
+  std::string config;         // --config YAML or JSON (default: next to the weights)
   std::string random_config;  // --random-config mid|small: random DiT, no weights needed
   std::string cond;           // --cond F.safetensors (default with --random-config: random)
   std::string cond_name;      // --cond-name (default: the file's only tensor, or in.cond_context)

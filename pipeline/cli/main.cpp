@@ -137,8 +137,9 @@ int main(int argc, char** argv) {
   shape_cmd->add_option("--conditioner", shape.conditioner,
                         "DINOv2 conditioner weights for --image (default: --model's "
                         "conditioner.* weights)");
-  shape_cmd->add_option("--conditioner-config", shape.conditioner_config,
-                        "conditioner config JSON (default: config.json next to its weights)");
+  shape_cmd->add_option(
+      "--conditioner-config", shape.conditioner_config,
+      "conditioner config, YAML or JSON (default: config.json or config.yaml next to its weights)");
   shape_cmd->add_option("--conditioner-section", shape.conditioner_section,
                         "'/'-separated path of the conditioner block in that config (default: "
                         "\"conditioner\" when present, else the whole file)");
@@ -197,8 +198,9 @@ int main(int argc, char** argv) {
       "Compare step caches (none/FBCache/TeaCache/TaylorSeer) on one model, condition and seed");
   study_cmd->add_option("--model", study.model,
                         "DiT weights: .safetensors file or model directory");
-  study_cmd->add_option("--config", study.config,
-                        "model config JSON (default: config.json next to the weights)");
+  study_cmd->add_option(
+      "--config", study.config,
+      "model config, YAML or JSON (default: config.json or config.yaml next to the weights)");
   study_cmd
       ->add_option("--random-config", study.random_config,
                    "random DiT instead of weights: mid or small")

@@ -55,7 +55,7 @@ std::string resolve_defaults(ShapeOptions& o) {
         o.model);
   }
   if (o.conditioner.empty()) return "";  // the pipeline's own conditioner variables stay
-  o.conditioner_config = config;         // "" = config.json next to the weights
+  o.conditioner_config = config;         // "" = config.json / config.yaml next to the weights
   if (o.conditioner_section.empty())
     o.conditioner_section = config.empty() ? std::string(models::kConditionerPrefix)
                                            : models::conditioner_section_of(config);

@@ -93,10 +93,12 @@ nlohmann::json dumped_vars(const std::string& output) {
 }
 
 // A fresh tiny model folder per test (a few hundred KiB, written in milliseconds): tests run as
-// separate processes, possibly at once, so none shares another's folder.
+// separate processes, possibly at once, so none shares another's folder. Its config is the
+// official config.yaml, as the published folders carry it.
 TinyModelFolder tiny_folder() {
   const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  return write_tiny_model_folder(temp_dir(std::string("tiny_models_") + test->name()), 7);
+  return write_tiny_model_folder(temp_dir(std::string("tiny_models_") + test->name()), 7,
+                                 TinyConfigFile::kYaml);
 }
 
 TEST(ShapeCommand, ImageToGlbWithAModelFolder) {
@@ -115,13 +117,16 @@ TEST(ShapeCommand, ImageToGlbWithAModelFolder) {
   EXPECT_TRUE(encoded) << metrics.dump();
 }
 
-// A Hunyuan3D-2.1 folder (HunYuanDiTPlain with a mixture-of-experts block): the same command,
-// the DiT chosen by the folder's config, the latent count taken from its VAE, in both precisions.
+// A Hunyuan3D-2.1 folder as published (config.yaml, model.fp16.ckpt: a torch.save dict of the
+// model, vae and conditioner state dicts; HunYuanDiTPlain with a mixture-of-experts block): the
+// same command, the DiT chosen by the folder's config, the latent count taken from its VAE, in
+// both precisions.
 TEST(ShapeCommand, Hunyuan21FolderToGlbInFp32AndBf16) {
   const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
   const TinyModelFolder f = write_tiny_model_folder(
       temp_dir(std::string("tiny_models_") + test->name()) + "/hunyuan3d-dit-v2-1", 7,
-      TinyShapeVersion::k21);
+      TinyConfigFile::kYaml, TinyShapeVersion::k21);
+  ASSERT_TRUE(f.weights.ends_with("model.fp16.ckpt"));
   const auto dump = run_gen3d("shape --model " + f.dir + " --image " + kImage + " --dump");
   ASSERT_EQ(dump.exit_code, 0) << dump.output;
   EXPECT_EQ(dumped_vars(dump.output)["latent_tokens"], f.latent_tokens) << dump.output;

@@ -1,7 +1,8 @@
 // The JSON files of a model folder from arbitrary bytes: every network config reader (shape DiT,
 // ShapeVAE, DINOv2 and its image encoder section, UNet, SD VAE, CLIP text encoder, scheduler)
-// and the tokenizer files. The first byte picks the reader, the rest is the file; for the
-// tokenizer a NUL byte splits it into vocab.json and special_tokens_map.json.
+// and the tokenizer files, and the official config.yaml (YAML to JSON, then the shape readers on
+// its sections). The first byte picks the reader, the rest is the file; for the tokenizer a NUL
+// byte splits it into vocab.json and special_tokens_map.json.
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "models/core/error.h"
+#include "models/nn/config_reader.h"
 #include "models/paint/clip_text.h"
 #include "models/paint/diffusion_scheduler.h"
 #include "models/paint/sd_vae.h"
@@ -43,6 +45,23 @@ void read_tokenizer(const uint8_t* data, size_t size) {
   fs::remove_all(dir, ec);
 }
 
+void read_yaml(const std::string& text) {
+  using namespace gen3d::models;
+  const nlohmann::json j = nn::parse_yaml_config(text, "fuzz");
+  const auto section = [&](const char* key) {
+    return j.contains(key) ? j[key].dump() : std::string("{}");
+  };
+  try {
+    (void)DiTConfig::from_json(section("model"));
+  } catch (const ModelError&) {
+  }
+  try {
+    (void)ShapeVAEConfig::from_json(section("vae"));
+  } catch (const ModelError&) {
+  }
+  (void)ImageEncoderConfig::from_json(section("conditioner"));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -50,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    switch (data[0] % 9) {
+    switch (data[0] % 10) {
       case 0:
         (void)DiTConfig::from_json(text);
         break;
@@ -74,6 +93,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case 7:
         (void)SchedulerConfig::parse(text, "fuzz");
+        break;
+      case 9:
+        read_yaml(text);
         break;
       default:
         read_tokenizer(data + 1, size - 1);

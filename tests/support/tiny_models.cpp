@@ -17,6 +17,7 @@
 #include "models/shape/dit21.h"
 #include "models/shape/dit_config.h"
 #include "models/shape/shape_vae.h"
+#include "support/torch_save.h"
 
 namespace gen3d::test {
 namespace {
@@ -127,6 +128,72 @@ json folder_config(TinyShapeVersion version) {
             {"params", {{"num_train_timesteps", 1000}}}}}};
 }
 
+// folder_config() in the style of the official hunyuan3d-dit-v2-0/config.yaml.
+constexpr const char* kConfigYaml = R"(model:
+  target: hy3dgen.shapegen.models.Hunyuan3DDiT
+  params:
+    in_channels: 8
+    context_in_dim: 16
+    hidden_size: 32
+    mlp_ratio: 4.0
+    num_heads: 4
+    depth: 1
+    depth_single_blocks: 1
+    axes_dim: [ 8 ]
+    theta: 10000
+    qkv_bias: true
+    guidance_embed: false
+
+vae:
+  target: hy3dgen.shapegen.models.ShapeVAE
+  params:
+    num_latents: 32
+    embed_dim: 8
+    num_freqs: 4
+    include_pi: false
+    heads: 4
+    width: 32
+    num_decoder_layers: 1
+    qkv_bias: false
+    qk_norm: true
+    scale_factor: 0.75
+    geo_decoder_mlp_expand_ratio: 4
+    geo_decoder_downsample_ratio: 1
+    geo_decoder_ln_post: true
+
+conditioner:
+  target: hy3dgen.shapegen.models.SingleImageEncoder
+  params:
+    main_image_encoder:
+      type: DinoImageEncoder # dino large
+      kwargs:
+        config:
+          attention_probs_dropout_prob: 0.0
+          drop_path_rate: 0.0
+          hidden_act: gelu
+          hidden_dropout_prob: 0.0
+          hidden_size: 16
+          image_size: 28
+          initializer_range: 0.02
+          layer_norm_eps: 1.e-6
+          layerscale_value: 1.0
+          mlp_ratio: 4
+          model_type: dinov2
+          num_attention_heads: 2
+          num_channels: 3
+          num_hidden_layers: 1
+          patch_size: 14
+          qkv_bias: True
+          use_swiglu_ffn: False
+        image_size: 28
+        use_cls_token: true
+
+scheduler:
+  target: hy3dgen.shapegen.schedulers.FlowMatchEulerDiscreteScheduler
+  params:
+    num_train_timesteps: 1000
+)";
+
 // Dinov2Model state_dict with small random values: Linear weights ~ N(0, 1/fan_in), biases
 // ~ N(0, 0.02), LayerNorm weights around 1, layer scales in [0.1, 0.5].
 std::vector<std::pair<std::string, Tensor>> dinov2_weights(std::mt19937_64& rng) {
@@ -200,14 +267,47 @@ std::vector<std::pair<std::string, Tensor>> dit21_weights(const json& params, st
   return out;
 }
 
+// The 2.1 DiT section in the official config.yaml style (replacing the 2.0 one).
+constexpr const char* kModel21Yaml = R"(model:
+  target: hy3dshape.models.denoisers.hunyuandit.HunYuanDiTPlain
+  params:
+    input_size: 32
+    in_channels: 8
+    hidden_size: 32
+    context_dim: 16
+    depth: 3
+    num_heads: 2
+    qk_norm: true
+    text_len: 5
+    with_decoupled_ca: false
+    use_attention_pooling: false
+    qk_norm_type: 'rms'
+    qkv_bias: false
+    use_pos_emb: false
+    num_moe_layers: 1
+    num_experts: 4
+    moe_top_k: 2
+)";
+
+std::string tiny_model_config_json(TinyShapeVersion version) {
+  return folder_config(version).dump(2);
+}
+
+std::string tiny_model_config_yaml(TinyShapeVersion version) {
+  if (version == TinyShapeVersion::k20) return kConfigYaml;
+  const std::string yaml = kConfigYaml;
+  return kModel21Yaml + yaml.substr(yaml.find("\nvae:"));
+}
+
 TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t seed,
-                                        TinyShapeVersion version) {
+                                        TinyConfigFile config_file, TinyShapeVersion version) {
   namespace fs = std::filesystem;
   fs::create_directories(dir);
   TinyModelFolder f;
   f.dir = dir;
   f.weights = (fs::path(dir) / "model.fp16.safetensors").string();
-  f.config = (fs::path(dir) / "config.json").string();
+  const bool yaml = config_file == TinyConfigFile::kYaml;
+  f.config = (fs::path(dir) / (yaml ? "config.yaml" : "config.json")).string();
   f.context_width = kContextWidth;
   f.context_tokens = (kDinoImageSize / 14) * (kDinoImageSize / 14) + 1;
   f.latent_tokens = kLatentTokens;
@@ -230,12 +330,25 @@ TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t se
   for (auto& [name, t] : dinov2_weights(rng))
     all.emplace_back("conditioner.main_image_encoder.model." + name, std::move(t));
 
-  std::vector<std::pair<std::string, const Tensor*>> refs;
-  refs.reserve(all.size());
-  for (const auto& [name, t] : all) refs.emplace_back(name, &t);
-  models::write_safetensors(f.weights, refs, models::DType::kF16, {{"format", "pt"}});
+  if (version == TinyShapeVersion::k21) {
+    // model.fp16.ckpt: {'model': sd, 'vae': sd, 'conditioner': sd}, un-prefixed inside.
+    f.weights = (fs::path(dir) / "model.fp16.ckpt").string();
+    std::vector<std::pair<std::string, NamedTensors>> groups;
+    for (auto& [name, t] : all) {
+      const std::string group = name.substr(0, name.find('.'));
+      if (groups.empty() || groups.back().first != group)
+        groups.emplace_back(group, NamedTensors{});
+      groups.back().second.emplace_back(name.substr(group.size() + 1), std::move(t));
+    }
+    write_torch_save(f.weights, groups, models::DType::kF16);
+  } else {
+    std::vector<std::pair<std::string, const Tensor*>> refs;
+    refs.reserve(all.size());
+    for (const auto& [name, t] : all) refs.emplace_back(name, &t);
+    models::write_safetensors(f.weights, refs, models::DType::kF16, {{"format", "pt"}});
+  }
   std::ofstream out(f.config);
-  out << config.dump(2) << "\n";
+  out << (yaml ? tiny_model_config_yaml(version) : config.dump(2) + "\n");
   if (!out) throw std::runtime_error("cannot write " + f.config);
   return f;
 }

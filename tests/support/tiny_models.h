@@ -8,14 +8,19 @@
 
 namespace gen3d::test {
 
-// Which shape generation the folder is: Hunyuan3D-2.0 (Hunyuan3DDiT) or -2.1 (HunYuanDiTPlain
-// with mixture-of-experts blocks).
+// Which config file the folder carries: config.json (the official config converted), or
+// config.yaml as the official folders publish it.
+enum class TinyConfigFile { kJson, kYaml };
+
+// Which shape generation the folder is: Hunyuan3D-2.0 (Hunyuan3DDiT, weights in
+// model.fp16.safetensors) or -2.1 (HunYuanDiTPlain with mixture-of-experts blocks, weights in
+// model.fp16.ckpt, a torch.save file of nested state dicts, as the official folder has them).
 enum class TinyShapeVersion { k20, k21 };
 
 struct TinyModelFolder {
   std::string dir;         // the folder (pass it as --model DIR)
-  std::string weights;     // DIR/model.fp16.safetensors: model.*, vae.*, conditioner.* keys
-  std::string config;      // DIR/config.json: "model", "vae", "conditioner" sections
+  std::string weights;     // DIR/model.fp16.safetensors or .ckpt: model.*, vae.*, conditioner.*
+  std::string config;      // DIR/config.json or .yaml: "model", "vae", "conditioner" sections
   int context_width = 0;   // DINOv2 hidden size = DiT context_in_dim
   int context_tokens = 0;  // conditioner tokens ((image_size / 14)^2 + CLS)
   int latent_tokens = 0;   // VAE num_latents
@@ -25,6 +30,12 @@ struct TinyModelFolder {
 // The VAE's random geometry decoder gives logits of a few units around zero, so sampling and
 // decoding yields a surface (tens of thousands of faces at resolution 64 with seed 7).
 TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t seed = 1,
+                                        TinyConfigFile config = TinyConfigFile::kJson,
                                         TinyShapeVersion version = TinyShapeVersion::k20);
+
+// The folder's config as JSON text, and as YAML text written the way the official config.yaml
+// files are (comments, flow lists, `1.e-6`, bare strings); both hold the same values.
+std::string tiny_model_config_json(TinyShapeVersion version = TinyShapeVersion::k20);
+std::string tiny_model_config_yaml(TinyShapeVersion version = TinyShapeVersion::k20);
 
 }  // namespace gen3d::test

@@ -117,6 +117,66 @@ TEST(TorchFile, EveryCutThroughTheEntriesIsAClearError) {
   EXPECT_THROW(read_torch_bytes(flipped.data(), flipped.size(), "flip.bin"), ModelError);
 }
 
+// Dicts of state dicts as the official nested checkpoints hold them (golden/torchbin/nested_*,
+// written by make_nested.py with real PyTorch): nested_expected.json lists per file the flattened
+// tensors, or the words of the error.
+TEST(TorchFile, NestedStateDictsAreFlattenedWithADot) {
+  std::ifstream in(dir() + "/nested_expected.json");
+  ASSERT_TRUE(in) << dir();
+  const auto expected = nlohmann::json::parse(in);
+  ASSERT_GE(expected.size(), 7u);
+  int read = 0, refused = 0;
+  for (const auto& [file_name, want] : expected.items()) {
+    SCOPED_TRACE(file_name);
+    const std::string path = dir() + "/" + file_name;
+    if (want.contains("error")) {
+      const std::string m = error_of(path);
+      EXPECT_EQ(m.rfind(path + ":", 0), 0u) << m;
+      for (const auto& needle : want["error"])
+        EXPECT_NE(m.find(needle.get<std::string>()), std::string::npos) << needle << "\n" << m;
+      ++refused;
+      continue;
+    }
+    const auto file = SafetensorsFile::open(path);
+    const auto& tensors = want["tensors"];
+    ASSERT_EQ(file->tensors().size(), tensors.size());
+    for (const auto& [name, t] : tensors.items()) {
+      SCOPED_TRACE(name);
+      const TensorInfo* info = file->find(name);
+      ASSERT_NE(info, nullptr);
+      EXPECT_EQ(dtype_name(info->dtype), dtype_of(t["dtype"]));
+      EXPECT_EQ(info->shape, t["shape"].get<std::vector<std::int64_t>>());
+      const auto& values = t["values"];
+      ASSERT_EQ(info->numel(), static_cast<std::int64_t>(values.size()));
+      for (std::size_t k = 0; k < values.size(); ++k)
+        ASSERT_EQ(element(*file, *info, static_cast<std::int64_t>(k)), values[k].get<double>())
+            << "element " << k;
+    }
+    ++read;
+  }
+  EXPECT_GE(read, 3);
+  EXPECT_GE(refused, 4);
+}
+
+TEST(TorchFile, NestedSubModelsArePickedByPrefix) {
+  const auto file = SafetensorsFile::open(dir() + "/nested_shape.ckpt");
+  for (const char* sub : {"model", "vae", "conditioner"}) {
+    SCOPED_TRACE(sub);
+    WeightMap w = WeightMap::for_submodel(file, sub);
+    std::size_t n = 0;
+    for (const TensorInfo& t : file->tensors())
+      if (t.name.rfind(std::string(sub) + ".", 0) == 0) ++n;
+    EXPECT_GT(n, 0u);
+    EXPECT_EQ(w.unclaimed().size(), n);
+  }
+  WeightMap dit = WeightMap::for_submodel(file, "model");
+  EXPECT_TRUE(dit.contains("x_embedder.weight"));
+  EXPECT_TRUE(dit.contains("blocks.0.attn1.to_q.weight"));
+  WeightMap esr = WeightMap::for_submodel(SafetensorsFile::open(dir() + "/nested_realesrgan.pth"),
+                                          "params_ema");
+  EXPECT_TRUE(esr.contains("conv_first.weight"));
+}
+
 TEST(TorchFile, SafetensorsFilesAreNotMistakenForArchives) {
   const std::vector<unsigned char> safetensors{0x80, 0x02, 0, 0, 0, 0, 0, 0, '{'};
   EXPECT_FALSE(looks_like_torch_save(safetensors.data(), safetensors.size()));
