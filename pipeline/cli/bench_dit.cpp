@@ -20,6 +20,7 @@
 #include "models/core/precision.h"
 #include "models/kernels/dnnl_matmul.h"
 #include "models/kernels/flops.h"
+#include "models/kernels/linear.h"
 #include "models/shape/dit.h"
 #include "models/shape/dit21.h"
 #include "pipeline/error.h"
@@ -60,6 +61,8 @@ struct Run {
   models::MoEUsage moe0;  // 2.1: routing counts before the timed forwards
   std::function<models::MoEUsage()> moe_usage;
   std::vector<double> ms;
+  std::function<void()> gemm;  // --roof: the widest Linear alone
+  std::vector<double> roof_gflops;
   double flops = 0, cpu_s = 0;
   long involuntary = 0;
   nlohmann::json alongside;
@@ -134,6 +137,10 @@ void add_bench_dit(CLI::App& bench, BenchDitOptions& opt) {
               "also time one forward beside a CPU-bound TBB workload of the same length in a flow "
               "graph, against the two alone (together_over_sum near 1: the cores are shared "
               "without loss)");
+  c->add_flag("--roof", opt.roof,
+              "also time the GEMM roof (the FFN's first product, [B*L, H] x [H, 4H]) interleaved "
+              "with the forwards; reports roof_gflops and fraction_of_roof")
+      ->capture_default_str();
   opt.command = c;
 }
 
@@ -212,6 +219,25 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
         r.weight_bytes = m->weight_bytes();
         r.model = m;
       }
+      if (opt.roof) {
+        // One Linear of the FFN's shape with random weights, in the run's precision.
+        const std::int64_t rows = B * (L + (v21 ? 1 : 0)), K = opt.hidden, N = 4 * opt.hidden;
+        auto w = std::make_shared<Tensor>(Tensor({N, K}));
+        fill(*w, 3);
+        auto xin = std::make_shared<Tensor>(Tensor({rows, K}));
+        fill(*xin, 4);
+        auto y = std::make_shared<Tensor>(Tensor({rows, N}));
+        std::shared_ptr<models::kernels::Bf16Weight> wb;
+        if (r.precision == Precision::kBf16)
+          wb = std::make_shared<models::kernels::Bf16Weight>(w->data(), N, K);
+        r.gemm = [w, xin, y, wb, rows, K, N] {
+          if (wb)
+            models::kernels::linear_bf16(y->data(), N, xin->data(), K, *wb, nullptr, rows);
+          else
+            models::kernels::linear(y->data(), N, xin->data(), K, w->data(), nullptr, rows, K, N);
+        };
+        r.gemm();  // warm-up
+      }
       (void)r.forward();  // warm-up: packing, primitive creation
       if (r.moe_usage) r.moe0 = r.moe_usage();
     }
@@ -228,6 +254,20 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
         r.flops = static_cast<double>(models::kernels::flop_counter().load() - f0);
         r.cpu_s += u1.cpu_s - u0.cpu_s;
         r.involuntary += u1.involuntary - u0.involuntary;
+        if (r.gemm) {
+          // Repeated so the roof is timed over at least ~1 s, between the forwards.
+          const double gemm_flops =
+              2.0 * static_cast<double>(B * (L + (v21 ? 1 : 0))) * opt.hidden * 4.0 * opt.hidden;
+          int n = 0;
+          const auto g0 = std::chrono::steady_clock::now();
+          double s = 0;
+          do {
+            r.gemm();
+            ++n;
+            s = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
+          } while (s < 1.0);
+          r.roof_gflops.push_back(gemm_flops * n / s * 1e-9);
+        }
       }
     }
     if (!opt.alongside) return;
@@ -302,6 +342,14 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
     j["ms_min"] = s.front();
     j["gflop_per_forward"] = r.flops * 1e-9;
     j["gflops"] = r.flops * 1e-9 / (median * 1e-3);
+    if (!r.roof_gflops.empty()) {
+      std::vector<double> g = r.roof_gflops;
+      std::sort(g.begin(), g.end());
+      const double roof = g[g.size() / 2];
+      j["roof_gflops"] = roof;
+      j["roof_gflops_range"] = {g.front(), g.back()};
+      j["fraction_of_roof"] = r.flops * 1e-9 / (median * 1e-3) / roof;
+    }
     j["weight_mib"] = static_cast<double>(r.weight_bytes) / (1 << 20);
     // CPU seconds per wall second over the timed forwards, per thread: ~1 when every thread is
     // busy, and never above 1 unless more threads ran than the arena allows.

@@ -24,6 +24,10 @@ struct BenchDitOptions {
   // stage runs beside image stages), against the two alone: whether oneDNN's OpenMP threads and
   // TBB's share the cores without loss.
   bool alongside = false;
+  // Also time the GEMM roof in the same run: one Linear of the model's widest shape
+  // ([B·L, H] x [H, 4H], the FFN's first product) per precision, interleaved with the forwards,
+  // and report the forward's GFLOP/s as a fraction of it.
+  bool roof = false;
   CLI::App* command = nullptr;
 };
 

@@ -250,11 +250,13 @@ TEST(BenchDit, PrintsOneJsonLinePerPrecisionWithTheAlongsideRun) {
   const auto moe = test::run_gen3d(
       "bench dit --arch 2.1 --hidden 64 --heads 4 --depth 3 --moe-layers 1 --experts 4 --top-k 2 "
       "--tokens 16 --context-tokens 8 --context-dim 32 --in-channels 8 --batch 1 --reps 1 "
-      "--precision fp32");
+      "--precision fp32 --roof");
   ASSERT_EQ(moe.exit_code, 0) << moe.output;
   const auto line = nlohmann::json::parse(moe.output.substr(moe.output.find('{')));
   EXPECT_EQ(line["arch"], "2.1");
   EXPECT_DOUBLE_EQ(line["moe_expert_rows_executed_over_dense"].get<double>(), 3.0 / 5.0);
+  EXPECT_GT(line["roof_gflops"].get<double>(), 0.0);
+  EXPECT_GT(line["fraction_of_roof"].get<double>(), 0.0);
   const auto bad = test::run_gen3d("bench dit --hidden 30 --heads 4");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("multiple of --heads"), std::string::npos) << bad.output;

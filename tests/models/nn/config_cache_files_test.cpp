@@ -129,8 +129,11 @@ TEST(WeightFiles, FullPrecisionFirstThenHalfThenTorchSaveThenAClearError) {
   const std::string dir = test::temp_dir("nn_weight_files");
   EXPECT_NE(error_of([&] {
               find_weights(dir, "model");
-            }).find("no model.safetensors, model.fp16.safetensors or model.bin"),
+            }).find("no model.safetensors, model.fp16.safetensors, model.bin, model.ckpt or "
+                    "model.fp16.ckpt"),
             std::string::npos);
+  std::ofstream(dir + "/model.fp16.ckpt") << "pickle";  // Hunyuan3D-2.1's shape checkpoint
+  EXPECT_EQ(find_weights(dir, "model"), dir + "/model.fp16.ckpt");
   std::ofstream(dir + "/model.bin") << "pickle";
   EXPECT_EQ(find_weights(dir, "model"), dir + "/model.bin");
   std::ofstream(dir + "/model.fp16.safetensors") << "x";
