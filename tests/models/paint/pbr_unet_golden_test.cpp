@@ -379,6 +379,13 @@ TEST(PbrUNetGolden, LoaderNamesMissingAndMisShapedTensors) {
   const auto expected = PbrUNet::expected_tensors(g.base, tokens, dino_dim);
   const auto file = SafetensorsFile::open(wpath);
   EXPECT_EQ(expected.size(), file->tensors().size());
+  i64 stored = 0;
+  for (const TensorInfo& t : file->tensors()) {
+    i64 n = 1;
+    for (i64 d : t.shape) n *= d;
+    stored += n;
+  }
+  EXPECT_EQ(PbrUNet::load(g.base, file)->num_parameters(), stored);
   for (const auto& [name, shape] : expected) {
     const TensorInfo* t = file->find(name);
     ASSERT_TRUE(t) << "expected tensor absent from the golden file: " << name;
