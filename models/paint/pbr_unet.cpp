@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -16,6 +17,7 @@
 #include "models/kernels/elementwise.h"
 #include "models/nn/init.h"
 #include "models/nn/params.h"
+#include "models/nn/weight_files.h"
 
 namespace gen3d::models {
 
@@ -389,6 +391,11 @@ std::unique_ptr<PbrUNet> PbrUNet::load(const UNetConfig& base, const std::string
   return load(base, SafetensorsFile::open(path), storage);
 }
 
+std::unique_ptr<PbrUNet> PbrUNet::load_folder(const std::string& dir, WeightStorage storage) {
+  const UNetConfig base = UNetConfig::read((std::filesystem::path(dir) / "config.json").string());
+  return load(base, nn::find_weights(dir, "diffusion_pytorch_model"), storage);
+}
+
 std::unique_ptr<PbrUNet> PbrUNet::random(const UNetConfig& base, std::uint64_t seed,
                                          i64 text_tokens, i64 dino_dim, WeightStorage storage) {
   nn::RandomParams main(nn::uniform_init(seed), storage),
@@ -658,9 +665,11 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
     // 4. Text cross-attention per material, then DINO cross-attention from the same norm2 output.
     l.norm2(h.data(), xs.data(), rows * L);  // [rows, L, C]
     branch(path + ".transformer.attn2", unit, [&](float* dst, const std::function<float(i64)>&) {
+      // [rows, L, C] += attn2(h, the text of the row's (b, material) item)
       l.attn2.forward_add(dst, 1.0f, h.data(), rows, L, text_rows.data(), B * M, T);
     });
     branch(path + ".attn_dino", unit, [&](float* dst, const std::function<float(i64)>&) {
+      // [rows, L, C] += attn_dino(h, DINO row b of the row's item, or the one shared row)
       st.attn_dino.forward_add(dst, 1.0f, h.data(), rows, L, cond.dino.data(), Bd, dino_len);
     });
 
@@ -669,7 +678,7 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
     if (probe) probe(path + ".transformer.norm3", h);
     l.feed_forward(h.data(), h.data(), rows * L);  // [rows, L, C]
     if (probe) probe(path + ".transformer.ff", h);
-    add_inplace(xs.data(), h.data(), n_all);
+    add_inplace(xs.data(), h.data(), n_all);  // [rows, L, C]
     if (probe) probe(path, xs);
   };
 

@@ -108,6 +108,11 @@ class PbrUNet {
                                        WeightStorage storage = WeightStorage::kF32);
   static std::unique_ptr<PbrUNet> load(const UNetConfig& base, const std::string& path,
                                        WeightStorage storage = WeightStorage::kF32);
+  // A diffusers-style folder (hunyuan3d-paintpbr-v2-1/unet): dir/config.json and the state_dict
+  // in diffusion_pytorch_model.safetensors, .fp16.safetensors or .bin (the official folder ships
+  // a torch.save .bin, read natively).
+  static std::unique_ptr<PbrUNet> load_folder(const std::string& dir,
+                                              WeightStorage storage = WeightStorage::kF32);
   // Random weights of the right shapes (benchmarks): uniform in ±0.02.
   static std::unique_ptr<PbrUNet> random(const UNetConfig& base, std::uint64_t seed,
                                          std::int64_t text_tokens = 77,

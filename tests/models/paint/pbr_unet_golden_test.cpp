@@ -368,6 +368,23 @@ TEST(PbrUNetGolden, CfgCall_bf16) {
   check_forward(true);
 }
 
+// A diffusers-style folder: config.json beside diffusion_pytorch_model.safetensors.
+TEST(PbrUNetGolden, LoadsADiffusersFolder) {
+  const std::string wpath = set_file("paint21_unet.weights.fp16.safetensors");
+  REQUIRE_GOLDEN(wpath);
+  Fixture g;
+  const std::string dir = test::temp_dir("pbr_unet_folder");
+  {
+    std::ofstream c(dir + "/config.json");
+    c << g.cfg.at("unet").dump(1);
+  }
+  std::filesystem::copy_file(wpath, dir + "/diffusion_pytorch_model.fp16.safetensors");
+  const auto net = PbrUNet::load_folder(dir);
+  EXPECT_EQ(net->config().cross_attention_dim, g.base.cross_attention_dim);
+  EXPECT_EQ(net->main_unet().config().in_channels, 3 * g.base.in_channels);
+  EXPECT_EQ(net->num_parameters(), PbrUNet::load(g.base, wpath)->num_parameters());
+}
+
 // Strict loading: a missing and a mis-shaped tensor are both named.
 TEST(PbrUNetGolden, LoaderNamesMissingAndMisShapedTensors) {
   const std::string wpath = set_file("paint21_unet.weights.fp16.safetensors");
