@@ -5,8 +5,10 @@
 //
 // Feature maps are (B, H, W, C) so a map is also a (B·H·W, C) token matrix: 1×1 convolutions,
 // Linear projections and attention read it in place. Transformer blocks expose a hook after
-// attn1's residual so that the UNet2.5D wrapper (models/mvunet.h) can record the block inputs of
-// a reference pass and add its reference / multiview attention branches.
+// attn1's residual so that the UNet2.5D wrapper (models/paint/mvunet.h) can record the block
+// inputs of a reference pass and add its reference / multiview attention branches; a block
+// function may instead run a whole block on the block's layers (the 2.1 PBR UNet2.5D,
+// models/paint/pbr_unet.h, replaces attn1 per material and adds branches after attn2).
 
 #include <cstdint>
 #include <functional>
