@@ -397,9 +397,10 @@ std::unique_ptr<PbrUNet> PbrUNet::load_folder(const std::string& dir, WeightStor
 }
 
 std::unique_ptr<PbrUNet> PbrUNet::random(const UNetConfig& base, std::uint64_t seed,
-                                         i64 text_tokens, i64 dino_dim, WeightStorage storage) {
-  nn::RandomParams main(nn::uniform_init(seed), storage),
-      dual(nn::uniform_init(seed ^ 0x5DEECE66Dull), storage);
+                                         i64 text_tokens, i64 dino_dim, WeightStorage storage,
+                                         float scale) {
+  nn::RandomParams main(nn::uniform_init(seed, scale), storage),
+      dual(nn::uniform_init(seed ^ 0x5DEECE66Dull, scale), storage);
   return Builder::build(base, main, dual, text_tokens, dino_dim);
 }
 

@@ -113,11 +113,13 @@ class PbrUNet {
   // a torch.save .bin, read natively).
   static std::unique_ptr<PbrUNet> load_folder(const std::string& dir,
                                               WeightStorage storage = WeightStorage::kF32);
-  // Random weights of the right shapes (benchmarks): uniform in ±0.02.
+  // Random weights of the right shapes (benchmarks, tests): uniform in ±scale (norm scales 1,
+  // biases 0).
   static std::unique_ptr<PbrUNet> random(const UNetConfig& base, std::uint64_t seed,
                                          std::int64_t text_tokens = 77,
                                          std::int64_t dino_dim = 1536,
-                                         WeightStorage storage = WeightStorage::kF32);
+                                         WeightStorage storage = WeightStorage::kF32,
+                                         float scale = 0.02f);
   // The tensors load() expects ("unet." / "unet_dual." prefixed), with shapes.
   static std::vector<std::pair<std::string, Shape>> expected_tensors(const UNetConfig& base,
                                                                      std::int64_t text_tokens = 77,
