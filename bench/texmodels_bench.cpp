@@ -8,6 +8,11 @@
 // several precisions (a comma list) each part runs in every precision before the next part, in
 // one process, so the ratios are measured side by side. Prints one JSON document.
 //
+// Part "pbr" (not in the default list): the Hunyuan3D-2.1 PBR UNet2.5D, one step of the official
+// CFG batch (3 rows × 2 materials × N views), its reference UNet and condition, against the
+// oneDNN matmul roof measured in the same run (a large GEMM through nn::Linear in the run's
+// precision).
+//
 // Usage: gen3d_texmodels_bench [views=6] [size=512] [parts=vae,turbo,normal,delight]
 //                              [precision=fp32|bf16|auto|fp32,bf16]
 
@@ -29,6 +34,7 @@
 #include "models/kernels/flops.h"
 #include "models/nn/init.h"
 #include "models/paint/mvunet.h"
+#include "models/paint/pbr_unet.h"
 #include "models/paint/sd_vae.h"
 #include "models/paint/unet.h"
 
@@ -96,6 +102,7 @@ struct PrecisionRun {
   double vae_encode_ms_per_image = 0, vae_decode_ms_per_image = 0;
   double ref_ms[2] = {0, 0}, step_ms[2] = {0, 0};  // turbo, normal
   double delight_step_ms = 0;
+  double pbr_step_ms = 0;
   nlohmann::json doc;
 };
 
@@ -185,6 +192,103 @@ void bench_mvunet(PrecisionRun& r, const MultiviewUNet& net, const char* mode, i
                mode, rf.first, st.first, st.second / (st.first * 1e-3));
 }
 
+// GFLOP/s of one large GEMM through nn::Linear (the path every UNet projection and 1×1 conv
+// takes) in the run's precision: the roof the network's GFLOP/s is read against.
+double matmul_roof(const PrecisionRun& r) {
+  constexpr std::int64_t M = 8192, K = 1280, N = 1280;
+  nn::RandomParams rnd(nn::uniform_init(17), r.storage);
+  nn::Linear lin;
+  lin.load(rnd, "roof", K, N);
+  const Tensor x = filled(Shape{M, K}, 0.1f);
+  Tensor y(Shape{M, N});
+  lin(y.data(), x.data(), M);  // warm-up (primitive, packing), untimed
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto m = measure([&] { lin(y.data(), x.data(), M); });
+    best = std::max(best, m.second / (m.first * 1e-3));
+  }
+  return best;
+}
+
+// The 2.1 PBR UNet2.5D at the official call: CFG rows [uncond (ref_scale 0, DINO zeros), ref
+// (ref_scale 1, DINO zeros), full], 2 materials, N views; 257 DINOv2-giant tokens; position maps
+// with a disc of geometry on a white background.
+void bench_pbr(PrecisionRun& r, int views, int size) {
+  const int lat = size / 8;
+  constexpr int R = 3, M = PbrUNet::kMaterials;
+  // The roof is measured before and after the network (the better of the two), so a change of
+  // load on shared cores during the run shows as a gap between them.
+  const double roof_before = matmul_roof(r);
+  const auto t0 = Clock::now();
+  const auto net = PbrUNet::random(paint_unet(), 21, 77, 1536, r.storage);
+  const double init_ms = ms_since(t0);
+  const double rss_load = rss_mb();
+
+  std::vector<std::uint16_t> pos(static_cast<std::size_t>(views) * 3 * size * size);
+  for (int v = 0; v < views; ++v)
+    for (int y = 0; y < size; ++y)
+      for (int x = 0; x < size; ++x) {
+        const double dx = (x + 0.5) / size - 0.5, dy = (y + 0.5) / size - 0.5;
+        const bool in = dx * dx + dy * dy < 0.16;
+        for (int c = 0; c < 3; ++c) {
+          const float val = in ? static_cast<float>(0.5 + 0.4 * (c == 0   ? dx
+                                                                 : c == 1 ? dy
+                                                                          : dx * dy))
+                               : 1.0f;
+          pos[((static_cast<std::size_t>(v) * 3 + c) * size + y) * size + x] = float_to_half(val);
+        }
+      }
+  HalfPositionMaps maps;
+  maps.data = pos;
+  maps.batch = 1;
+  maps.views = views;
+  maps.height = size;
+  maps.width = size;
+  const Tensor ref_lat = filled(Shape{1, lat, lat, 4}, 0.1f);
+  Tensor dino(Shape{R, 257, 1536});
+  for (std::int64_t i = 2 * 257 * 1536; i < dino.numel(); ++i) dino.data()[i] = 0.01f;
+  const Tensor sample = filled(Shape{R * M * views, lat, lat, 4}, 0.1f);
+  const Tensor maps_lat = filled(Shape{views, lat, lat, 4}, 0.1f);
+  const Tensor text = net->learned_prompt();
+  const std::vector<float> ref_scale{0.f, 1.f, 1.f};
+
+  // One untimed run at the same shapes first (bf16 primitives and weight layouts).
+  {
+    const PbrCondition warm = net->condition(ref_lat, 1, dino, maps, lat);
+    (void)net->forward(sample, maps_lat, maps_lat, 500.0f, text, warm, ref_scale);
+  }
+  PbrCondition cond;
+  const auto rf = measure([&] { cond.ref = net->reference_features(ref_lat, 1); });
+  const auto cd = measure([&] {
+    cond.dino = net->project_dino(dino);
+    net->prepare_positions(cond, maps, lat);
+  });
+  const auto st = measure(
+      [&] { (void)net->forward(sample, maps_lat, maps_lat, 500.0f, text, cond, ref_scale); });
+  const double gps = st.second / (st.first * 1e-3);
+  const double roof_after = matmul_roof(r);
+  const double roof = std::max(roof_before, roof_after);
+  r.pbr_step_ms = st.first;
+  constexpr int steps = 15;  // the official UniPC run
+  r.doc["pbr_unet"] = {{"parameters", net->num_parameters()},
+                       {"init_ms", init_ms},
+                       {"rss_after_load_mb", rss_load},
+                       {"rows", R * M * views},
+                       {"matmul_roof_gflop_per_s", roof},
+                       {"matmul_roof_before_after", {roof_before, roof_after}},
+                       {"reference_unet", figure(rf)},
+                       {"dino_and_positions", figure(cd)},
+                       {"step", figure(st)},
+                       {"step_fraction_of_roof", roof > 0 ? gps / roof : 0.0},
+                       {"steps", steps},
+                       {"minutes_for_steps", (rf.first + cd.first + steps * st.first) / 60000.0}};
+  std::fprintf(stderr,
+               "[%s] pbr: roof %.0f GFLOP/s; reference %.0f ms, condition %.0f ms, step %.0f ms "
+               "(%.0f GFLOP/s = %.0f%% of the roof)\n",
+               r.name.c_str(), roof, rf.first, cd.first, st.first, gps,
+               roof > 0 ? 100 * gps / roof : 0.0);
+}
+
 void bench_delight(PrecisionRun& r, int size) {
   const int lat = size / 8;
   UNetConfig dc = paint_unet();
@@ -250,6 +354,8 @@ int main(int argc, char** argv) {
   }
   if (wants(parts, "delight"))
     for (PrecisionRun& r : runs) bench_delight(r, size);
+  if (wants(parts, "pbr"))
+    for (PrecisionRun& r : runs) bench_pbr(r, views, size);
 
   for (PrecisionRun& r : runs) {
     // A texture: VAE encodes (1 reference + 2N maps), the reference UNet, the steps, the decode
@@ -279,7 +385,8 @@ int main(int argc, char** argv) {
                       {"vae_encode", ratio(a.vae_encode_ms_per_image, b.vae_encode_ms_per_image)},
                       {"turbo_step", ratio(a.step_ms[0], b.step_ms[0])},
                       {"normal_step", ratio(a.step_ms[1], b.step_ms[1])},
-                      {"delight_step", ratio(a.delight_step_ms, b.delight_step_ms)}};
+                      {"delight_step", ratio(a.delight_step_ms, b.delight_step_ms)},
+                      {"pbr_step", ratio(a.pbr_step_ms, b.pbr_step_ms)}};
   }
   doc["peak_rss_mb"] = peak_rss_mb();
   std::printf("%s\n", doc.dump(2).c_str());

@@ -69,15 +69,15 @@ float gelu_erf(float x) {
 // AttentionLayer
 
 AttentionLayer AttentionLayer::load(ParamSource& p, const std::string& prefix, i64 dim, i64 kv_dim,
-                                    int heads) {
+                                    int heads, const std::string& suffix) {
   AttentionLayer a;
   a.dim_ = dim;
   a.kv_dim_ = kv_dim;
   a.heads_ = heads;
-  a.q_.load(p, prefix + ".to_q", dim, dim, /*has_bias=*/false);
-  Tensor wk = p.take(prefix + ".to_k.weight", {dim, kv_dim});
-  const Tensor wv = p.take(prefix + ".to_v.weight", {dim, kv_dim});
-  a.out_.load(p, prefix + ".to_out.0", dim, dim);
+  a.q_.load(p, prefix + ".to_q" + suffix, dim, dim, /*has_bias=*/false);
+  Tensor wk = p.take(prefix + ".to_k" + suffix + ".weight", {dim, kv_dim});
+  const Tensor wv = p.take(prefix + ".to_v" + suffix + ".weight", {dim, kv_dim});
+  a.out_.load(p, prefix + ".to_out" + suffix + ".0", dim, dim);
   Tensor wkv;
   if (!wk.empty() && !wv.empty()) {
     // One GEMM projects the context to [k | v].
@@ -91,7 +91,8 @@ AttentionLayer AttentionLayer::load(ParamSource& p, const std::string& prefix, i
 }
 
 void AttentionLayer::forward_add(float* resid, float scale, const float* x, i64 batch, i64 q_len,
-                                 const float* ctx, i64 ctx_batch, i64 kv_len) const {
+                                 const float* ctx, i64 ctx_batch, i64 kv_len,
+                                 const RotaryTables* rope) const {
   if (batch <= 0 || q_len <= 0) return;
   if (ctx_batch <= 0 || batch % ctx_batch != 0)
     throw ModelError("attention: context batch " + std::to_string(ctx_batch) +
@@ -100,10 +101,43 @@ void AttentionLayer::forward_add(float* resid, float scale, const float* x, i64 
   const i64 hd = C / heads_;
   const i64 rows_q = batch * q_len;
   const i64 rows_kv = ctx_batch * kv_len;
+  if (rope && (ctx_batch != batch || kv_len != q_len || rope->len != q_len ||
+               rope->head_dim != hd || rope->batch <= 0 || batch % rope->batch != 0))
+    throw ModelError("attention: rotary tables (" + std::to_string(rope->batch) + ", " +
+                     std::to_string(rope->len) + ", " + std::to_string(rope->head_dim) +
+                     ") do not fit a self-attention of batch " + std::to_string(batch) + ", " +
+                     std::to_string(q_len) + " tokens, head_dim " + std::to_string(hd));
   Tensor q({rows_q, C});
   q_(q.data(), x, rows_q);
   Tensor kv({std::max<i64>(rows_kv, 1), 2 * C});
   kv_(kv.data(), ctx, rows_kv);
+  if (rope) {
+    // q (rows, C) and the k half of kv (rows, 2C): every head of token t of item b rotates by
+    // table row (b / per_table, t). Products and sum in float32 without contraction, as
+    // x.float() * cos + x_rotated.float() * sin.
+    const i64 per_table = batch / rope->batch;
+    tbb::parallel_for(tbb::blocked_range<i64>(0, rows_q, 64),
+                      [&](const tbb::blocked_range<i64>& r) {
+                        for (i64 row = r.begin(); row < r.end(); ++row) {
+                          const i64 b = row / q_len, t = row % q_len;
+                          const i64 off = ((b / per_table) * rope->len + t) * hd;
+                          const float* cs = rope->cos + off;
+                          const float* sn = rope->sin + off;
+                          for (float* v : {q.data() + row * C, kv.data() + row * 2 * C}) {
+                            for (int h = 0; h < heads_; ++h) {
+                              float* e = v + h * hd;
+                              for (i64 i = 0; i + 1 < hd; i += 2) {
+                                const float a = e[i], bb = e[i + 1];
+                                const float p0 = a * cs[i], r0 = -bb * sn[i];
+                                const float p1 = bb * cs[i + 1], r1 = a * sn[i + 1];
+                                e[i] = p0 + r0;
+                                e[i + 1] = p1 + r1;
+                              }
+                            }
+                          }
+                        }
+                      });
+  }
   Tensor o({rows_q, C});
   const i64 group = batch / ctx_batch;
   kernels::AttentionShape s;
@@ -139,6 +173,28 @@ void AttentionLayer::forward_add(float* resid, float scale, const float* x, i64 
   }
 }
 
+void TransformerBlockLayers::feed_forward(float* out, const float* h, i64 rows) const {
+  const i64 C = ff2.out;
+  // GEGLU in row chunks: proj -> [value | gate], value · GELU(gate) in place over the value half,
+  // then ff.net.2 into the chunk's rows of out (h's rows are consumed first, so out may be h).
+  const i64 inner = 4 * C;
+  const i64 chunk = std::clamp<i64>(kFeedForwardBudget / (2 * inner), 1, std::max<i64>(rows, 1));
+  Tensor buf({chunk, 2 * inner});
+  for (i64 r0 = 0; r0 < rows; r0 += chunk) {
+    const i64 n = std::min(chunk, rows - r0);
+    ff0(buf.data(), h + r0 * C, n);  // [n, 8C]
+    float* p = buf.data();
+    tbb::parallel_for(tbb::blocked_range<i64>(0, n, 16), [&](const tbb::blocked_range<i64>& r) {
+      for (i64 i = r.begin(); i < r.end(); ++i) {
+        float* v = p + i * 2 * inner;
+        const float* g = v + inner;
+        for (i64 ch = 0; ch < inner; ++ch) v[ch] *= gelu_erf(g[ch]);
+      }
+    });
+    ff2(out + r0 * C, C, buf.data(), 2 * inner, n);  // [n, C]
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Network
 
@@ -155,9 +211,7 @@ struct Resnet {
 };
 
 struct TBlock {
-  LayerNorm norm1, norm2, norm3;
-  AttentionLayer attn1, attn2;
-  Linear ff0, ff2;
+  TransformerBlockLayers layers;
   int site = 0;
 };
 
@@ -220,7 +274,8 @@ struct UNet2DCondition::Impl {
     for (int k = 0; k < layers; ++k) {
       const std::string path = pre + ".transformer_blocks." + std::to_string(k);
       const std::string bp = path + "." + opt.block_infix;
-      TBlock b;
+      TBlock tb;
+      TransformerBlockLayers& b = tb.layers;
       b.norm1.load(p, bp + "norm1", c, kLayerNormEps);
       b.attn1 = AttentionLayer::load(p, bp + "attn1", c, c, heads);
       b.norm2.load(p, bp + "norm2", c, kLayerNormEps);
@@ -228,9 +283,9 @@ struct UNet2DCondition::Impl {
       b.norm3.load(p, bp + "norm3", c, kLayerNormEps);
       b.ff0.load(p, bp + "ff.net.0.proj", c, 8 * c);
       b.ff2.load(p, bp + "ff.net.2", 4 * c, c);
-      b.site = static_cast<int>(sites.size());
+      tb.site = static_cast<int>(sites.size());
       sites.push_back({name + "_" + std::to_string(k), path, c, heads});
-      t.blocks.push_back(std::move(b));
+      t.blocks.push_back(std::move(tb));
     }
     t.proj_out.load(p, pre + ".proj_out", c, c);
     return t;
@@ -317,6 +372,7 @@ struct UNet2DCondition::Impl {
     const float* text = nullptr;
     i64 text_batch = 1, text_len = 0;
     const TransformerHook* hook = nullptr;
+    const TransformerBlockFn* block = nullptr;
   };
 
   Tensor resnet(const Resnet& r, const Tensor& x, const Run& run) const {
@@ -355,36 +411,24 @@ struct UNet2DCondition::Impl {
     return out;
   }
 
-  void block(const TBlock& b, Tensor& x, const Run& run) const {
+  void block(const TBlock& tb, Tensor& x, const Run& run) const {
+    if (run.block && *run.block) {
+      (*run.block)(tb.site, tb.layers, x);
+      return;
+    }
+    const TransformerBlockLayers& b = tb.layers;
     const i64 B = x.dim(0), L = x.dim(1), C = x.dim(2), rows = B * L;
     Tensor h({B, L, C});
     b.norm1(h.data(), x.data(), rows);
     b.attn1.forward_add(x.data(), 1.0f, h.data(), B, L, h.data(), B, L);
-    if (run.hook && *run.hook) (*run.hook)(b.site, h, x);
+    if (run.hook && *run.hook) (*run.hook)(tb.site, h, x);
 
     b.norm2(h.data(), x.data(), rows);
     b.attn2.forward_add(x.data(), 1.0f, h.data(), B, L, run.text, run.text_batch, run.text_len);
 
     b.norm3(h.data(), x.data(), rows);
-    // GEGLU feed-forward in row chunks: proj -> [value | gate], value · GELU(gate) in place over
-    // the value half, then ff.net.2 into the consumed rows of h and the residual add.
-    const i64 inner = 4 * C;
-    const i64 chunk = std::clamp<i64>(kFeedForwardBudget / (2 * inner), 1, rows);
-    Tensor buf({chunk, 2 * inner});
-    for (i64 r0 = 0; r0 < rows; r0 += chunk) {
-      const i64 n = std::min(chunk, rows - r0);
-      b.ff0(buf.data(), h.data() + r0 * C, n);
-      float* p = buf.data();
-      tbb::parallel_for(tbb::blocked_range<i64>(0, n, 16), [&](const tbb::blocked_range<i64>& r) {
-        for (i64 i = r.begin(); i < r.end(); ++i) {
-          float* v = p + i * 2 * inner;
-          const float* g = v + inner;
-          for (i64 ch = 0; ch < inner; ++ch) v[ch] *= gelu_erf(g[ch]);
-        }
-      });
-      b.ff2(h.data() + r0 * C, C, buf.data(), 2 * inner, n);
-      add_inplace(x.data() + r0 * C, h.data() + r0 * C, n * C);
-    }
+    b.feed_forward(h.data(), h.data(), rows);
+    add_inplace(x.data(), h.data(), rows * C);
   }
 
   Tensor transformer(const Transformer2D& t, const Tensor& x, const Run& run) const {
@@ -554,6 +598,7 @@ Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> tim
   run.text_batch = text.dim(0);
   run.text_len = text.dim(1);
   run.hook = call.hook;
+  run.block = call.block;
 
   // Skip stack: conv_in's output, then every resnet/attention layer and downsampler output.
   std::vector<Tensor> skips;

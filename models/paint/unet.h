@@ -5,8 +5,10 @@
 //
 // Feature maps are (B, H, W, C) so a map is also a (B·H·W, C) token matrix: 1×1 convolutions,
 // Linear projections and attention read it in place. Transformer blocks expose a hook after
-// attn1's residual so that the UNet2.5D wrapper (models/mvunet.h) can record the block inputs of
-// a reference pass and add its reference / multiview attention branches.
+// attn1's residual so that the UNet2.5D wrapper (models/paint/mvunet.h) can record the block
+// inputs of a reference pass and add its reference / multiview attention branches; a block
+// function may instead run a whole block on the block's layers (the 2.1 PBR UNet2.5D,
+// models/paint/pbr_unet.h, replaces attn1 per material and adds branches after attn2).
 
 #include <cstdint>
 #include <functional>
@@ -73,22 +75,38 @@ struct UNetConfig {
 // and the value at that point: maps (B, H, W, C), embeddings (B, C). The tensor is a temporary.
 using UNetProbe = std::function<void(const std::string& name, const Tensor& t)>;
 
+// Rotary position tables for a self-attention (q_len == kv_len): cos and sin, each (batch, len,
+// head_dim) with the pair layout of the 2.1 paint UNet's RotaryEmbedding.apply_rotary_emb:
+// elements (2i, 2i+1) of every head rotate together, y[2i] = x[2i]·cos[2i] − x[2i+1]·sin[2i],
+// y[2i+1] = x[2i+1]·cos[2i+1] + x[2i]·sin[2i+1]. Query item b reads table item
+// b / (query batch / batch); the same rotation applies to every head and to q and k.
+struct RotaryTables {
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  std::int64_t batch = 1;
+  std::int64_t len = 0;
+  std::int64_t head_dim = 0;
+};
+
 // A diffusers Attention (to_q / to_k / to_v without bias, to_out.0 with bias), multi-head with
 // head_dim = dim / heads.
 class AttentionLayer {
  public:
   AttentionLayer() = default;
-  // `prefix` e.g. "down_blocks.0.attentions.0.transformer_blocks.0.attn1".
+  // `prefix` e.g. "down_blocks.0.attentions.0.transformer_blocks.0.attn1". `suffix` follows the
+  // projection names: "_mr" reads to_q_mr, to_k_mr, to_v_mr and to_out_mr.0 (the 2.1 paint
+  // UNet's per-material projections).
   static AttentionLayer load(nn::ParamSource& params, const std::string& prefix, std::int64_t dim,
-                             std::int64_t kv_dim, int heads);
+                             std::int64_t kv_dim, int heads, const std::string& suffix = "");
 
   // resid (batch·q_len, dim) += scale · Attention(x, ctx): queries from x (batch, q_len, dim),
   // keys / values from ctx (ctx_batch, kv_len, kv_dim); query item b attends to context item
   // b / (batch / ctx_batch) (ctx_batch divides batch), so a context shared by several query
-  // items is projected once. ctx may equal x (self-attention).
+  // items is projected once. ctx may equal x (self-attention). `rope` (self-attention only:
+  // ctx == x) rotates q and k after the projections.
   void forward_add(float* resid, float scale, const float* x, std::int64_t batch,
                    std::int64_t q_len, const float* ctx, std::int64_t ctx_batch,
-                   std::int64_t kv_len) const;
+                   std::int64_t kv_len, const RotaryTables* rope = nullptr) const;
 
   std::int64_t dim() const { return dim_; }
   int heads() const { return heads_; }
@@ -114,6 +132,23 @@ struct TransformerSite {
 // batch. The hook may add to x in place.
 using TransformerHook = std::function<void(int site, const Tensor& h, Tensor& x)>;
 
+// The layers of one BasicTransformerBlock (diffusers attention.py), for a wrapper that runs the
+// block itself (TransformerBlockFn).
+struct TransformerBlockLayers {
+  nn::LayerNorm norm1, norm2, norm3;
+  AttentionLayer attn1, attn2;
+  nn::Linear ff0;  // ff.net.0.proj: C -> 8C, [value | gate] of the GEGLU
+  nn::Linear ff2;  // ff.net.2: 4C -> C
+
+  // out (rows, C) = ff(h (rows, C)), in row chunks; out may equal h.
+  void feed_forward(float* out, const float* h, std::int64_t rows) const;
+};
+
+// Replaces the body of transformer block `site`: x (batch, L, C) is the block's running state,
+// updated in place (the UNet applies proj_in before and proj_out after, as always).
+using TransformerBlockFn =
+    std::function<void(int site, const TransformerBlockLayers& layers, Tensor& x)>;
+
 struct UNetLoadOptions {
   // In-memory dtype of the Linear and convolution weights (kBF16: the bf16 precision mode).
   WeightStorage storage = WeightStorage::kF32;
@@ -125,9 +160,10 @@ struct UNetLoadOptions {
 
 // Everything forward() can be asked for beyond the plain call.
 struct UNetCall {
-  const Tensor* class_emb = nullptr;      // (B, time_embed_dim), added to the time embedding
-  const TransformerHook* hook = nullptr;  // see TransformerHook
-  bool skip_output = false;               // stop after the last up block; returns empty
+  const Tensor* class_emb = nullptr;          // (B, time_embed_dim), added to the time embedding
+  const TransformerHook* hook = nullptr;      // see TransformerHook
+  const TransformerBlockFn* block = nullptr;  // see TransformerBlockFn (then hook is not called)
+  bool skip_output = false;                   // stop after the last up block; returns empty
   UNetProbe probe;
 };
 
