@@ -138,6 +138,26 @@ TEST(ShapeCommand, Hunyuan21FolderToGlbInFp32AndBf16) {
     EXPECT_NE(r.output.find("HunyuanDiTPlain: loaded"), std::string::npos) << r.output;
     EXPECT_GT(mesh::load_mesh(dir + "/shape.glb").face_count(), 100u) << precision;
   }
+  // A config.yaml key the 2.1 DiT does not know, or one of the wrong type, is named; nothing is
+  // written.
+  std::ifstream in(f.config);
+  const std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string line = "    moe_top_k: 2\n";
+  ASSERT_NE(yaml.find(line), std::string::npos);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {line + "    num_expertz: 4\n", "num_expertz"}, {"    moe_top_k: two\n", "moe_top_k"}};
+  for (const auto& [replacement, named] : bad) {
+    std::string edited = yaml;
+    edited.replace(edited.find(line), line.size(), replacement);
+    std::ofstream(f.config) << edited;
+    const std::string dir = temp_dir("shape21_bad");
+    const auto r = run_gen3d("shape --model " + f.dir + " --image " + kImage + kFast + "-o " + dir +
+                             "/shape.glb");
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(named), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(dir + "/shape.glb"));
+  }
+  std::ofstream(f.config) << yaml;
   // The folder's checker names the 2.1 DiT and finds every tensor where its loader expects it.
   const auto check = run_gen3d("models check " + f.dir);
   EXPECT_EQ(check.exit_code, 0) << check.output;
