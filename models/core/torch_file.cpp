@@ -575,6 +575,8 @@ struct Planned {
 // one or two wrappers more (e.g. {'state_dict': {...}}).
 constexpr int kMaxNesting = 4;
 constexpr std::size_t kMaxTensors = 1000000;
+// Names are module paths; a pickle can reuse one long key through its memo at every level.
+constexpr std::size_t kMaxNameBytes = 4096, kMaxAllNameBytes = std::size_t{256} << 20;
 
 const char* kind_name(Value::Kind k) {
   switch (k) {
@@ -597,23 +599,30 @@ const char* kind_name(Value::Kind k) {
 // the official loaders use, accepts them too) are skipped, each named in a debug note; anything
 // else is refused.
 void flatten(const Value& dict, const std::string& path, int depth,
-             std::vector<std::pair<std::string, const TensorRef*>>& out, const std::string& label) {
+             std::vector<std::pair<std::string, const TensorRef*>>& out, std::size_t& name_bytes,
+             const std::string& label) {
   auto fail = [&](const std::string& msg) { throw ModelError(label + ": " + msg); };
   if (depth > kMaxNesting)
     fail("the dict '" + path.substr(0, path.size() - 1) + "' is nested deeper than " +
          std::to_string(kMaxNesting) + " levels (not a state dict or a dict of state dicts)");
   for (const auto& [k, v] : dict.entries) {
     if (k->kind != Value::Kind::kString)
-      fail("a key of " + (path.empty() ? std::string("the state dict") : "'" + path + "'") +
+      fail("a key of " +
+           (path.empty() ? std::string("the state dict")
+                         : "'" + path.substr(0, path.size() - 1) + "'") +
            " is not a string");
+    if (path.size() + k->s.size() > kMaxNameBytes)
+      fail("a tensor name is longer than " + std::to_string(kMaxNameBytes) + " bytes");
     const std::string name = path + k->s;
     switch (v->kind) {
       case Value::Kind::kTensor:
         if (out.size() >= kMaxTensors) fail("more than a million tensors");
+        name_bytes += name.size();
+        if (name_bytes > kMaxAllNameBytes) fail("the tensor names take more than 256 MiB");
         out.emplace_back(name, &v->tensor);
         break;
       case Value::Kind::kDict:
-        flatten(*v, name + ".", depth + 1, out, label);
+        flatten(*v, name + ".", depth + 1, out, name_bytes, label);
         break;
       case Value::Kind::kNone:
       case Value::Kind::kBool:
@@ -635,7 +644,8 @@ std::shared_ptr<const SafetensorsFile> assemble(Zip& zip, const std::string& pre
   if (dict.kind != Value::Kind::kDict)
     fail("the pickle does not hold a state dict (an OrderedDict of tensors)");
   std::vector<std::pair<std::string, const TensorRef*>> leaves;
-  flatten(dict, "", 1, leaves, label);
+  std::size_t name_bytes = 0;
+  flatten(dict, "", 1, leaves, name_bytes, label);
   std::vector<Planned> plan;
   std::set<std::string> names;
   std::uint64_t offset = 0;

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <string_view>
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
@@ -233,23 +235,49 @@ class Converter {
   std::size_t values_ = 0;
 };
 
+// Counts documents and builds nothing. yaml-cpp 0.7 (Debian 12) never stops on a stray ',' at
+// the top level: it yields empty documents without end (YAML::LoadAll then fills the memory), so
+// at most two are asked for.
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 }  // namespace
 
 json parse_yaml_config(std::string_view text, const std::string& label) {
-  std::vector<YAML::Node> docs;
+  const std::string input(text);
+  YAML::Node doc;
+  int documents = 0;
   try {
-    docs = YAML::LoadAll(std::string(text));
+    doc = YAML::Load(input);
+    if (doc.IsMap()) {
+      std::istringstream in(input);
+      YAML::Parser parser(in);
+      DocumentCounter counter;
+      while (documents < 2 && parser.HandleNextDocument(counter)) ++documents;
+    }
   } catch (const YAML::Exception& e) {
     if (e.mark.is_null()) throw ModelError(label + ": invalid YAML: " + e.msg);
     throw ModelError(label + ": line " + std::to_string(e.mark.line + 1) + ", column " +
                      std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
   }
-  if (docs.size() > 1)
-    throw ModelError(label + ": holds " + std::to_string(docs.size()) +
-                     " YAML documents; a config is one mapping");
-  if (docs.empty() || !docs[0].IsMap()) throw ModelError(label + ": not a YAML mapping");
+  if (!doc.IsMap()) throw ModelError(label + ": not a YAML mapping");
+  if (documents > 1)
+    throw ModelError(label + ": holds more than one YAML document; a config is one mapping");
   try {
-    return Converter(label).convert(docs[0], 0);
+    return Converter(label).convert(doc, 0);
   } catch (const YAML::Exception& e) {
     throw ModelError(label + ": invalid YAML: " + e.msg);
   }

@@ -299,7 +299,9 @@ TEST(YamlConfig, MalformedYamlNamesTheFileAndLine) {
            Case{"small.yaml", "model:\n  n: -9223372036854775809\n", "line 2, column 6: integer"},
            Case{"list.yaml", "- 1\n- 2\n", "not a YAML mapping"},
            Case{"empty.yaml", "", "not a YAML mapping"},
-           Case{"two.yaml", "a: 1\n---\nb: 2\n", "2 YAML documents"},
+           Case{"two.yaml", "a: 1\n---\nb: 2\n", "more than one YAML document"},
+           Case{"comma.yaml", "\t,\n", "not a YAML mapping"},
+           Case{"comma_after.yaml", "a: 1\n---\n,\n", "more than one YAML document"},
            Case{"latin1.yaml", "model:\n  name: \"caf\xe9\"\n",
                 "line 2, column 9: a value is not valid UTF-8"},
        }) {

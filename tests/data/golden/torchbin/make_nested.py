@@ -129,6 +129,10 @@ expected["nested_collision.ckpt"] = {"error": ["'model.w' appears twice"]}
 torch.save({"model": {"w\udce9": torch.ones(1)}}, "nested_bad_name.ckpt")
 expected["nested_bad_name.ckpt"] = {"error": ["not valid UTF-8"]}
 
+# A name past the reader's bound (4096 bytes; module paths are far shorter).
+torch.save({"model": {"w" * 5000: torch.ones(1)}}, "nested_long_name.ckpt")
+expected["nested_long_name.ckpt"] = {"error": ["longer than 4096 bytes"]}
+
 with open("nested_expected.json", "w") as f:
     json.dump(expected, f, indent=1, sort_keys=True)
     f.write("\n")
