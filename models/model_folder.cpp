@@ -12,6 +12,7 @@
 #include "models/nn/config_reader.h"
 #include "models/nn/weight_files.h"
 #include "models/paint/mvunet.h"
+#include "models/paint/pbr_unet.h"
 #include "models/paint/sd_vae.h"
 #include "models/paint/unet.h"
 #include "models/shape/checkpoints.h"
@@ -148,6 +149,30 @@ NetworkCheck check_paint(const fs::path& root, const std::string& name) {
   return c;
 }
 
+// Hunyuan3D-2.1's PBR paint folder: the UNet2.5D (unet.* / unet_dual.*, learned prompts and the
+// DINO projection sized by the checkpoint), the SD VAE and the scheduler config.
+NetworkCheck check_paint_pbr(const fs::path& root) {
+  NetworkCheck c = named("paint-pbr", root);
+  check_component<UNetConfig>(
+      root / "unet", "diffusion_pytorch_model", c,
+      [](const UNetConfig& cfg, const SafetensorsFile& f) {
+        std::int64_t tokens = 77, dino = 1536;
+        if (const TensorInfo* t = f.find("unet.learned_text_clip_albedo");
+            t && t->shape.size() == 2)
+          tokens = t->shape[0];
+        if (const TensorInfo* t = f.find("unet.image_proj_model_dino.proj.weight");
+            t && t->shape.size() == 2)
+          dino = t->shape[1];
+        return PbrUNet::expected_tensors(cfg, tokens, dino);
+      });
+  check_component<SdVaeConfig>(
+      root / "vae", "diffusion_pytorch_model", c,
+      [](const SdVaeConfig& cfg, const SafetensorsFile&) { return SdVae::expected_tensors(cfg); });
+  const fs::path sched = root / "scheduler" / "scheduler_config.json";
+  if (!fs::is_regular_file(sched)) c.problems.push_back("missing " + sched.string());
+  return c;
+}
+
 NetworkCheck check_delight(const fs::path& root) {
   NetworkCheck c = named("delight", root);
   check_component<UNetConfig>(root / "unet", "diffusion_pytorch_model", c,
@@ -234,6 +259,7 @@ std::vector<NetworkCheck> check_model_folder(const std::string& dir) {
     if (name == "hunyuan3d-paint-v2-0") out.push_back(check_paint(p, "paint"));
     if (name == "hunyuan3d-paint-v2-0-turbo") out.push_back(check_paint(p, "paint-turbo"));
     if (name == "hunyuan3d-delight-v2-0") out.push_back(check_delight(p));
+    if (name == "hunyuan3d-paintpbr-v2-1") out.push_back(check_paint_pbr(p));
     if (name.rfind("hunyuan3d-dit-v2", 0) == 0) out.push_back(check_shape(p));
   };
   look(root);  // one network's folder itself
@@ -243,7 +269,8 @@ std::vector<NetworkCheck> check_model_folder(const std::string& dir) {
   if (out.empty())
     throw ModelError(dir +
                      " holds no official network folder (hunyuan3d-paint-v2-0[-turbo], "
-                     "hunyuan3d-delight-v2-0, hunyuan3d-dit-v2-0)");
+                     "hunyuan3d-delight-v2-0, hunyuan3d-dit-v2-0, hunyuan3d-paintpbr-v2-1, "
+                     "hunyuan3d-dit-v2-1)");
   return out;
 }
 
