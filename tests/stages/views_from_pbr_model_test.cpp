@@ -150,7 +150,7 @@ TEST(ViewsFromPbrModelFolder, MissingOrMisShapedTensorsAreNamed) {
     std::erase_if(t, [&](const auto& p) { return p.first == missing_name; });
   });
   const std::string e1 = run_error(missing);
-  EXPECT_NE(e1.find(missing_name), std::string::npos) << e1;
+  EXPECT_NE(e1.find("missing " + missing_name), std::string::npos) << e1;
 
   const std::string bad_name = "unet_dual.conv_in.weight";
   const TinyPaint21Folder misshaped = edited_unet("pbr_paint_misshaped", [&](NamedTensors& t) {
@@ -158,7 +158,7 @@ TEST(ViewsFromPbrModelFolder, MissingOrMisShapedTensorsAreNamed) {
       if (name == bad_name) value = models::Tensor(models::Shape{32, 5, 3, 3});
   });
   const std::string e2 = run_error(misshaped);
-  EXPECT_NE(e2.find(bad_name), std::string::npos) << e2;
+  EXPECT_NE(e2.find("mis-shaped " + bad_name), std::string::npos) << e2;
 }
 
 TEST(ViewsFromPbrModelFolder, MissingFilesAreNamed) {

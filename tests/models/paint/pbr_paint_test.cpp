@@ -18,7 +18,9 @@ namespace {
 // inputs 0..3 at filter((x − 1 + 0.5) / 2) = cubic(−0.25, 0.25, 0.75, 1.25) = 0.8671875,
 // 0.8671875, 0.2265625, −0.0703125 (sum 1.890625); output 1 the mirror image. The row
 // [0, 0, 255, 255] gives 255 · (0.2265625 − 0.0703125) / 1.890625 = 21.07 -> 21 and
-// 255 · (2 · 0.8671875) / 1.890625 = 233.93 -> 234.
+// 255 · (2 · 0.8671875) / 1.890625 = 233.93 -> 234; [255, 255, 0, 255] gives
+// 255 · (1 − 0.2265625 / 1.890625) = 224.44 -> 224 (a = −0.75, OpenCV's cubic, would give 220)
+// and 255 · (−0.0703125 + 0.2265625 + 0.8671875) / 1.890625 = 138.04 -> 138.
 TEST(PilBicubic, HalvesARowAsPillowDoes) {
   image::ImageU8 row(4, 1, 1);
   row.pixels = {0, 0, 255, 255};
@@ -27,6 +29,10 @@ TEST(PilBicubic, HalvesARowAsPillowDoes) {
   ASSERT_EQ(out.height, 1);
   EXPECT_EQ(out.pixels[0], 21);
   EXPECT_EQ(out.pixels[1], 234);
+  row.pixels = {255, 255, 0, 255};
+  const image::ImageU8 dip = resize_pil_bicubic(row, 2, 1);
+  EXPECT_EQ(dip.pixels[0], 224);
+  EXPECT_EQ(dip.pixels[1], 138);
 
   // The same along a column, and both axes of a 4 × 4 image whose rows are all that row.
   image::ImageU8 col(1, 4, 1);
