@@ -255,6 +255,52 @@ void pbr_cfg_combine(const Tensor& raw, float guidance, Tensor& out) {
   }
 }
 
+UniPCScheduler pbr_paint_scheduler(const SchedulerConfig& folder_config, int steps) {
+  SchedulerConfig sc = folder_config;
+  sc.timestep_spacing = "trailing";  // multiview_utils.py: from_config(..., "trailing")
+  UniPCScheduler sched(sc);
+  sched.set_timesteps(steps);
+  return sched;
+}
+
+PbrCondition pbr_paint_condition(const PbrUNet& unet, const Tensor& ref_latents,
+                                 const Tensor& dino_tokens, const HalfPositionMaps& maps,
+                                 std::int64_t latent_size, float guidance) {
+  if (dino_tokens.rank() != 3 || dino_tokens.dim(0) != 1)
+    throw ModelError("PBR paint: DINO tokens " + dino_tokens.shape().str() +
+                     ", expected (1, T, C)");
+  const std::int64_t rows = guidance > 1.0f ? 3 : 1;
+  // DINO rows [0, 0, dino] with CFG (pipeline.py __call__): the zero rows still go through the
+  // image projection (its LayerNorm of the bias), as the official forward does.
+  Tensor dino_batch(Shape{rows, dino_tokens.dim(1), dino_tokens.dim(2)});
+  std::memcpy(dino_batch.data() + (rows - 1) * dino_tokens.numel(), dino_tokens.data(),
+              sizeof(float) * dino_tokens.numel());
+  return unet.condition(ref_latents, 1, dino_batch, maps, latent_size);
+}
+
+Tensor pbr_guided_prediction(const PbrUNet& unet, const PbrCondition& cond, const Tensor& latents,
+                             const Tensor& normals, const Tensor& positions, float timestep,
+                             float guidance, Tensor* raw_out) {
+  const bool cfg = guidance > 1.0f;
+  const int rows = cfg ? 3 : 1;
+  const std::int64_t count = latents.numel();
+  // latents.repeat(3, ...) (pipeline.py denoise); UniPC's scale_model_input is the identity.
+  Tensor model_input(Shape{rows * latents.dim(0), latents.dim(1), latents.dim(2), latents.dim(3)});
+  for (int b = 0; b < rows; ++b)
+    std::memcpy(model_input.data() + b * count, latents.data(), sizeof(float) * count);
+  const std::vector<float> ref_scale =
+      cfg ? std::vector<float>{0.0f, 1.0f, 1.0f} : std::vector<float>{1.0f};
+  const Tensor text = unet.learned_prompt();  // (1, 2, T, D): every row the same prompt
+  Tensor raw = unet.forward(model_input, normals, positions, timestep, text, cond, ref_scale);
+  Tensor guided(latents.shape());
+  if (cfg)
+    pbr_cfg_combine(raw, guidance, guided);
+  else
+    std::memcpy(guided.data(), raw.data(), sizeof(float) * count);
+  if (raw_out) *raw_out = std::move(raw);
+  return guided;
+}
+
 PbrPaintResult paint_pbr_views(const PbrPaintModel& model, const PbrPaintInputs& in,
                                const PbrPaintOptions& opt, const PbrPaintObserver& observer) {
   const PbrUNet& unet = *model.unet;
@@ -297,42 +343,20 @@ PbrPaintResult paint_pbr_views(const PbrPaintModel& model, const PbrPaintInputs&
             float_to_half(in.positions.data()[(v * size * size + p) * 3 + c]);
   const HalfPositionMaps maps{half, 1, n, size, size};
 
-  const bool cfg = opt.guidance > 1.0f;
-  const int batch = cfg ? 3 : 1;
-  // DINO rows [0, 0, dino] with CFG (pipeline.py __call__): the zero rows still go through the
-  // image projection (its LayerNorm of the bias), as the official forward does.
-  Tensor dino_batch(Shape{batch, dino_tokens.dim(1), dino_tokens.dim(2)});
-  std::memcpy(dino_batch.data() + (batch - 1) * dino_tokens.numel(), dino_tokens.data(),
-              sizeof(float) * dino_tokens.numel());
-  // The reference latents are repeated per CFG row officially; one shared row is the same.
-  const PbrCondition cond = unet.condition(ref_lat, 1, dino_batch, maps, lh);
-  const std::vector<float> ref_scale =
-      cfg ? std::vector<float>{0.0f, 1.0f, 1.0f} : std::vector<float>{1.0f};
-  const Tensor text = unet.learned_prompt();  // (1, 2, T, D): every row the same prompt
-
-  SchedulerConfig sc = model.scheduler;
-  sc.timestep_spacing = "trailing";  // multiview_utils.py: UniPC from_config(..., "trailing")
-  UniPCScheduler sched(sc);
-  sched.set_timesteps(opt.steps);
+  const PbrCondition cond = pbr_paint_condition(unet, ref_lat, dino_tokens, maps, lh, opt.guidance);
+  UniPCScheduler sched = pbr_paint_scheduler(model.scheduler, opt.steps);
 
   const Shape lat_shape{kM * n, lh, lw, lc};  // (2·N, h, w, 4): albedo views, then mr views
   const std::int64_t count = lat_shape.numel();
   Tensor x = nn::gaussian_noise(lat_shape, nn::stream_seed(opt.seed, kInit));
   const float sigma0 = sched.init_noise_sigma();
   for (std::int64_t k = 0; k < count; ++k) x.data()[k] *= sigma0;
-  Tensor model_input(Shape{batch * kM * n, lh, lw, lc});
-  Tensor guided(lat_shape);
 
+  Tensor raw;
   for (int i = 0; i < sched.size(); ++i) {
     const float t = sched.timesteps()[static_cast<std::size_t>(i)];
-    // latents.repeat(3, ...); UniPC's scale_model_input is the identity.
-    for (int b = 0; b < batch; ++b)
-      std::memcpy(model_input.data() + b * count, x.data(), sizeof(float) * count);
-    Tensor raw = unet.forward(model_input, normal_lat, position_lat, t, text, cond, ref_scale);
-    if (cfg)
-      pbr_cfg_combine(raw, opt.guidance, guided);
-    else
-      std::memcpy(guided.data(), raw.data(), sizeof(float) * count);
+    const Tensor guided =
+        pbr_guided_prediction(unet, cond, x, normal_lat, position_lat, t, opt.guidance, &raw);
     sched.step(x.data(), guided.data(), count, i);
     if (observer) observer(PbrPaintStep{i, sched.size(), t, &raw, &guided, &x});
   }

@@ -24,10 +24,10 @@
 #include "models/core/dtype.h"
 #include "models/core/tensor.h"
 #include "models/paint/diffusion_scheduler.h"
+#include "models/paint/pbr_unet.h"
 
 namespace gen3d::models {
 
-class PbrUNet;
 class SdVae;
 class Dinov2Model;
 
@@ -108,6 +108,28 @@ struct PbrPaintResult {
 // view scale cam_mapping(azim) is 1 here: multiviewDiffusionNet never passes camera_azims, so
 // the pipeline uses azimuth 0 for every view (pipeline.py, denoise).
 void pbr_cfg_combine(const Tensor& raw, float guidance, Tensor& out);
+
+// --- the pieces of one generation (the runner below; exposed for the golden tests) ---
+
+// The scheduler as multiviewDiffusionNet builds it: UniPCMultistepScheduler.from_config(folder
+// config, timestep_spacing="trailing"), set to `steps`.
+UniPCScheduler pbr_paint_scheduler(const SchedulerConfig& folder_config, int steps);
+
+// The generation's cached condition: reference features of ref_latents (1, h, w, 4) (one row:
+// the official repeats it per CFG row, all equal), DINO rows [0, 0, dino_tokens] with guidance
+// > 1 (pipeline.py __call__; the zero rows still pass the image projection) or [dino_tokens],
+// and the position encodings of `maps` for latents of latent_size².
+PbrCondition pbr_paint_condition(const PbrUNet& unet, const Tensor& ref_latents,
+                                 const Tensor& dino_tokens, const HalfPositionMaps& maps,
+                                 std::int64_t latent_size, float guidance);
+
+// One step's guided prediction: latents (2·N, h, w, 4) repeated per CFG row (UniPC's model input
+// is unscaled), the PbrUNet on the learned prompt with ref_scale [0, 1, 1] (or [1]), then
+// pbr_cfg_combine. normals / positions: the (N, h, w, 4) condition latents. `raw` (optional)
+// receives the network output (rows · 2·N, h, w, 4).
+Tensor pbr_guided_prediction(const PbrUNet& unet, const PbrCondition& cond, const Tensor& latents,
+                             const Tensor& normals, const Tensor& positions, float timestep,
+                             float guidance, Tensor* raw = nullptr);
 
 // Runs the sampler and decodes both materials.
 PbrPaintResult paint_pbr_views(const PbrPaintModel& model, const PbrPaintInputs& inputs,
