@@ -54,6 +54,10 @@ class ViewsFromPbrModel final : public pipeline::Stage {
         .param<int>("steps", 15, Range{1, 1000}, "UniPC steps")
         .param<double>("guidance", 3.0, Range{0.0, 100.0},
                        "classifier-free guidance (<= 1: the fully conditioned pass only)")
+        .param<int>("cfg_rows", 3, Range{2, 3},
+                    "CFG rows per step: 3 is the official [uncond | reference | full]; 2 runs "
+                    "[uncond | full], the same guided prediction up to float rounding (the "
+                    "reference row cancels from the official combination) at 2/3 of the cost")
         .param<int>("seed", 0, Range{0, 2147483647}, "noise seed")
         .choice(
             "precision", "auto", {"auto", "fp32", "bf16"},
@@ -92,6 +96,7 @@ class ViewsFromPbrModel final : public pipeline::Stage {
     options.steps = ctx.param<int>("steps");
     options.guidance = ctx.param<float>("guidance");
     options.seed = static_cast<std::uint64_t>(ctx.param<int>("seed"));
+    options.cfg_rows = ctx.param<int>("cfg_rows");
     // Spans: encode (DINO, VAE, reference UNet) with step 0, one per step, decode.
     std::optional<pipeline::Profiler::Span> step_span = ctx.span("encode + step 0");
     const auto observer = [&](const models::PbrPaintStep& s) {

@@ -263,13 +263,21 @@ UniPCScheduler pbr_paint_scheduler(const SchedulerConfig& folder_config, int ste
   return sched;
 }
 
+int pbr_cfg_rows(const PbrPaintOptions& options) {
+  if (options.guidance <= 1.0f) return 1;
+  if (options.cfg_rows != 2 && options.cfg_rows != 3)
+    throw ModelError("PBR paint: cfg_rows " + std::to_string(options.cfg_rows) +
+                     " (2 or 3 rows with guidance)");
+  return options.cfg_rows;
+}
+
 PbrCondition pbr_paint_condition(const PbrUNet& unet, const Tensor& ref_latents,
                                  const Tensor& dino_tokens, const HalfPositionMaps& maps,
-                                 std::int64_t latent_size, float guidance) {
+                                 std::int64_t latent_size, int rows) {
   if (dino_tokens.rank() != 3 || dino_tokens.dim(0) != 1)
     throw ModelError("PBR paint: DINO tokens " + dino_tokens.shape().str() +
                      ", expected (1, T, C)");
-  const std::int64_t rows = guidance > 1.0f ? 3 : 1;
+  if (rows < 1 || rows > 3) throw ModelError("PBR paint: 1 to 3 CFG rows");
   // DINO rows [0, 0, dino] with CFG (pipeline.py __call__): the zero rows still go through the
   // image projection (its LayerNorm of the bias), as the official forward does.
   Tensor dino_batch(Shape{rows, dino_tokens.dim(1), dino_tokens.dim(2)});
@@ -280,23 +288,28 @@ PbrCondition pbr_paint_condition(const PbrUNet& unet, const Tensor& ref_latents,
 
 Tensor pbr_guided_prediction(const PbrUNet& unet, const PbrCondition& cond, const Tensor& latents,
                              const Tensor& normals, const Tensor& positions, float timestep,
-                             float guidance, Tensor* raw_out) {
-  const bool cfg = guidance > 1.0f;
-  const int rows = cfg ? 3 : 1;
+                             float guidance, int rows, Tensor* raw_out) {
+  if (rows < 1 || rows > 3) throw ModelError("PBR paint: 1 to 3 CFG rows");
   const std::int64_t count = latents.numel();
   // latents.repeat(3, ...) (pipeline.py denoise); UniPC's scale_model_input is the identity.
   Tensor model_input(Shape{rows * latents.dim(0), latents.dim(1), latents.dim(2), latents.dim(3)});
   for (int b = 0; b < rows; ++b)
     std::memcpy(model_input.data() + b * count, latents.data(), sizeof(float) * count);
-  const std::vector<float> ref_scale =
-      cfg ? std::vector<float>{0.0f, 1.0f, 1.0f} : std::vector<float>{1.0f};
+  // Row 0 (uncond) without the reference, every other row with it.
+  std::vector<float> ref_scale(static_cast<std::size_t>(rows), 1.0f);
+  if (rows > 1) ref_scale[0] = 0.0f;
   const Tensor text = unet.learned_prompt();  // (1, 2, T, D): every row the same prompt
   Tensor raw = unet.forward(model_input, normals, positions, timestep, text, cond, ref_scale);
   Tensor guided(latents.shape());
-  if (cfg)
+  if (rows == 3) {
     pbr_cfg_combine(raw, guidance, guided);
-  else
+  } else if (rows == 2) {
+    const float* u = raw.data();
+    const float* f = u + count;
+    for (std::int64_t k = 0; k < count; ++k) guided.data()[k] = u[k] + guidance * (f[k] - u[k]);
+  } else {
     std::memcpy(guided.data(), raw.data(), sizeof(float) * count);
+  }
   if (raw_out) *raw_out = std::move(raw);
   return guided;
 }
@@ -316,6 +329,7 @@ PbrPaintResult paint_pbr_views(const PbrPaintModel& model, const PbrPaintInputs&
     throw ModelError("PBR paint: view size " + std::to_string(size) + " must be a multiple of " +
                      std::to_string(8 * ds) + " (the VAE's and the multiview grids' halvings)");
   if (opt.steps < 1) throw ModelError("PBR paint: steps must be >= 1");
+  const int rows = pbr_cfg_rows(opt);
   constexpr int kM = PbrUNet::kMaterials;
 
   // DINOv2 on the 8-bit reference (the official processor works on the PIL image).
@@ -343,7 +357,7 @@ PbrPaintResult paint_pbr_views(const PbrPaintModel& model, const PbrPaintInputs&
             float_to_half(in.positions.data()[(v * size * size + p) * 3 + c]);
   const HalfPositionMaps maps{half, 1, n, size, size};
 
-  const PbrCondition cond = pbr_paint_condition(unet, ref_lat, dino_tokens, maps, lh, opt.guidance);
+  const PbrCondition cond = pbr_paint_condition(unet, ref_lat, dino_tokens, maps, lh, rows);
   UniPCScheduler sched = pbr_paint_scheduler(model.scheduler, opt.steps);
 
   const Shape lat_shape{kM * n, lh, lw, lc};  // (2·N, h, w, 4): albedo views, then mr views
@@ -356,7 +370,7 @@ PbrPaintResult paint_pbr_views(const PbrPaintModel& model, const PbrPaintInputs&
   for (int i = 0; i < sched.size(); ++i) {
     const float t = sched.timesteps()[static_cast<std::size_t>(i)];
     const Tensor guided =
-        pbr_guided_prediction(unet, cond, x, normal_lat, position_lat, t, opt.guidance, &raw);
+        pbr_guided_prediction(unet, cond, x, normal_lat, position_lat, t, opt.guidance, rows, &raw);
     sched.step(x.data(), guided.data(), count, i);
     if (observer) observer(PbrPaintStep{i, sched.size(), t, &raw, &guided, &x});
   }

@@ -77,8 +77,12 @@ Tensor dino_pixel_values(const image::ImageU8& rgb, const DinoPreprocess& opt = 
 // --- the sampler ---
 
 struct PbrPaintOptions {
-  int steps = 15;          // UniPC steps (multiviewDiffusionNet's infer_steps_dict)
-  float guidance = 3.0f;   // CFG scale (<= 1: the full row alone)
+  int steps = 15;         // UniPC steps (multiviewDiffusionNet's infer_steps_dict)
+  float guidance = 3.0f;  // CFG scale (<= 1: the full row alone)
+  // CFG rows with guidance > 1: 3 is the official batch [uncond | ref | full]; 2 runs [uncond |
+  // full] and combines u + g·(f − u), equal in exact arithmetic (the ref row cancels from
+  // u + g·(r − u) + g·(f − r)) and a third cheaper; the two differ by float rounding only.
+  int cfg_rows = 3;
   std::uint64_t seed = 0;  // all noise (VAE posteriors, initial latents)
 };
 
@@ -92,7 +96,7 @@ struct PbrPaintInputs {
 struct PbrPaintStep {
   int index = 0, total = 0;
   float timestep = 0.0f;
-  const Tensor* noise_pred_raw = nullptr;  // (B·2·N, h, w, 4), B = 3 with CFG
+  const Tensor* noise_pred_raw = nullptr;  // (B·2·N, h, w, 4), B = the CFG rows
   const Tensor* noise_pred = nullptr;      // (2·N, h, w, 4) after CFG
   const Tensor* latents = nullptr;         // (2·N, h, w, 4) after the scheduler step
 };
@@ -115,21 +119,26 @@ void pbr_cfg_combine(const Tensor& raw, float guidance, Tensor& out);
 // config, timestep_spacing="trailing"), set to `steps`.
 UniPCScheduler pbr_paint_scheduler(const SchedulerConfig& folder_config, int steps);
 
-// The generation's cached condition: reference features of ref_latents (1, h, w, 4) (one row:
-// the official repeats it per CFG row, all equal), DINO rows [0, 0, dino_tokens] with guidance
-// > 1 (pipeline.py __call__; the zero rows still pass the image projection) or [dino_tokens],
-// and the position encodings of `maps` for latents of latent_size².
+// The CFG rows a generation runs: 1 when guidance <= 1, else options.cfg_rows (2 or 3; anything
+// else is a ModelError).
+int pbr_cfg_rows(const PbrPaintOptions& options);
+
+// The generation's cached condition for `rows` CFG rows: reference features of ref_latents
+// (1, h, w, 4) (one row: the official repeats it per CFG row, all equal), DINO rows
+// [0, .., 0, dino_tokens] (pipeline.py __call__: [0, 0, dino]; the zero rows still pass the image
+// projection) and the position encodings of `maps` for latents of latent_size².
 PbrCondition pbr_paint_condition(const PbrUNet& unet, const Tensor& ref_latents,
                                  const Tensor& dino_tokens, const HalfPositionMaps& maps,
-                                 std::int64_t latent_size, float guidance);
+                                 std::int64_t latent_size, int rows);
 
 // One step's guided prediction: latents (2·N, h, w, 4) repeated per CFG row (UniPC's model input
-// is unscaled), the PbrUNet on the learned prompt with ref_scale [0, 1, 1] (or [1]), then
-// pbr_cfg_combine. normals / positions: the (N, h, w, 4) condition latents. `raw` (optional)
-// receives the network output (rows · 2·N, h, w, 4).
+// is unscaled), the PbrUNet on the learned prompt with ref_scale [0, 1, 1] ([0, 1] with two
+// rows, [1] with one), then pbr_cfg_combine (two rows: u + g·(f − u)). normals / positions: the
+// (N, h, w, 4) condition latents; `cond` built for the same rows. `raw` (optional) receives the
+// network output (rows · 2·N, h, w, 4).
 Tensor pbr_guided_prediction(const PbrUNet& unet, const PbrCondition& cond, const Tensor& latents,
                              const Tensor& normals, const Tensor& positions, float timestep,
-                             float guidance, Tensor* raw = nullptr);
+                             float guidance, int rows, Tensor* raw = nullptr);
 
 // Runs the sampler and decodes both materials.
 PbrPaintResult paint_pbr_views(const PbrPaintModel& model, const PbrPaintInputs& inputs,

@@ -2,6 +2,7 @@
 // tiny DINOv2 folder written at test time in the official layouts (tests/support/tiny_paint21.h).
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -68,9 +69,11 @@ struct PbrViews {
   std::shared_ptr<const stages::ImageList> albedo, mr;
 };
 
-PbrViews run_job(const TinyPaint21Folder& f, const std::string& precision, int seed) {
+PbrViews run_job(const TinyPaint21Folder& f, const std::string& precision, int seed,
+                 int cfg_rows = 3) {
   pipeline::StageRunner r = runner("views_from_pbr_model");
   small_job(r, f, precision, seed);
+  r.param("cfg_rows", cfg_rows);
   r.run();
   return {r.output<stages::ImageList>("albedo"), r.output<stages::ImageList>("mr")};
 }
@@ -123,6 +126,18 @@ TEST_P(ViewsFromPbrModel, PaintsAlbedoAndMrOfEveryViewDeterministically) {
   const std::string trace = r.profiler().chrome_trace_json();
   for (const char* span : {"load model", "encode + step 0", "step 1", "decode"})
     EXPECT_NE(trace.find(std::string("\"") + span + "\""), std::string::npos) << span;
+}
+
+// Two CFG rows give the three rows' images up to float rounding (through two UniPC steps and the
+// decoder).
+TEST(ViewsFromPbrModelCfg, TwoRowsMatchThreeUpToRounding) {
+  const TinyPaint21Folder& f = tiny_folder();
+  const PbrViews three = run_job(f, "fp32", 5, 3);
+  const PbrViews two = run_job(f, "fp32", 5, 2);
+  EXPECT_LE(max_diff(*three.albedo, *two.albedo), 1e-4);
+  EXPECT_LE(max_diff(*three.mr, *two.mr), 1e-4);
+  std::printf("[ info ] two vs three CFG rows: albedo %.2e, mr %.2e\n",
+              max_diff(*three.albedo, *two.albedo), max_diff(*three.mr, *two.mr));
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, ViewsFromPbrModel, ::testing::Values("fp32", "bf16"));

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -90,10 +91,10 @@ TEST(PbrPaintGolden, GuidedPredictionOfTheCfgBatch) {
   EXPECT_EQ(rs.data()[1], 1.0f);
   EXPECT_EQ(rs.data()[2], 1.0f);
 
-  const PbrCondition cond = pbr_paint_condition(*net, ref, dino, maps, latents.dim(1), kGuidance);
+  const PbrCondition cond = pbr_paint_condition(*net, ref, dino, maps, latents.dim(1), 3);
   Tensor raw;
   const Tensor guided =
-      pbr_guided_prediction(*net, cond, latents, normals, positions, t, kGuidance, &raw);
+      pbr_guided_prediction(*net, cond, latents, normals, positions, t, kGuidance, 3, &raw);
 
   // Rows: the stored out.sample (3·2·N, 4, h, h) in NCHW.
   const Tensor want_rows = rows_nhwc(*f, "out.sample");
@@ -115,8 +116,29 @@ TEST(PbrPaintGolden, GuidedPredictionOfTheCfgBatch) {
     worst = std::max(worst, std::abs(guided.data()[k] - want));
   }
   EXPECT_LE(worst, (1 + 4 * kGuidance) * kOutAbs);
-  std::printf("[ info ] paint21 guided prediction: rows %.2e, combined %.2e (abs)\n", worst_rows,
-              worst);
+
+  // Two rows [uncond | full]: the same guided prediction (the ref row cancels), within the same
+  // bound; their rows are the stored rows 0 and 2.
+  const PbrCondition cond2 = pbr_paint_condition(*net, ref, dino, maps, latents.dim(1), 2);
+  Tensor raw2;
+  const Tensor guided2 =
+      pbr_guided_prediction(*net, cond2, latents, normals, positions, t, kGuidance, 2, &raw2);
+  ASSERT_EQ(raw2.numel(), 2 * count);
+  double worst2 = 0.0, worst_rows2 = 0.0;
+  for (i64 k = 0; k < count; ++k) {
+    const double u = want_rows.data()[k], r = want_rows.data()[count + k],
+                 fl = want_rows.data()[2 * count + k];
+    const double want = u + kGuidance * (r - u) + kGuidance * (fl - r);
+    worst2 = std::max(worst2, std::abs(guided2.data()[k] - want));
+    worst_rows2 = std::max(
+        {worst_rows2, std::abs(raw2.data()[k] - u), std::abs(raw2.data()[count + k] - fl)});
+  }
+  EXPECT_LE(worst_rows2, kOutAbs);
+  EXPECT_LE(worst2, (1 + 4 * kGuidance) * kOutAbs);
+  std::printf(
+      "[ info ] paint21 guided prediction: rows %.2e, combined %.2e; two rows %.2e, combined "
+      "%.2e (abs)\n",
+      worst_rows, worst, worst_rows2, worst2);
 }
 
 class PbrPaintSchedulerGolden : public ::testing::Test {

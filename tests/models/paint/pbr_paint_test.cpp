@@ -146,6 +146,15 @@ TEST(PbrPaint, RunsTheThreeRowCfgEveryStep) {
   paint_pbr_views(*model, in, opt,
                   [&](const PbrPaintStep& st) { EXPECT_EQ(st.noise_pred_raw->dim(0), 2 * n); });
 
+  // Two CFG rows; anything but 2 or 3 is refused.
+  opt.guidance = 3.0f;
+  opt.cfg_rows = 2;
+  paint_pbr_views(*model, in, opt,
+                  [&](const PbrPaintStep& st) { EXPECT_EQ(st.noise_pred_raw->dim(0), 2 * 2 * n); });
+  opt.cfg_rows = 4;
+  EXPECT_THROW(paint_pbr_views(*model, in, opt), ModelError);
+  opt.cfg_rows = 3;
+
   // A view size the multiview grids cannot halve three times is refused.
   PbrPaintInputs odd;
   odd.reference = Tensor(Shape{1, 40, 40, 3});
