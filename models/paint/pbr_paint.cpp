@@ -10,8 +10,10 @@
 #include <vector>
 
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "models/core/error.h"
+#include "models/nn/config_reader.h"
 #include "models/nn/init.h"
 #include "models/nn/model_cache.h"
 #include "models/nn/weight_files.h"
@@ -172,9 +174,6 @@ Tensor dino_pixel_values(const image::ImageU8& rgb, const DinoPreprocess& opt) {
   const int w = wide ? new_long : opt.shortest_edge, h = wide ? opt.shortest_edge : new_long;
   const image::ImageU8 resized = resize_pil_bicubic(rgb, w, h);
   const int top = (h - opt.crop) / 2, left = (w - opt.crop) / 2;
-  // ImageNet statistics (IMAGENET_DEFAULT_MEAN / _STD of the dinov2 preprocessor_config.json).
-  constexpr std::array<float, 3> kMean{0.485f, 0.456f, 0.406f};
-  constexpr std::array<float, 3> kStd{0.229f, 0.224f, 0.225f};
   const std::int64_t c = opt.crop;
   Tensor px(Shape{1, 3, c, c});  // NCHW: the ViT's pixel_values
   for (int q = 0; q < 3; ++q)
@@ -182,10 +181,67 @@ Tensor dino_pixel_values(const image::ImageU8& rgb, const DinoPreprocess& opt) {
       for (int x = 0; x < opt.crop; ++x) {
         // rescale: float64 multiply, cast to float32; normalize: float32 (x − mean) / std.
         const float v = static_cast<float>(resized.at(left + x, top + y)[q] * (1.0 / 255.0));
-        px.data()[(q * c + y) * c + x] =
-            (v - kMean[static_cast<std::size_t>(q)]) / kStd[static_cast<std::size_t>(q)];
+        px.data()[(q * c + y) * c + x] = (v - opt.image_mean[static_cast<std::size_t>(q)]) /
+                                         opt.image_std[static_cast<std::size_t>(q)];
       }
   return px;
+}
+
+DinoPreprocess DinoPreprocess::parse(const std::string& json_text, const std::string& label) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::exception& e) {
+    throw ModelError(label + ": not JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw ModelError(label + ": not a JSON object");
+  nn::ConfigReader r(j, label);
+  DinoPreprocess p;
+  if (r.has("size")) {
+    const auto& size = r.at("size");
+    if (size.is_object() && size.contains("shortest_edge") &&
+        size["shortest_edge"].is_number_integer() && size.size() == 1)
+      p.shortest_edge = size["shortest_edge"].get<int>();
+    else
+      r.problem("size: only {\"shortest_edge\": N} is supported, got " + size.dump());
+  }
+  if (r.has("crop_size")) {
+    const auto& crop = r.at("crop_size");
+    if (crop.is_number_integer())
+      p.crop = crop.get<int>();
+    else if (crop.is_object() && crop.value("height", -1) == crop.value("width", -2))
+      p.crop = crop["height"].get<int>();
+    else
+      r.problem("crop_size: a square crop is expected, got " + crop.dump());
+  }
+  for (const char* key : {"image_mean", "image_std"}) {
+    if (!r.has(key)) continue;
+    const auto& v = r.at(key);
+    if (!v.is_array() || v.size() != 3 || !v[0].is_number() || !v[1].is_number() ||
+        !v[2].is_number()) {
+      r.problem(std::string(key) + ": three numbers expected, got " + v.dump());
+      continue;
+    }
+    auto& dst = std::string_view(key) == "image_mean" ? p.image_mean : p.image_std;
+    for (std::size_t c = 0; c < 3; ++c) dst[c] = v[c].get<float>();
+  }
+  for (const char* key :
+       {"do_resize", "do_center_crop", "do_rescale", "do_normalize", "do_convert_rgb"})
+    r.require(key, true, "this preprocessing");
+  r.require("resample", 3, "bicubic resizing (PIL BICUBIC = 3)");
+  if (r.has("rescale_factor")) {
+    const auto& f = r.at("rescale_factor");
+    if (!f.is_number() || std::abs(f.get<double>() - 1.0 / 255.0) > 1e-12)
+      r.problem("rescale_factor: only 1/255 is supported, got " + f.dump());
+  }
+  r.ignore({"image_processor_type", "processor_class", "feature_extractor_type"});
+  r.finish(nn::ConfigReader::Unknown::kWarn);
+  if (p.crop <= 0 || p.shortest_edge < p.crop)
+    throw ModelError(label + ": crop " + std::to_string(p.crop) +
+                     " does not fit the resized edge " + std::to_string(p.shortest_edge));
+  for (float s : p.image_std)
+    if (!(s > 0.0f)) throw ModelError(label + ": image_std must be positive");
+  return p;
 }
 
 std::string find_dino_weights(const std::string& dir) {
@@ -213,6 +269,10 @@ std::shared_ptr<const PbrPaintModel> load_pbr_paint_model(const std::string& dir
   if (!fs::is_regular_file(dino_cfg))
     throw ModelError("DINOv2 config not found: " + dino_cfg.string());
   const Dinov2Config dc = Dinov2Config::from_json(read_text(dino_cfg));
+  // AutoImageProcessor reads preprocessor_config.json; the defaults are dinov2-giant's values.
+  if (const fs::path pre = fs::path(dino_dir) / "preprocessor_config.json";
+      fs::is_regular_file(pre))
+    m->dino_preprocess = DinoPreprocess::parse(read_text(pre), pre.string());
   m->dino = std::make_shared<const Dinov2Model>(
       Dinov2Model::load(dc, find_dino_weights(dino_dir), Dinov2Options{storage}));
   // The widths must chain: VAE latents feed the UNet, DINO tokens its image projection.
@@ -339,7 +399,7 @@ PbrPaintResult paint_pbr_views(const PbrPaintModel& model, const PbrPaintInputs&
     for (std::size_t k = 0; k < ref_u8.pixels.size(); ++k)
       ref_u8.pixels[k] = static_cast<std::uint8_t>(
           std::lround(std::clamp(in.reference.data()[k], 0.0f, 1.0f) * 255.0f));
-    dino_tokens = model.dino->forward(dino_pixel_values(ref_u8));
+    dino_tokens = model.dino->forward(dino_pixel_values(ref_u8, model.dino_preprocess));
   }
 
   // Conditions: the reference, normal and position images through the VAE (posterior samples).

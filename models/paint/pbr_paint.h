@@ -15,6 +15,7 @@
 //
 // Tensors are NHWC; images in [0, 1].
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -31,6 +32,32 @@ namespace gen3d::models {
 class SdVae;
 class Dinov2Model;
 
+// --- DINO preprocessing (transformers BitImageProcessor as facebook/dinov2-giant configures it:
+// do_convert_rgb, resize shortest_edge 256 with PIL BICUBIC, center_crop 224, rescale 1/255,
+// normalize with the ImageNet mean / std) ---
+
+// PIL's Image.resize(..., BICUBIC) of an 8-bit image (Pillow's ImagingResample: a = −0.5 cubic
+// stretched by the scale when shrinking, coefficients normalised per output pixel and rounded to
+// 22-bit fixed point; horizontal pass, then vertical, each rounded to 8 bits).
+image::ImageU8 resize_pil_bicubic(const image::ImageU8& image, int width, int height);
+
+struct DinoPreprocess {
+  int shortest_edge = 256;                                  // resize target of the shorter side
+  int crop = 224;                                           // centre crop size
+  std::array<float, 3> image_mean{0.485f, 0.456f, 0.406f};  // IMAGENET_DEFAULT_MEAN
+  std::array<float, 3> image_std{0.229f, 0.224f, 0.225f};   // IMAGENET_DEFAULT_STD
+
+  // A transformers preprocessor_config.json (BitImageProcessor): size.shortest_edge, crop_size,
+  // image_mean / image_std read; resize, centre crop, rescale by 1/255, normalisation and RGB
+  // conversion must be on and resample BICUBIC (3); anything else is a ModelError naming `label`.
+  static DinoPreprocess parse(const std::string& json_text, const std::string& label);
+};
+
+// rgb (H, W, 3) u8 -> pixel_values (1, 3, crop, crop): shorter side to shortest_edge (the longer
+// int(edge · long / short), transformers' get_resize_output_image_size), crop at
+// ((h − crop) / 2, (w − crop) / 2) (floor), (u8 / 255 − image_mean) / image_std in float32.
+Tensor dino_pixel_values(const image::ImageU8& rgb, const DinoPreprocess& opt = {});
+
 // The official hunyuan3d-paintpbr-v2-1/ diffusers folder (unet/ with config.json and
 // diffusion_pytorch_model.bin holding unet.* / unet_dual.*; vae/; scheduler/
 // scheduler_config.json) and a DINOv2 folder in the transformers layout (config.json +
@@ -40,6 +67,7 @@ struct PbrPaintModel {
   std::shared_ptr<const PbrUNet> unet;
   std::shared_ptr<const SdVae> vae;
   std::shared_ptr<const Dinov2Model> dino;
+  DinoPreprocess dino_preprocess;  // the folder's preprocessor_config.json, else the defaults
   SchedulerConfig scheduler;
 };
 
@@ -55,24 +83,6 @@ std::shared_ptr<const PbrPaintModel> shared_pbr_paint_model(
 
 // The DINOv2 weights file of a transformers folder: model.safetensors, else pytorch_model.bin.
 std::string find_dino_weights(const std::string& dir);
-
-// --- DINO preprocessing (transformers BitImageProcessor as facebook/dinov2-giant configures it:
-// do_convert_rgb, resize shortest_edge 256 with PIL BICUBIC, center_crop 224, rescale 1/255,
-// normalize with the ImageNet mean / std) ---
-
-// PIL's Image.resize(..., BICUBIC) of an 8-bit image (Pillow's ImagingResample: a = −0.5 cubic
-// stretched by the scale when shrinking, coefficients normalised per output pixel and rounded to
-// 22-bit fixed point; horizontal pass, then vertical, each rounded to 8 bits).
-image::ImageU8 resize_pil_bicubic(const image::ImageU8& image, int width, int height);
-
-struct DinoPreprocess {
-  int shortest_edge = 256;  // resize target of the shorter side
-  int crop = 224;           // centre crop size
-};
-// rgb (H, W, 3) u8 -> pixel_values (1, 3, crop, crop): shorter side to shortest_edge (the longer
-// int(edge · long / short), transformers' get_resize_output_image_size), crop at
-// ((h − crop) / 2, (w − crop) / 2) (floor), (u8 / 255 − mean) / std in float32.
-Tensor dino_pixel_values(const image::ImageU8& rgb, const DinoPreprocess& opt = {});
 
 // --- the sampler ---
 

@@ -142,6 +142,20 @@ TinyPaint21Folder write_tiny_paint21_folder(const std::string& root, std::uint64
 
   // DINOv2: image_size 28 (a 2 × 2 stored grid, resampled to the 16 × 16 patches of 224).
   write_text(dino / "config.json", tiny_dinov2_config_json(kDinoWidth, 2, 1, 28));
+  write_text(dino / "preprocessor_config.json",
+             json{{"crop_size", {{"height", 224}, {"width", 224}}},
+                  {"do_center_crop", true},
+                  {"do_convert_rgb", true},
+                  {"do_normalize", true},
+                  {"do_rescale", true},
+                  {"do_resize", true},
+                  {"image_mean", {0.485, 0.456, 0.406}},
+                  {"image_processor_type", "BitImageProcessor"},
+                  {"image_std", {0.229, 0.224, 0.225}},
+                  {"resample", 3},
+                  {"rescale_factor", 1.0 / 255.0},
+                  {"size", {{"shortest_edge", 256}}}}
+                 .dump(2));
   const auto dw = tiny_dinov2_weights(seed + 2, kDinoWidth, 1, 28);
   std::vector<std::pair<std::string, const Tensor*>> refs;
   for (const auto& [name, t] : dw) refs.emplace_back(name, &t);

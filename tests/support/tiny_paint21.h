@@ -3,8 +3,8 @@
 // hunyuan3d-paintpbr-v2-1 diffusers folder (unet/config.json + diffusion_pytorch_model.bin, a
 // torch.save state_dict of unet.* / unet_dual.*; vae/config.json + weights; scheduler/
 // scheduler_config.json) and a DINOv2 folder in the transformers layout (config.json +
-// model.safetensors). Seeded random weights whose widths chain: VAE latent channels = UNet
-// in_channels, DINOv2 hidden = the UNet's DINO projection input.
+// model.safetensors, preprocessor_config.json). Seeded random weights whose widths chain: VAE
+// latent channels = UNet in_channels, DINOv2 hidden = the UNet's DINO projection input.
 
 #include <cstdint>
 #include <string>

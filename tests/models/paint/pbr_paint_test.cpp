@@ -94,6 +94,55 @@ TEST(DinoPreprocess, ResizesTheShortSideTo256) {
   EXPECT_THROW(dino_pixel_values(image::ImageU8(8, 8, 4)), ModelError);
 }
 
+// facebook/dinov2-giant's preprocessor_config.json as published.
+constexpr const char* kGiantPreprocessor = R"({
+  "crop_size": {"height": 224, "width": 224},
+  "do_center_crop": true,
+  "do_convert_rgb": true,
+  "do_normalize": true,
+  "do_rescale": true,
+  "do_resize": true,
+  "image_mean": [0.485, 0.456, 0.406],
+  "image_processor_type": "BitImageProcessor",
+  "image_std": [0.229, 0.224, 0.225],
+  "resample": 3,
+  "rescale_factor": 0.00392156862745098,
+  "size": {"shortest_edge": 256}
+})";
+
+TEST(DinoPreprocess, ReadsThePreprocessorConfig) {
+  const DinoPreprocess p = DinoPreprocess::parse(kGiantPreprocessor, "giant");
+  const DinoPreprocess d;
+  EXPECT_EQ(p.shortest_edge, 256);
+  EXPECT_EQ(p.crop, 224);
+  EXPECT_EQ(p.image_mean, d.image_mean);
+  EXPECT_EQ(p.image_std, d.image_std);
+
+  const DinoPreprocess other = DinoPreprocess::parse(
+      R"({"size": {"shortest_edge": 240}, "crop_size": 196, "image_mean": [0.5, 0.5, 0.5]})",
+      "other");
+  EXPECT_EQ(other.shortest_edge, 240);
+  EXPECT_EQ(other.crop, 196);
+  EXPECT_EQ(other.image_mean[1], 0.5f);
+  EXPECT_EQ(dino_pixel_values(image::ImageU8(300, 240, 3, 9), other).shape(),
+            (Shape{1, 3, 196, 196}));
+
+  const auto error = [](const std::string& text) {
+    try {
+      DinoPreprocess::parse(text, "pre.json");
+    } catch (const ModelError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error(R"({"resample": 2})").find("resample"), std::string::npos);
+  EXPECT_NE(error(R"({"size": {"height": 224, "width": 224}})").find("shortest_edge"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"do_center_crop": false})").find("do_center_crop"), std::string::npos);
+  EXPECT_NE(error(R"({"crop_size": 300})").find("does not fit"), std::string::npos);
+  EXPECT_NE(error("[1]").find("pre.json"), std::string::npos);
+}
+
 // eps = u + g·(r − u) + g·(f − r) per element, rows [uncond | ref | full].
 TEST(PbrCfg, CombinesTheThreeRows) {
   Tensor raw(Shape{3, 2});
