@@ -281,6 +281,11 @@ std::shared_ptr<const PbrPaintModel> load_pbr_paint_model(const std::string& dir
     throw ModelError("PBR paint model " + dir + ": vae/ has " + std::to_string(vc.latent_channels) +
                      " latent channels, unet/config.json in_channels " +
                      std::to_string(m->unet->config().in_channels));
+  if (m->dino->config().hidden_size != m->unet->dino_dim())
+    throw ModelError("PBR paint model " + dir + ": the DINOv2 folder " + dino_dir +
+                     " has hidden_size " + std::to_string(m->dino->config().hidden_size) +
+                     ", the UNet's image_proj_model_dino takes " +
+                     std::to_string(m->unet->dino_dim()));
   spdlog::info("PBR paint model {} (DINOv2 {}): networks in {}", dir, dino_dir,
                storage == WeightStorage::kBF16
                    ? std::string("bf16")

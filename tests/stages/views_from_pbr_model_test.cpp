@@ -14,6 +14,7 @@
 #include "pipeline/error.h"
 #include "stage_test_helpers.h"
 #include "support/paths.h"
+#include "support/tiny_models.h"
 #include "support/tiny_paint21.h"
 #include "support/torch_save.h"
 
@@ -192,6 +193,25 @@ TEST(ViewsFromPbrModelFolder, MissingFilesAreNamed) {
   fs::remove(no_unet.dir + "/unet/diffusion_pytorch_model.bin");
   EXPECT_NE(run_error(no_unet).find("diffusion_pytorch_model"), std::string::npos)
       << run_error(no_unet);
+}
+
+// A DINOv2 folder whose width the UNet's DINO projection does not take is refused at load.
+TEST(ViewsFromPbrModelFolder, DinoWidthMustChain) {
+  TinyPaint21Folder f = write_tiny_paint21_folder(temp_dir("pbr_paint_dino_width"), 3);
+  const TinyPaint21Folder wide = write_tiny_paint21_folder(temp_dir("pbr_paint_dino_wide"), 3);
+  // The other folder's DINOv2 with a wider config and weights.
+  {
+    std::ofstream(wide.dino_dir + "/config.json") << tiny_dinov2_config_json(24, 2, 1, 28);
+    const auto w = tiny_dinov2_weights(9, 24, 1, 28);
+    std::vector<std::pair<std::string, const models::Tensor*>> refs;
+    for (const auto& [name, t] : w) refs.emplace_back(name, &t);
+    models::write_safetensors(wide.dino_dir + "/model.safetensors", refs);
+  }
+  f.dino_dir = wide.dino_dir;
+  const std::string e = run_error(f);
+  EXPECT_NE(e.find("has hidden_size 24, the UNet's image_proj_model_dino takes 16"),
+            std::string::npos)
+      << e;
 }
 
 TEST(ViewsFromPbrModelFolder, MapsMustMatchTheViews) {
