@@ -17,6 +17,7 @@ void register_views_from_files(pipeline::Registry& registry);
 void register_views_from_reference(pipeline::Registry& registry);
 void register_views_from_mesh(pipeline::Registry& registry);
 void register_views_from_model(pipeline::Registry& registry);
+void register_views_from_pbr_model(pipeline::Registry& registry);
 void register_fill_surface(pipeline::Registry& registry);
 void register_inpaint_texture(pipeline::Registry& registry);
 void register_bake_report(pipeline::Registry& registry);

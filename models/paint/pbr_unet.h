@@ -132,6 +132,8 @@ class PbrUNet {
   // (T, D) learned prompts: material 0 albedo, 1 mr; and the reference prompt.
   const Tensor& learned_text(int material) const { return text_[material]; }
   const Tensor& learned_text_ref() const { return text_ref_; }
+  // The DINO token width image_proj_model_dino takes (dino_dim).
+  std::int64_t dino_dim() const { return dino_proj_.in; }
   // (1, 2, T, D): stack(albedo, mr), the official pipeline's prompt.
   Tensor learned_prompt() const;
 

@@ -85,21 +85,22 @@ json vae_params() {
 }
 
 // A Dinov2Config dict in the form the official conditioner block passes to transformers.
-json dinov2_config() {
+json dinov2_config(int hidden = kContextWidth, int heads = kDinoHeads, int layers = kDinoLayers,
+                   int image_size = kDinoImageSize) {
   return {{"attention_probs_dropout_prob", 0.0},
           {"drop_path_rate", 0.0},
           {"hidden_act", "gelu"},
           {"hidden_dropout_prob", 0.0},
-          {"hidden_size", kContextWidth},
-          {"image_size", kDinoImageSize},
+          {"hidden_size", hidden},
+          {"image_size", image_size},
           {"initializer_range", 0.02},
           {"layer_norm_eps", 1e-6},
           {"layerscale_value", 1.0},
           {"mlp_ratio", 4},
           {"model_type", "dinov2"},
-          {"num_attention_heads", kDinoHeads},
+          {"num_attention_heads", heads},
           {"num_channels", 3},
-          {"num_hidden_layers", kDinoLayers},
+          {"num_hidden_layers", layers},
           {"patch_size", 14},
           {"qkv_bias", true},
           {"use_swiglu_ffn", false}};
@@ -196,9 +197,12 @@ scheduler:
 
 // Dinov2Model state_dict with small random values: Linear weights ~ N(0, 1/fan_in), biases
 // ~ N(0, 0.02), LayerNorm weights around 1, layer scales in [0.1, 0.5].
-std::vector<std::pair<std::string, Tensor>> dinov2_weights(std::mt19937_64& rng) {
-  const std::int64_t c = kContextWidth, hidden = 4 * c, p = 14;
-  const std::int64_t positions = (kDinoImageSize / p) * (kDinoImageSize / p) + 1;
+std::vector<std::pair<std::string, Tensor>> dinov2_weights(std::mt19937_64& rng,
+                                                           int width = kContextWidth,
+                                                           int layers = kDinoLayers,
+                                                           int image_size = kDinoImageSize) {
+  const std::int64_t c = width, hidden = 4 * c, p = 14;
+  const std::int64_t positions = (image_size / p) * (image_size / p) + 1;
   std::vector<std::pair<std::string, Tensor>> out;
   auto add = [&](const std::string& name, const Shape& shape, double mean, double sd) {
     Tensor t(shape);
@@ -226,7 +230,7 @@ std::vector<std::pair<std::string, Tensor>> dinov2_weights(std::mt19937_64& rng)
   add("embeddings.patch_embeddings.projection.weight", {c, 3, p, p}, 0.0,
       1.0 / std::sqrt(3.0 * p * p));
   add("embeddings.patch_embeddings.projection.bias", {c}, 0.0, 0.02);
-  for (int i = 0; i < kDinoLayers; ++i) {
+  for (int i = 0; i < layers; ++i) {
     const std::string l = "encoder.layer." + std::to_string(i) + ".";
     norm(l + "norm1");
     for (const char* qkv : {"query", "key", "value"})
@@ -243,6 +247,16 @@ std::vector<std::pair<std::string, Tensor>> dinov2_weights(std::mt19937_64& rng)
 }
 
 }  // namespace
+
+std::string tiny_dinov2_config_json(int hidden, int heads, int layers, int image_size) {
+  return dinov2_config(hidden, heads, layers, image_size).dump(2);
+}
+
+std::vector<std::pair<std::string, Tensor>> tiny_dinov2_weights(std::uint64_t seed, int hidden,
+                                                                int layers, int image_size) {
+  std::mt19937_64 rng(seed);
+  return dinov2_weights(rng, hidden, layers, image_size);
+}
 
 // HunYuanDiTPlain weights by the 2.1 golden set's recipe: Linear W ~ N(0, 1/fan_in), biases
 // N(0, 0.1^2), norm weights 1 + N(0, 0.15^2), the MoE gate N(0, 9/fan_in).

@@ -5,6 +5,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "models/core/tensor.h"
 
 namespace gen3d::test {
 
@@ -37,5 +41,13 @@ TinyModelFolder write_tiny_model_folder(const std::string& dir, std::uint64_t se
 // files are (comments, flow lists, `1.e-6`, bare strings); both hold the same values.
 std::string tiny_model_config_json(TinyShapeVersion version = TinyShapeVersion::k20);
 std::string tiny_model_config_yaml(TinyShapeVersion version = TinyShapeVersion::k20);
+
+// A transformers Dinov2Model config.json (plain FFN, GELU) and a seeded random state_dict in its
+// names (embeddings.*, encoder.layer.{i}.*, layernorm.*); position table of
+// (image_size / 14)^2 + 1 rows.
+std::string tiny_dinov2_config_json(int hidden, int heads, int layers, int image_size);
+std::vector<std::pair<std::string, models::Tensor>> tiny_dinov2_weights(std::uint64_t seed,
+                                                                        int hidden, int layers,
+                                                                        int image_size);
 
 }  // namespace gen3d::test
