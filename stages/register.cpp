@@ -7,6 +7,7 @@ void register_texture_stages(pipeline::Registry& registry) {
   register_views_from_reference(registry);
   register_views_from_mesh(registry);
   register_views_from_model(registry);
+  register_super_resolve(registry);
   register_fill_surface(registry);
   register_inpaint_texture(registry);
   register_bake_report(registry);
