@@ -3,7 +3,7 @@
 // tiling, in each precision. Runs alternate between the precisions (run 1 of each, then run 2,
 // ...) so that drift on a shared machine hits both alike; fp32 is the baseline of the bf16 figure.
 // FLOPs are counted by the kernels (2 per multiply-add), tile context included. Prints one JSON
-// document with every run, the median and the range.
+// document with every run (wall ms and CPU seconds), the median and the range.
 //
 // Usage: gen3d_realesrgan_bench [size=512] [runs=3] [tile=256] [tile_pad=10]
 //                               [precision=fp32,bf16] [blocks=23]
@@ -37,6 +37,15 @@ double peak_rss_mb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+// CPU seconds of this process so far (every thread: TBB workers and oneDNN's OpenMP threads);
+// on a loaded machine CPU time drifts less than wall time.
+double cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 double median(std::vector<double> v) {
@@ -74,15 +83,17 @@ int main(int argc, char** argv) {
   nn::uniform_init(7, 0.5f)("image", x);
   for (float& v : x.span()) v += 0.5f;
 
-  std::map<std::string, std::vector<double>> ms;
+  std::map<std::string, std::vector<double>> ms, cpu;
   std::map<std::string, double> gflop;
   for (int r = 0; r < runs; ++r)
     for (const auto& p : precisions) {
       const auto f0 = kernels::flop_counter().load();
+      const double c0 = cpu_s();
       const auto t0 = Clock::now();
       const Tensor y = nets.at(p).forward_tiled(x, tiles);
       const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       ms[p].push_back(t);
+      cpu[p].push_back(cpu_s() - c0);
       gflop[p] = static_cast<double>(kernels::flop_counter().load() - f0) * 1e-9;
       std::fprintf(stderr, "%s run %d: %.0f ms (output %lldx%lld)\n", p.c_str(), r + 1, t,
                    static_cast<long long>(y.dim(2)), static_cast<long long>(y.dim(1)));
@@ -110,6 +121,8 @@ int main(int argc, char** argv) {
                             {"median_ms", med},
                             {"min_ms", *std::min_element(v.begin(), v.end())},
                             {"max_ms", *std::max_element(v.begin(), v.end())},
+                            {"cpu_s", cpu.at(p)},
+                            {"median_cpu_s", median(cpu.at(p))},
                             {"gflop", gflop.at(p)},
                             {"gflop_per_s", gflop.at(p) / (med * 1e-3)}};
   }
