@@ -25,15 +25,16 @@ using pipeline::Range;
 using pipeline::StageContext;
 using pipeline::StageContract;
 
-// The reference upscales 8-bit PIL views: a view is quantized as PIL would hold it
-// (round(255 · v)), and the result comes back as value / 255.
+// The reference upscales 8-bit PIL views, made by diffusers' numpy_to_pil
+// (`(images * 255).round().astype("uint8")`, numpy's round half to even): a view is quantized the
+// same way, and the result comes back as value / 255.
 image::ImageU8 to_rgb8(const image::Image& img) {
   image::ImageU8 out(img.width, img.height, 3);
   const std::size_t n = static_cast<std::size_t>(img.width) * img.height;
   for (std::size_t p = 0; p < n; ++p)
     for (int k = 0; k < 3; ++k) {
       const float v = std::clamp(img.pixels[p * img.channels + k], 0.0f, 1.0f);
-      out.pixels[p * 3 + k] = static_cast<std::uint8_t>(std::lround(v * 255.0f));
+      out.pixels[p * 3 + k] = static_cast<std::uint8_t>(std::nearbyint(v * 255.0f));
     }
   return out;
 }
