@@ -8,6 +8,7 @@ void register_texture_stages(pipeline::Registry& registry) {
   register_views_from_mesh(registry);
   register_views_from_model(registry);
   register_views_from_pbr_model(registry);
+  register_super_resolve(registry);
   register_fill_surface(registry);
   register_inpaint_texture(registry);
   register_bake_report(registry);

@@ -10,14 +10,15 @@ void register_render_stages(pipeline::Registry& registry);
 // select_views: Hunyuan3D-2.1's per-mesh choice of bake views.
 void register_select_views(pipeline::Registry& registry);
 void register_image_stages(pipeline::Registry& registry);
-// The texture stages: the view images by source, then filling and checking the texture (the eight
-// below, one stage per file).
+// The texture stages: the view images by source, their super-resolution, then filling and
+// checking the texture (the nine below, one stage per file).
 void register_texture_stages(pipeline::Registry& registry);
 void register_views_from_files(pipeline::Registry& registry);
 void register_views_from_reference(pipeline::Registry& registry);
 void register_views_from_mesh(pipeline::Registry& registry);
 void register_views_from_model(pipeline::Registry& registry);
 void register_views_from_pbr_model(pipeline::Registry& registry);
+void register_super_resolve(pipeline::Registry& registry);
 void register_fill_surface(pipeline::Registry& registry);
 void register_inpaint_texture(pipeline::Registry& registry);
 void register_bake_report(pipeline::Registry& registry);
