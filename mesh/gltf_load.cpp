@@ -674,7 +674,8 @@ class Reader {
   }
 
   // Material m of the file (m == materials.size(): the default material), with its base-colour
-  // texture decoded when asked. A texture that cannot be read is left out with a warning.
+  // and metallic-roughness textures decoded when asked. A texture that cannot be read is left out
+  // with a warning.
   static Material material(const tinygltf::Model& model, unsigned m, bool with_texture,
                            const std::string& path) {
     Material out;
@@ -694,11 +695,25 @@ class Reader {
       if (texture < 0 && diffuse.IsObject() && diffuse.Get("index").IsInt())
         texture = diffuse.Get("index").GetNumberAsInt();
     }
-    if (!with_texture || texture < 0) return out;
+    // Factors as the file gives them (glTF's default is 1 for both); the metallic-roughness
+    // texture, when there is one, is read like the base colour's (from the same UVs).
+    out.pbr.metallic = unit(gm.pbrMetallicRoughness.metallicFactor);
+    out.pbr.roughness = unit(gm.pbrMetallicRoughness.roughnessFactor);
+    if (!with_texture) return out;
+    if (texture >= 0) out.texture = load_texture(model, m, texture, path);
+    const int mr = gm.pbrMetallicRoughness.metallicRoughnessTexture.index;
+    if (mr >= 0) out.pbr.texture = load_texture(model, m, mr, path);
+    return out;
+  }
+
+  // Texture `texture` of material m, decoded; null (with a warning) when it cannot be read: a
+  // broken texture does not make the mesh unusable.
+  static std::shared_ptr<const image::Image> load_texture(const tinygltf::Model& model, unsigned m,
+                                                          int texture, const std::string& path) {
     if (texture >= int(model.textures.size())) {
       spdlog::warn("{}: material {} refers to missing texture {}; loading without texture", path, m,
                    texture);
-      return out;
+      return nullptr;
     }
     const tinygltf::Texture& t = model.textures[size_t(texture)];
     int source = t.source;
@@ -709,27 +724,25 @@ class Reader {
     }
     if (source < 0 || source >= int(model.images.size())) {
       spdlog::warn("{}: texture {} has no usable image; loading without texture", path, texture);
-      return out;
+      return nullptr;
     }
     const tinygltf::Image& image = model.images[size_t(source)];
     try {
-      if (!image.image.empty()) {
-        out.texture = std::make_shared<const image::Image>(
+      if (!image.image.empty())
+        return std::make_shared<const image::Image>(
             image::decode_image(image.image.data(), image.image.size(),
                                 path + " (image " + std::to_string(source) + ")"));
-      } else {
-        const std::string file =
-            resolve_texture_path(decode_uri(image.uri), fs::path(path).parent_path());
-        if (file.empty()) {
-          spdlog::warn("{}: texture '{}' not found; loading without texture", path, image.uri);
-          return out;
-        }
-        out.texture = std::make_shared<const image::Image>(image::load_image(file));
+      const std::string file =
+          resolve_texture_path(decode_uri(image.uri), fs::path(path).parent_path());
+      if (file.empty()) {
+        spdlog::warn("{}: texture '{}' not found; loading without texture", path, image.uri);
+        return nullptr;
       }
-    } catch (const image::ImageError& e) {  // a broken texture does not make the mesh unusable
+      return std::make_shared<const image::Image>(image::load_image(file));
+    } catch (const image::ImageError& e) {
       spdlog::warn("{}: {}; loading without texture", path, e.what());
     }
-    return out;
+    return nullptr;
   }
 
   // glTF URIs are percent-encoded ("my%20texture.png").

@@ -19,7 +19,8 @@ namespace gen3d::mesh {
 // - per-vertex normals and colours (channel 0) are averaged over the welded corners;
 // - every material is kept: one gives Mesh::texture, several give Mesh::materials and
 //   face_materials; base-colour (or diffuse) textures are loaded embedded or from a file next to
-//   the model (Windows "\" paths and glTF's percent-escapes accepted);
+//   the model (Windows "\" paths and glTF's percent-escapes accepted); glTF's metallic and
+//   roughness factors and metallicRoughnessTexture go to the material's `pbr`;
 // - glTF: the default scene's nodes with their transforms (mirroring ones keep faces CCW), triangle
 //   lists, strips and fans, sparse accessors, quantized attributes, KHR_texture_transform on the
 //   base-colour UVs, KHR_draco_mesh_compression; skins, morph targets and animations are ignored
@@ -30,9 +31,11 @@ Mesh load_mesh(const std::string& path);
 
 // Writes the mesh in the format given by the extension:
 // - ".glb": binary glTF 2.0, seam vertices split (one UV per vertex), NORMAL (given or
-//   area-weighted), TEXCOORD_0, COLOR_0, texture embedded as PNG as baseColorTexture, metallic 0,
-//   roughness 1;
+//   area-weighted), TEXCOORD_0, COLOR_0, texture embedded as PNG as baseColorTexture; the `pbr`
+//   texture as metallicRoughnessTexture (factors 1 unless set), else the set factors, else
+//   metallic 0, roughness 1;
 // - ".obj": OBJ with vt/vn, plus <stem>.mtl and <stem>.png next to it when there is a texture;
+//   with `pbr`, Pm / Pr and map_Pm <stem>_metallic.png / map_Pr <stem>_roughness.png (grayscale);
 // - ".ply": binary little-endian PLY with vertex colours when present (no UVs).
 // Every file is written to a temporary file in the same directory and renamed into place, so a
 // failure leaves no partial file. Throws MeshError naming the file.

@@ -519,7 +519,9 @@ void attach_materials(const std::function<Material(unsigned, bool)>& material_of
   for (unsigned m : face_material) slot.emplace(m, 0);
   if (slot.empty()) return;
   if (slot.size() == 1) {
-    mesh.texture = material_of(slot.begin()->first, mesh.has_uvs()).texture;
+    Material only = material_of(slot.begin()->first, mesh.has_uvs());
+    mesh.texture = std::move(only.texture);
+    mesh.pbr = std::move(only.pbr);
     return;
   }
   for (auto& [m, index] : slot) {

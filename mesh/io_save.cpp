@@ -17,6 +17,7 @@
 #include "mesh/error.h"
 #include "mesh/io.h"
 #include "mesh/normals.h"
+#include "mesh/pbr.h"
 #include "mesh/seams.h"
 #include "mesh/tinygltf.h"
 
@@ -133,7 +134,8 @@ std::string build_glb(const Mesh& input, const std::string& path) {
   // One primitive per material (or one for the whole mesh), sharing the vertex attributes; the
   // index accessors come first.
   std::vector<Material> materials = mesh.materials;
-  if (!mesh.has_materials()) materials = {Material{"material0", mesh.texture, {1, 1, 1, 1}}};
+  if (!mesh.has_materials())
+    materials = {Material{"material0", mesh.texture, {1, 1, 1, 1}, mesh.pbr}};
   std::vector<int> index_accessor(materials.size(), -1);
   for (size_t m = 0; m < materials.size(); ++m) {
     std::vector<Tri> faces;
@@ -184,33 +186,44 @@ std::string build_glb(const Mesh& input, const std::string& path) {
         add_accessor(add_view(c.data(), nv * sizeof(Vec4), kArray), kFloat, nv, TINYGLTF_TYPE_VEC4);
   }
 
-  // One glTF material per mesh material, each with its own texture.
+  // Each image embedded as PNG, with one texture (and the one linear sampler) to reference it.
+  const auto add_texture = [&](const image::Image& im, const std::string& what) {
+    const std::string png = image::encode_image(im, ".png", path + " (" + what + ")");
+    tinygltf::Image image;
+    image.bufferView = add_view(png.data(), png.size(), 0);
+    image.mimeType = "image/png";
+    model.images.push_back(image);
+    if (model.samplers.empty()) {
+      tinygltf::Sampler linear;
+      linear.magFilter = TINYGLTF_TEXTURE_FILTER_LINEAR;
+      linear.minFilter = TINYGLTF_TEXTURE_FILTER_LINEAR;
+      model.samplers.push_back(linear);
+    }
+    tinygltf::Texture texture;
+    texture.source = int(model.images.size() - 1);
+    texture.sampler = 0;
+    model.textures.push_back(texture);
+    return int(model.textures.size() - 1);
+  };
+
+  // One glTF material per mesh material, each with its own textures.
   for (size_t m = 0; m < materials.size(); ++m) {
     tinygltf::Material out;
     out.name = materials[m].name.empty() ? "material" + std::to_string(m) : materials[m].name;
-    out.pbrMetallicRoughness.metallicFactor = 0.0;
-    out.pbrMetallicRoughness.roughnessFactor = 1.0;
+    const MetallicRoughness& pbr = materials[m].pbr;
+    const bool mr_texture = pbr.texture && !pbr.texture->empty() && mesh.has_uvs();
+    // With a texture the factors scale it (1: as painted); without one, and without factors, the
+    // surface is a rough dielectric, as gen3d's files always said.
+    out.pbrMetallicRoughness.metallicFactor = pbr.metallic.value_or(mr_texture ? 1.0f : 0.0f);
+    out.pbrMetallicRoughness.roughnessFactor = pbr.roughness.value_or(1.0f);
     const Vec4& c = materials[m].base_color;
     out.pbrMetallicRoughness.baseColorFactor = {c[0], c[1], c[2], c[3]};
-    if (materials[m].texture && mesh.has_uvs()) {
-      const std::string png = image::encode_image(*materials[m].texture, ".png",
-                                                  path + " (texture " + std::to_string(m) + ")");
-      tinygltf::Image image;
-      image.bufferView = add_view(png.data(), png.size(), 0);
-      image.mimeType = "image/png";
-      model.images.push_back(image);
-      if (model.samplers.empty()) {
-        tinygltf::Sampler linear;
-        linear.magFilter = TINYGLTF_TEXTURE_FILTER_LINEAR;
-        linear.minFilter = TINYGLTF_TEXTURE_FILTER_LINEAR;
-        model.samplers.push_back(linear);
-      }
-      tinygltf::Texture texture;
-      texture.source = int(model.images.size() - 1);
-      texture.sampler = 0;
-      model.textures.push_back(texture);
-      out.pbrMetallicRoughness.baseColorTexture.index = int(model.textures.size() - 1);
-    }
+    if (materials[m].texture && mesh.has_uvs())
+      out.pbrMetallicRoughness.baseColorTexture.index =
+          add_texture(*materials[m].texture, "texture " + std::to_string(m));
+    if (mr_texture)
+      out.pbrMetallicRoughness.metallicRoughnessTexture.index =
+          add_texture(*pbr.texture, "metallic-roughness texture " + std::to_string(m));
     model.materials.push_back(out);
   }
   tinygltf::Mesh gl_mesh;
@@ -243,16 +256,38 @@ std::vector<io::PendingFile> build_obj(const Mesh& mesh, const std::string& path
   const fs::path p(path);
   const std::string stem = p.stem().string();
   const bool textured = mesh.texture && mesh.has_uvs();
+  const MetallicRoughness& pbr = mesh.pbr;
+  const bool mr_texture = pbr.texture && !pbr.texture->empty() && mesh.has_uvs();
   const std::vector<Vec3> normals = export_normals(mesh);
   std::string obj = "# written by gen3d\n";
   std::vector<io::PendingFile> files;
-  if (textured) {
+  if (textured || !pbr.empty()) {
     obj += "mtllib " + stem + ".mtl\nusemtl material0\n";
-    const std::string mtl =
-        "newmtl material0\nKa 1 1 1\nKd 1 1 1\nKs 0 0 0\nd 1\nillum 1\nmap_Kd " + stem + ".png\n";
-    const std::string png = (p.parent_path() / (stem + ".png")).string();
-    files.push_back({(p.parent_path() / (stem + ".mtl")).string(), mtl});
-    files.push_back({png, image::encode_image(*mesh.texture, ".png", png)});
+    std::string mtl = "newmtl material0\nKa 1 1 1\nKd 1 1 1\nKs 0 0 0\nd 1\nillum 1\n";
+    const auto add_png = [&](const image::Image& im, const std::string& name) {
+      const std::string png = (p.parent_path() / name).string();
+      files.push_back({png, image::encode_image(im, ".png", png)});
+    };
+    if (textured) {
+      mtl += "map_Kd " + stem + ".png\n";
+      add_png(*mesh.texture, stem + ".png");
+    }
+    if (!pbr.empty()) {
+      // The PBR extension of MTL: scalar Pm / Pr, and grayscale maps that they scale, as the
+      // glTF factors scale the glTF texture's channels.
+      std::string factors;
+      append_float(factors, pbr.metallic.value_or(mr_texture ? 1.0f : 0.0f));
+      mtl += "Pm " + factors + "\n";
+      factors.clear();
+      append_float(factors, pbr.roughness.value_or(1.0f));
+      mtl += "Pr " + factors + "\n";
+    }
+    if (mr_texture) {
+      mtl += "map_Pm " + stem + "_metallic.png\nmap_Pr " + stem + "_roughness.png\n";
+      add_png(metallic_channel(*pbr.texture), stem + "_metallic.png");
+      add_png(roughness_channel(*pbr.texture), stem + "_roughness.png");
+    }
+    files.insert(files.begin(), {(p.parent_path() / (stem + ".mtl")).string(), mtl});
   }
   obj.reserve(mesh.positions.size() * 80 + mesh.faces.size() * 40);
   for (size_t i = 0; i < mesh.positions.size(); ++i) {

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,12 +17,25 @@ using Vec3 = std::array<float, 3>;
 using Vec4 = std::array<float, 4>;
 using Tri = std::array<uint32_t, 3>;
 
+// The metallic-roughness part of a PBR material, in glTF's layout: the texture holds roughness in G
+// and metallic in B (R is unused, or occlusion). Each factor scales its texture channel, as glTF's
+// metallicFactor / roughnessFactor do; unset factors are 1 with a texture and, without one, a
+// dielectric, fully rough surface (metallic 0, roughness 1: what the writers put before PBR).
+struct MetallicRoughness {
+  std::shared_ptr<const image::Image> texture;  // may be null; RGB, G roughness, B metallic
+  std::optional<float> metallic;                // glTF metallicFactor / MTL Pm
+  std::optional<float> roughness;               // glTF roughnessFactor / MTL Pr
+
+  bool empty() const { return !texture && !metallic && !roughness; }
+};
+
 // One surface material: the base colour comes from its texture (sampled at the face's UVs) when it
 // has one, else from the vertex colours when the mesh has them, else from `base_color`.
 struct Material {
   std::string name;
   std::shared_ptr<const image::Image> texture;  // may be null
   Vec4 base_color{1, 1, 1, 1};                  // glTF baseColorFactor / MTL Kd
+  MetallicRoughness pbr = {};                   // empty: not a PBR material
 };
 
 // UVs have their own index buffer (like OBJ's vt): uv_faces[f][k] indexes `uvs` for corner k of
@@ -36,6 +50,7 @@ struct Mesh {
   std::vector<Tri> uv_faces;    // empty or F x 3, corner -> index into uvs
   std::vector<Vec4> colors;     // empty or V x 4, RGBA in [0, 1]
   std::shared_ptr<const image::Image> texture;  // optional base-colour texture of every face
+  MetallicRoughness pbr;  // the single material's metallic-roughness (`materials` hold their own)
   // Several materials (as loaded from a file that has them): face f uses
   // materials[face_materials[f]] and `texture` is null. Both empty for a single-material mesh.
   std::vector<Material> materials;

@@ -45,6 +45,7 @@ Mesh split_uv_seams(const Mesh& mesh, std::vector<uint32_t>* source_vertex) {
   }
   Mesh out;
   out.texture = mesh.texture;
+  out.pbr = mesh.pbr;
   out.materials = mesh.materials;
   out.face_materials = mesh.face_materials;
   out.faces.resize(mesh.faces.size());

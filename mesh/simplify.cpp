@@ -47,6 +47,7 @@ Mesh simplify(const Mesh& mesh, const SimplifyOptions& options, SimplifyReport* 
 
   Mesh out;
   out.texture = mesh.texture;
+  out.pbr = mesh.pbr;
   out.materials = mesh.materials;
   out.positions = mesh.positions;
   out.colors = mesh.colors;

@@ -189,8 +189,12 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
   // 3. Output UVs: one per (chart, vertex), in chart order then local vertex order.
   UnwrapResult res;
   res.mesh = mesh;
-  res.mesh.texture = nullptr;
-  for (Material& m : res.mesh.materials) m.texture = nullptr;
+  res.mesh.texture = nullptr;  // textures of the old UVs mean nothing on the new atlas
+  res.mesh.pbr.texture = nullptr;
+  for (Material& m : res.mesh.materials) {
+    m.texture = nullptr;
+    m.pbr.texture = nullptr;
+  }
   res.mesh.uvs.clear();
   res.mesh.uv_faces.assign(nf, {});
   std::vector<uint32_t> uv_base(charts.size() + 1, 0);

@@ -110,6 +110,7 @@ class InpaintTexture final : public pipeline::Stage {
     textured->materials.clear();
     textured->face_materials.clear();
     textured->colors.clear();
+    textured->pbr = {};  // the material is the new one: what the input's said no longer applies
     ctx.out("mesh", std::move(textured));
     ctx.out("texture", std::move(texture));
     if (options.fill == "harmonic") {

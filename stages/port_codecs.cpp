@@ -2,6 +2,7 @@
 // fields in a fixed order (floats as their bits, so a loaded value is bit-identical) and reads
 // them back with every length checked; a codec's version is bumped whenever its layout changes.
 
+#include <optional>
 #include <type_traits>
 
 #include "stages/register.h"
@@ -119,6 +120,36 @@ std::shared_ptr<const image::Image> load_optional_image(ByteReader& r) {
 // ---- Mesh
 // ----------------------------------------------------------------------------------------
 
+// An optional factor: a presence byte, then the value.
+void save_factor(const std::optional<float>& f, ByteWriter& w) {
+  w.boolean(f.has_value());
+  w.pod(f.value_or(0.0f));
+}
+
+std::optional<float> load_factor(ByteReader& r) {
+  const bool present = r.boolean();
+  const float v = r.pod<float>();
+  return present ? std::optional<float>(v) : std::nullopt;
+}
+
+void save_pbr(const mesh::MetallicRoughness& p, ByteWriter& w) {
+  save_optional_image(p.texture, w);
+  save_factor(p.metallic, w);
+  save_factor(p.roughness, w);
+}
+
+mesh::MetallicRoughness load_pbr(ByteReader& r) {
+  mesh::MetallicRoughness p;
+  p.texture = load_optional_image(r);
+  p.metallic = load_factor(r);
+  p.roughness = load_factor(r);
+  return p;
+}
+
+uint64_t pbr_bytes(const mesh::MetallicRoughness& p) {
+  return 1 + (p.texture ? image_bytes(*p.texture) : 0) + 10;
+}
+
 // Materials are written when the mesh type has them (a multi-material Mesh); the templates keep
 // this file independent of which fields a Mesh has.
 template <class M>
@@ -132,6 +163,7 @@ void save_materials(const M& m, ByteWriter& w) {
       w.str(mat.name);
       save_optional_image(mat.texture, w);
       w.pod(mat.base_color);
+      save_pbr(mat.pbr, w);
     }
     w.vec(m.face_materials);
   } else {
@@ -153,6 +185,7 @@ void load_materials(M& m, ByteReader& r) {
       mat.name = r.str();
       mat.texture = load_optional_image(r);
       mat.base_color = r.pod<std::decay_t<decltype(mat.base_color)>>();
+      mat.pbr = load_pbr(r);
     }
     m.face_materials = r.vec<uint32_t>();
   } else {
@@ -169,6 +202,7 @@ void save_mesh(const mesh::Mesh& m, ByteWriter& w) {
   w.vec(m.uv_faces);
   w.vec(m.colors);
   save_optional_image(m.texture, w);
+  save_pbr(m.pbr, w);
   save_materials(m, w);
 }
 
@@ -181,6 +215,7 @@ mesh::Mesh load_mesh(ByteReader& r) {
   m.uv_faces = r.vec<mesh::Tri>();
   m.colors = r.vec<mesh::Vec4>();
   m.texture = load_optional_image(r);
+  m.pbr = load_pbr(r);
   load_materials(m, r);
   return m;
 }
@@ -194,7 +229,7 @@ uint64_t material_bytes(const M& m) {
                 }) {
     for (const auto& mat : m.materials)
       b += 8 + mat.name.size() + 1 + (mat.texture ? image_bytes(*mat.texture) : 0) +
-           sizeof(mat.base_color);
+           sizeof(mat.base_color) + pbr_bytes(mat.pbr);
     b += vec_bytes(m.face_materials) - 8;
   }
   return b;
@@ -203,7 +238,7 @@ uint64_t material_bytes(const M& m) {
 uint64_t mesh_bytes(const mesh::Mesh& m) {
   return vec_bytes(m.positions) + vec_bytes(m.faces) + vec_bytes(m.normals) + vec_bytes(m.uvs) +
          vec_bytes(m.uv_faces) + vec_bytes(m.colors) + 1 +
-         (m.texture ? image_bytes(*m.texture) : 0) + material_bytes(m);
+         (m.texture ? image_bytes(*m.texture) : 0) + pbr_bytes(m.pbr) + material_bytes(m);
 }
 
 // ---- Small values
@@ -444,7 +479,7 @@ models::VolumeGrid load_grid(ByteReader& r) {
 }  // namespace
 
 void register_port_codecs(pipeline::Registry& registry) {
-  registry.add_codec<mesh::Mesh>(2, save_mesh, load_mesh, mesh_bytes);
+  registry.add_codec<mesh::Mesh>(3, save_mesh, load_mesh, mesh_bytes);
   registry.add_codec<image::Image>(2, save_image, load_image, image_bytes);
   registry.add_codec<mesh::NormalizeTransform>(1, save_transform, load_transform,
                                                [](const mesh::NormalizeTransform&) { return 48; });

@@ -13,6 +13,7 @@ void register_texture_stages(pipeline::Registry& registry) {
   register_inpaint_texture(registry);
   register_bake_report(registry);
   register_texture_psnr(registry);
+  register_pbr_stages(registry);
   registry.retire("multiview",
                   "it became one stage per source of view images: views_from_reference "
                   "(source=reference), views_from_files (files), views_from_mesh (render) and "

@@ -23,6 +23,7 @@ void register_fill_surface(pipeline::Registry& registry);
 void register_inpaint_texture(pipeline::Registry& registry);
 void register_bake_report(pipeline::Registry& registry);
 void register_texture_psnr(pipeline::Registry& registry);
+void register_pbr_stages(pipeline::Registry& registry);
 void register_shape_stages(pipeline::Registry& registry);
 void register_cache_study(pipeline::Registry& registry);
 void register_check_models(pipeline::Registry& registry);

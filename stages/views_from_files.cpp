@@ -42,8 +42,13 @@ class ViewsFromFiles final : public pipeline::Stage {
         .param<std::vector<std::string>>("files", std::vector<std::string>{},
                                          "one image per view, in view order")
         .param<std::string>("dir", "", "a directory of images, one per view, sorted by name")
+        .param<std::string>("match_dir", "",
+                            "a directory of images these must match one for one, in number and "
+                            "size (the albedo views beside metallic-roughness views); empty: "
+                            "none")
         .reads_files("files")
-        .reads_files("dir");
+        .reads_files("dir")
+        .reads_files("match_dir");
   }
   void check(const pipeline::ParamMap& p, std::vector<std::string>& problems) const override {
     const auto& files = std::get<std::vector<std::string>>(p.at("files"));
@@ -56,6 +61,17 @@ class ViewsFromFiles final : public pipeline::Stage {
       problems.push_back("views directory not found: " + dir);
     else if (!dir.empty() && render::list_view_images(dir).empty())
       problems.push_back("views directory has no images: " + dir);
+    const auto& match = std::get<std::string>(p.at("match_dir"));
+    if (match.empty()) return;
+    if (!fs::is_directory(match)) {
+      problems.push_back("directory of the images to match not found: " + match);
+    } else if (!dir.empty() && fs::is_directory(dir)) {
+      const size_t n = render::list_view_images(dir).size();
+      const size_t m = render::list_view_images(match).size();
+      if (n != m)
+        problems.push_back(
+            fmt::format("{} has {} images but {} has {}: one per view in each", dir, n, match, m));
+    }
   }
   void run(StageContext& ctx) const override {
     auto views = ctx.in<render::ViewSet>("views");
@@ -65,13 +81,28 @@ class ViewsFromFiles final : public pipeline::Stage {
     if (files.size() != views->size())
       throw std::runtime_error(
           fmt::format("{} view images for {} views", files.size(), views->size()));
+    const std::string match = ctx.param<std::string>("match_dir");
+    const std::vector<std::string> matched =
+        match.empty() ? std::vector<std::string>{} : render::list_view_images(match);
+    if (!match.empty() && matched.size() != files.size())
+      throw std::runtime_error(fmt::format("{} view images but {} in {}: one per view in each",
+                                           files.size(), matched.size(), match));
     const mesh::Mesh* target =
         ctx.has_input("target") ? ctx.in<mesh::Mesh>("target").get() : nullptr;
     const uint64_t fingerprint = target ? target->fingerprint() : 0;
     auto images = std::make_shared<ImageList>(files.size());
     std::vector<double> iou(files.size(), 0.0);
+    std::vector<std::string> mismatch(files.size());
     tbb::parallel_for(size_t{0}, files.size(), [&](size_t v) {
-      (*images)[v] = render::view_image_rgb(image::load_image(files[v]), size);
+      const image::Image loaded = image::load_image(files[v]);
+      if (!matched.empty()) {
+        // Resizing would hide it: images of different sizes were not made for the same views.
+        const image::Image other = image::load_image(matched[v]);
+        if (other.width != loaded.width || other.height != loaded.height)
+          mismatch[v] = fmt::format("{} is {}x{} but {} is {}x{}", files[v], loaded.width,
+                                    loaded.height, matched[v], other.width, other.height);
+      }
+      (*images)[v] = render::view_image_rgb(loaded, size);
       if (target) {
         // The raster the bake will look up for this view (same pose and size).
         auto raster = raster_cache(ctx).get(fingerprint, *target, (*views)[v].camera, size, size);
@@ -79,6 +110,8 @@ class ViewsFromFiles final : public pipeline::Stage {
                                   render::silhouette_mask(*raster));
       }
     });
+    for (const std::string& m : mismatch)
+      if (!m.empty()) throw std::runtime_error(m + ": the images must match one for one");
     auto fit = target ? view_fit(ctx, iou) : std::make_shared<ReferenceFit>();
     report_view_images(ctx, *images);
     ctx.out("images", std::move(images));

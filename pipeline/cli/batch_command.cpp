@@ -65,6 +65,7 @@ PipelineConfig job_config(const BatchOptions& o, const BatchJob& job) {
         for (const json& i : img) t.images.push_back(i.get<std::string>());
     }
     t.views_dir = text_field(job.spec, "views");
+    t.mr_views_dir = text_field(job.spec, "mr_views");
     t.source_mesh = text_field(job.spec, "source_mesh");
     t.reunwrap = job.spec.value("reunwrap", false);
     t.output = out;

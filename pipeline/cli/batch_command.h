@@ -11,7 +11,8 @@
 namespace gen3d::cli {
 
 struct BatchOptions {
-  std::string manifest;  // JSON lines: {"id", "mesh", "image", "views", "source_mesh", "set"}
+  std::string manifest;  // JSON lines: {"id", "mesh", "image", "views", "mr_views", "source_mesh",
+                         // "set"}
   std::string pipeline;  // config file; empty: the built-in texgen pipeline
   std::string out_dir = "out/batch";
   int jobs = 1;         // jobs run at once

@@ -34,6 +34,7 @@ struct TextureOptions {
   std::string mesh;                 // --mesh
   std::vector<std::string> images;  // --image PATH (front) or VIEW=PATH (VIEW: index or name)
   std::string views_dir;            // --views DIR
+  std::string mr_views_dir;         // --mr-views DIR: metallic-roughness views beside --views
   std::string source_mesh;          // --source-mesh
   std::string output = "out/textured.glb";
   int texture_size = 0;  // 0: the config's default

@@ -84,6 +84,9 @@ int main(int argc, char** argv) {
                           "reference image for the front view; VIEW=PATH for another view "
                           "(front, right, back, left, top, bottom or an index); repeatable");
   texture_cmd->add_option("--views", tex.views_dir, "directory with one image per view, by name");
+  texture_cmd->add_option("--mr-views", tex.mr_views_dir,
+                          "with --views: directory with one metallic-roughness image per view "
+                          "(metallic in R, roughness in G), by name; makes a PBR material");
   texture_cmd->add_option("--source-mesh", tex.source_mesh,
                           "textured mesh whose albedo views are baked (texture transfer)");
   texture_cmd->add_option("-o,--output", tex.output, "output mesh (.glb, .obj)")

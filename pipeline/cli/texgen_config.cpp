@@ -76,6 +76,10 @@ void check_sources(const TextureOptions& o) {
     throw ConfigError("gen3d texture needs view images: give --image, --views or --source-mesh");
   if (!o.views_dir.empty() && !o.source_mesh.empty())
     throw ConfigError("--views and --source-mesh are two sources of views: give one");
+  if (!o.mr_views_dir.empty() && o.views_dir.empty())
+    throw ConfigError(
+        "--mr-views gives the metallic-roughness images beside the albedo images: it needs "
+        "--views DIR");
 }
 
 // --models DIR: the paint model (or its turbo variant) paints the views; the delight model
@@ -131,8 +135,9 @@ TexgenSelection select_texgen_config(const TextureOptions& o) {
       spdlog::warn("--image is unused: the view images come from {}",
                    o.views_dir.empty() ? "--source-mesh" : "--views");
     if (!o.views_dir.empty()) {
-      s.config = "texgen_views";
+      s.config = o.mr_views_dir.empty() ? "texgen_views" : "texgen_views_pbr";
       vars["views"] = o.views_dir;
+      if (!o.mr_views_dir.empty()) vars["mr_views"] = o.mr_views_dir;
     } else {
       s.config = "texgen_transfer";
       vars["source_mesh"] = o.source_mesh;

@@ -5,6 +5,7 @@
 //
 //   --image I [--image VIEW=I ...]   assets/pipelines/texgen.json           (reference image)
 //   --views DIR                      assets/pipelines/texgen_views.json     (one image per view)
+//   --views DIR --mr-views DIR2      assets/pipelines/texgen_views_pbr.json (+ metallic-roughness)
 //   --source-mesh S                  assets/pipelines/texgen_transfer.json  (texture transfer)
 //   --image I --models DIR [--turbo] assets/pipelines/texgen_models.json    (learned networks)
 

@@ -8,6 +8,7 @@
 
 #include "image/codec.h"
 #include "image/resize.h"
+#include "mesh/pbr.h"
 #include "pipeline/run_report.h"
 #include "render/surface_fill.h"
 #include "stages/report_views.h"
@@ -75,6 +76,11 @@ std::shared_ptr<const T> input_of_stage(const Graph& g, const RunResult& run,
   return nullptr;
 }
 
+const image::Image* texture_or(const std::shared_ptr<const image::Image>& t) {
+  static const image::Image none;
+  return t ? t.get() : &none;
+}
+
 std::string image_row(const std::shared_ptr<const stages::ImageList>& list,
                       const std::string& label) {
   if (!list) return {};
@@ -137,6 +143,9 @@ std::string texgen_report_html(const Graph& g, const RunResult& run,
 
   const auto result = output_of_stage<stages::ImageList>(g, run, "render_albedo", "maps");
   body += image_row(result, "Result (base colour from the six views and two diagonals)");
+  body += image_row(output_of_stage<stages::ImageList>(g, run, "render_shaded", "maps"),
+                    "Lit result (base colour, metallic and roughness under one light from the "
+                    "upper left)");
   // The same views of where the surface came from: what the reference showed and what was guessed.
   const auto inpainted_mesh = input_of_stage<mesh::Mesh>(g, run, "render_albedo", "mesh");
   const auto preview_views = input_of_stage<render::ViewSet>(g, run, "render_albedo", "views");
@@ -176,6 +185,15 @@ std::string texgen_report_html(const Graph& g, const RunResult& run,
                       "texel sources: green = seen by a view, cyan = shared through the mesh's "
                       "own UVs, blue = mirrored, orange = surface fill, red = image inpainting, "
                       "grey = gutter");
+    body += "</div>";
+  }
+  // The metallic-roughness texture as its two maps (white = metallic, white = rough).
+  const auto pbr = output_of_stage<mesh::Mesh>(g, run, "attach_metallic_roughness", "mesh");
+  if (pbr && pbr->pbr.texture && pbr->pbr.texture->channels >= 3) {
+    body += "<h2>Metallic and roughness</h2><div class=row>";
+    body += img_tag(*texture_or(pbr->texture), 320, "albedo");
+    body += img_tag(mesh::metallic_channel(*pbr->pbr.texture), 320, "metallic (glTF B)");
+    body += img_tag(mesh::roughness_channel(*pbr->pbr.texture), 320, "roughness (glTF G)");
     body += "</div>";
   }
   body += "<h2>Bake report</h2><table>";

@@ -11,6 +11,7 @@
 
 #include "image/io.h"
 #include "mesh/error.h"
+#include "mesh/pbr.h"
 #include "mesh/seams.h"
 #include "support/paths.h"
 #include "test_meshes.h"
@@ -324,6 +325,97 @@ TEST(SaveMesh, ObjRoundTripWritesMtlAndPng) {
   EXPECT_EQ(back.texture->width, 4);
 }
 
+// The textured cube with a glTF metallic-roughness texture: metallic (B) x / 3, roughness (G)
+// 1 - y / 3, so that every texel tells the channels apart.
+Mesh pbr_cube() {
+  Mesh m = testing::textured_cube();
+  auto mr = std::make_shared<image::Image>(4, 4, 3);
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 4; ++x) {
+      float* p = mr->at(x, y);
+      p[0] = 1.0f;
+      p[1] = 1.0f - y / 3.0f;
+      p[2] = x / 3.0f;
+    }
+  m.pbr.texture = mr;
+  return m;
+}
+
+TEST(SaveMesh, GlbRoundTripKeepsMetallicRoughness) {
+  const Mesh cube = pbr_cube();
+  const std::string path = test::temp_dir("mesh_io_glb_pbr") + "/cube.glb";
+  save_mesh(cube, path);
+  const Mesh back = load_mesh(path);
+  ASSERT_TRUE(back.texture);
+  ASSERT_TRUE(back.pbr.texture);
+  const image::Image& mr = *back.pbr.texture;
+  ASSERT_EQ(mr.width, 4);
+  ASSERT_EQ(mr.height, 4);
+  ASSERT_GE(mr.channels, 3);
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 4; ++x) {
+      EXPECT_NEAR(mr.at(x, y)[1], 1.0f - y / 3.0f, 0.5f / 255) << x << "," << y;
+      EXPECT_NEAR(mr.at(x, y)[2], x / 3.0f, 0.5f / 255) << x << "," << y;
+    }
+  // A texture is written with factors of 1, so that it is read as painted.
+  EXPECT_EQ(back.pbr.metallic, 1.0f);
+  EXPECT_EQ(back.pbr.roughness, 1.0f);
+}
+
+TEST(SaveMesh, GlbRoundTripKeepsMetallicRoughnessFactors) {
+  Mesh cube = testing::textured_cube();
+  cube.pbr.metallic = 0.25f;
+  cube.pbr.roughness = 0.5f;
+  const std::string path = test::temp_dir("mesh_io_glb_factors") + "/cube.glb";
+  save_mesh(cube, path);
+  const Mesh back = load_mesh(path);
+  EXPECT_FALSE(back.pbr.texture);
+  EXPECT_EQ(back.pbr.metallic, 0.25f);
+  EXPECT_EQ(back.pbr.roughness, 0.5f);
+  // Without PBR, a gen3d file still says what it always did: a rough dielectric.
+  save_mesh(testing::textured_cube(), path);
+  const Mesh plain = load_mesh(path);
+  EXPECT_EQ(plain.pbr.metallic, 0.0f);
+  EXPECT_EQ(plain.pbr.roughness, 1.0f);
+}
+
+TEST(SaveMesh, ObjWritesGrayscaleMetallicAndRoughnessMaps) {
+  const Mesh cube = pbr_cube();
+  const std::string dir = test::temp_dir("mesh_io_obj_pbr");
+  save_mesh(cube, dir + "/cube.obj");
+  std::ifstream in(dir + "/cube.mtl");
+  const std::string mtl((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(mtl.find("map_Kd cube.png\n"), std::string::npos) << mtl;
+  EXPECT_NE(mtl.find("map_Pm cube_metallic.png\n"), std::string::npos) << mtl;
+  EXPECT_NE(mtl.find("map_Pr cube_roughness.png\n"), std::string::npos) << mtl;
+  EXPECT_NE(mtl.find("Pm 1\n"), std::string::npos) << mtl;
+  EXPECT_NE(mtl.find("Pr 1\n"), std::string::npos) << mtl;
+  const image::Image metallic = image::load_image(dir + "/cube_metallic.png");
+  const image::Image roughness = image::load_image(dir + "/cube_roughness.png");
+  ASSERT_EQ(metallic.channels, 1);
+  ASSERT_EQ(roughness.channels, 1);
+  ASSERT_EQ(metallic.width, 4);
+  ASSERT_EQ(roughness.height, 4);
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 4; ++x) {
+      EXPECT_NEAR(metallic.at(x, y)[0], x / 3.0f, 0.5f / 255) << x << "," << y;
+      EXPECT_NEAR(roughness.at(x, y)[0], 1.0f - y / 3.0f, 0.5f / 255) << x << "," << y;
+    }
+  // The OBJ itself still loads with its base colour.
+  const Mesh back = load_mesh(dir + "/cube.obj");
+  EXPECT_EQ(corner_set(back), corner_set(cube));
+  ASSERT_TRUE(back.texture);
+}
+
+TEST(SaveMesh, ObjWithoutPbrHasNoPbrLines) {
+  const std::string dir = test::temp_dir("mesh_io_obj_nopbr");
+  save_mesh(testing::textured_cube(), dir + "/cube.obj");
+  std::ifstream in(dir + "/cube.mtl");
+  const std::string mtl((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(mtl.find("Pm"), std::string::npos) << mtl;
+  EXPECT_FALSE(fs::exists(dir + "/cube_metallic.png"));
+}
+
 TEST(SaveMesh, PlyRoundTripKeepsColours) {
   Mesh cube = testing::textured_cube();
   cube.texture.reset();
@@ -414,11 +506,12 @@ TEST(SaveMesh, GlbPassesKhronosValidator) {
   colored.uv_faces.clear();
   colored.colors.assign(colored.positions.size(), {0.2f, 0.4f, 0.6f, 1.0f});
   std::vector<std::string> files = {dir + "/textured.glb", dir + "/plain.glb", dir + "/colored.glb",
-                                    dir + "/materials.glb"};
+                                    dir + "/materials.glb", dir + "/pbr.glb"};
   save_mesh(testing::textured_cube(), files[0]);
   save_mesh(plain, files[1]);
   save_mesh(colored, files[2]);
   save_mesh(load_mesh(asset("OBJ/spider.obj")), files[3]);  // one primitive per material
+  save_mesh(pbr_cube(), files[4]);                          // metallicRoughnessTexture
   if (const char* real = std::getenv("GEN3D_VALIDATE_EXTRA_GLB")) files.push_back(real);
   for (const auto& f : files) {
     const std::string cmd =

@@ -103,8 +103,18 @@ TEST(PortCodecs, MeshRoundTripsWithTextureAndMaterials) {
   m.materials.push_back(
       {"wood", std::make_shared<const image::Image>(ramp(2, 2, 4)), {0.5f, 0.25f, 1, 1}});
   m.face_materials = {0};
+  m.pbr.texture = std::make_shared<const image::Image>(ramp(4, 4, 3));
+  m.pbr.roughness = 0.5f;
+  m.materials[0].pbr.metallic = 0.25f;
   const std::string bytes = save(m);
   const mesh::Mesh back = load<mesh::Mesh>(bytes);
+  ASSERT_TRUE(back.pbr.texture);
+  EXPECT_TRUE(same(*back.pbr.texture, *m.pbr.texture));
+  EXPECT_FALSE(back.pbr.metallic);
+  EXPECT_EQ(back.pbr.roughness, 0.5f);
+  EXPECT_FALSE(back.materials[0].pbr.texture);
+  EXPECT_EQ(back.materials[0].pbr.metallic, 0.25f);
+  EXPECT_FALSE(back.materials[0].pbr.roughness);
   EXPECT_EQ(back.positions, m.positions);
   EXPECT_EQ(back.faces, m.faces);
   EXPECT_EQ(back.normals, m.normals);

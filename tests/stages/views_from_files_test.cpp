@@ -129,5 +129,30 @@ TEST(ViewsFromFiles, WrongCountFailsAndBadParamsAreConfigErrors) {
             std::string::npos);
 }
 
+// match_dir: a second set of views (metallic-roughness beside albedo) must pair one for one.
+TEST(ViewsFromFiles, MatchDirRefusesAnotherCountOrSize) {
+  const std::string albedo = views_dir("views_from_files_match_albedo");
+  const auto run_with = [&](const std::string& dir) {
+    pipeline::StageRunner r = runner("views_from_files");
+    two_views(r);
+    r.param("dir", dir).param("match_dir", albedo).param("resolution", 32);
+    return error_of([&] { r.run(); });
+  };
+  EXPECT_EQ(run_with(views_dir("views_from_files_match_same")), "");
+
+  const std::string one = temp_dir("views_from_files_match_one");
+  save(filled(3, {0.5f, 0.5f, 0.5f}), one, "a_");
+  EXPECT_NE(run_with(one).find("has 1 images but"), std::string::npos) << run_with(one);
+
+  const std::string big = temp_dir("views_from_files_match_big");
+  save(filled(3, {0.5f, 0.5f, 0.5f}), big, "a_");
+  save(Image(20, 16, 3), big, "b_");
+  const std::string e = run_with(big);
+  EXPECT_NE(e.find("is 20x16 but"), std::string::npos) << e;
+  EXPECT_NE(e.find("must match one for one"), std::string::npos) << e;
+
+  EXPECT_NE(run_with(albedo + "/none").find("directory not found"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gen3d::test
