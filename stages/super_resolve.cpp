@@ -63,7 +63,9 @@ class SuperResolve final : public pipeline::Stage {
                     "input pixels of context around each tile (RealESRGANer's tile_pad)")
         .param<int>("resolution", 0, Range{0, 16384},
                     "output size (square, bicubic); 0 = 4 × the input size")
-        .param<bool>("enabled", true, "false: the views pass through unchanged");
+        .param<bool>("enabled", true,
+                     "false: no network; the views pass through, resized to `resolution` when it "
+                     "is set (so a config bakes at the same size with super-resolution off)");
   }
   void check(const pipeline::ParamMap& p, std::vector<std::string>& problems) const override {
     if (!std::get<bool>(p.at("enabled"))) return;
@@ -77,7 +79,18 @@ class SuperResolve final : public pipeline::Stage {
   void run(StageContext& ctx) const override {
     auto in = ctx.in<ImageList>("images");
     if (!ctx.param<bool>("enabled")) {
-      ctx.out("images", std::move(in));
+      const int size = ctx.param<int>("resolution");
+      const bool resize = size > 0 && std::any_of(in->begin(), in->end(), [&](const auto& i) {
+                            return !i.empty() && (i.width != size || i.height != size);
+                          });
+      if (!resize) {
+        ctx.out("images", std::move(in));
+        return;
+      }
+      auto out = std::make_shared<ImageList>(in->size());
+      for (std::size_t v = 0; v < in->size(); ++v)
+        if (!(*in)[v].empty()) (*out)[v] = image::resize_image((*in)[v], size, size, "cubic");
+      ctx.out("images", std::move(out));
       return;
     }
     std::shared_ptr<const models::RrdbNet> net;

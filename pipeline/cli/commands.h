@@ -39,13 +39,14 @@ struct TextureOptions {
   std::string output = "out/textured.glb";
   int texture_size = 0;  // 0: the config's default
   int render_size = 0;
-  int faces = -1;           // -1: the config's default
-  bool reunwrap = false;    // replace the mesh's own UVs with a fresh atlas
-  std::string models_dir;   // --models: learned delight + multiview from this model folder
-  bool turbo = false;       // --turbo: the turbo paint model
-  std::string precision;    // --precision auto|fp32|bf16: the learned networks' (with --models)
-  std::string report_path;  // --report R.html
-  bool dump = false;        // print the built config instead of running
+  int faces = -1;             // -1: the config's default
+  bool reunwrap = false;      // replace the mesh's own UVs with a fresh atlas
+  std::string models_dir;     // --models: learned delight + multiview from this model folder
+  bool turbo = false;         // --turbo: the turbo paint model
+  std::string paint_version;  // --paint-version 2.0|2.1 (default: 2.1 when the folder has it)
+  std::string precision;      // --precision auto|fp32|bf16: the learned networks' (with --models)
+  std::string report_path;    // --report R.html
+  bool dump = false;          // print the built config instead of running
 };
 
 // Set by the SIGINT handler; the executor skips nodes not yet started and stages poll it.

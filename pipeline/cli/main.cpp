@@ -99,10 +99,15 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   texture_cmd->add_flag("--reunwrap", tex.reunwrap,
                         "unwrap anew even when the mesh has UVs (default: keep them)");
-  texture_cmd->add_option("--models", tex.models_dir,
-                          "Hunyuan3D-2 model folder (hunyuan3d-paint-v2-0[-turbo]/, "
-                          "hunyuan3d-delight-v2-0/): learned delighting and multiview diffusion "
-                          "from the --image reference");
+  texture_cmd->add_option(
+      "--models", tex.models_dir,
+      "model folder: Hunyuan3D-2.1 (hunyuan3d-paintpbr-v2-1/, dinov2-giant/, "
+      "RealESRGAN_x4plus.pth: PBR textures) or Hunyuan3D-2 (hunyuan3d-paint-v2-0[-turbo]/, "
+      "hunyuan3d-delight-v2-0/): multiview diffusion from the --image reference");
+  texture_cmd
+      ->add_option("--paint-version", tex.paint_version,
+                   "with --models holding both: 2.1 (PBR, the default) or 2.0")
+      ->check(CLI::IsMember({"2.0", "2.1"}));
   texture_cmd
       ->add_option("--precision", tex.precision,
                    "network precision: auto (bf16 where the CPU has AVX512-BF16 or AMX, else "

@@ -70,6 +70,8 @@ void check_sources(const TextureOptions& o) {
     throw ConfigError("--precision sets the learned networks' precision: it needs --models DIR");
   if (o.turbo && o.models_dir.empty())
     throw ConfigError("--turbo selects the turbo paint model: it needs --models DIR");
+  if (!o.paint_version.empty() && o.models_dir.empty())
+    throw ConfigError("--paint-version chooses the paint model of --models DIR: it needs --models");
   if (!o.models_dir.empty() && o.images.empty())
     throw ConfigError("--models needs --image: the reference the paint model follows");
   if (o.images.empty() && o.views_dir.empty() && o.source_mesh.empty())
@@ -107,6 +109,57 @@ void set_model_vars(const TextureOptions& o, json& vars) {
   }
 }
 
+// Which paint model --models runs: 2.1 (PBR) when the folder has hunyuan3d-paintpbr-v2-1/,
+// unless --paint-version or --turbo (a 2.0 model) says otherwise.
+bool uses_paint21(const TextureOptions& o) {
+  const fs::path root(o.models_dir);
+  if (!fs::is_directory(root)) throw ConfigError("--models: folder not found: " + o.models_dir);
+  const bool has21 = fs::is_directory(root / "hunyuan3d-paintpbr-v2-1");
+  if (o.paint_version == "2.1") {
+    if (o.turbo)
+      throw ConfigError("--turbo is a Hunyuan3D-2.0 paint model: drop --paint-version 2.1");
+    if (!has21)
+      throw ConfigError("--paint-version 2.1: " + o.models_dir +
+                        " has no hunyuan3d-paintpbr-v2-1/");
+    return true;
+  }
+  return o.paint_version.empty() && !o.turbo && has21;
+}
+
+// The first of `candidates` (relative to `root`) that exists, or "".
+std::string first_existing(const fs::path& root, std::initializer_list<const char*> candidates) {
+  for (const char* c : candidates)
+    if (fs::exists(root / c)) return (root / c).string();
+  return "";
+}
+
+// --models DIR with Hunyuan3D-2.1's paint folder: the PBR paint model, its DINOv2-giant, and
+// Real-ESRGAN for the views when the folder has its weights.
+void set_model21_vars(const TextureOptions& o, json& vars) {
+  if (!o.views_dir.empty() || !o.source_mesh.empty())
+    throw ConfigError("--models makes the view images: drop --views / --source-mesh");
+  const fs::path root(o.models_dir);
+  vars["paint_model"] = (root / "hunyuan3d-paintpbr-v2-1").string();
+  const std::string dino = first_existing(root, {"dinov2-giant", "facebook/dinov2-giant"});
+  if (dino.empty())
+    throw ConfigError("--models: " + o.models_dir +
+                      " has no dinov2-giant/ (or facebook/dinov2-giant/) folder: the 2.1 paint "
+                      "model is conditioned on facebook/dinov2-giant in the transformers layout");
+  vars["dino_model"] = dino;
+  const std::string sr =
+      first_existing(root, {"RealESRGAN_x4plus.pth", "ckpt/RealESRGAN_x4plus.pth"});
+  if (sr.empty()) {
+    spdlog::warn(
+        "--models: {} has no RealESRGAN_x4plus.pth: the views are resized without "
+        "super-resolution",
+        o.models_dir);
+    vars["super_resolution"] = false;
+  } else {
+    vars["sr_model"] = sr;
+  }
+  if (!o.precision.empty()) vars["precision"] = o.precision;
+}
+
 }  // namespace
 
 TexgenSelection select_texgen_config(const TextureOptions& o) {
@@ -122,6 +175,14 @@ TexgenSelection select_texgen_config(const TextureOptions& o) {
   if (o.faces >= 0) vars["faces"] = o.faces;
   vars["keep_uvs"] = !o.reunwrap;
 
+  if (!o.models_dir.empty() && uses_paint21(o)) {
+    s.config = "texgen_models21";
+    vars["image"] = refs.front;
+    set_model21_vars(o, vars);
+    if (!refs.extra_images.empty())
+      spdlog::warn("--models paints every view from the front image: VIEW=PATH images are unused");
+    return s;
+  }
   if (!o.models_dir.empty()) {
     s.config = "texgen_models";
     vars["image"] = refs.front;

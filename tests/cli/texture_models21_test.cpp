@@ -1,41 +1,95 @@
-// The draft Hunyuan3D-2.1 texture config (assets/pipelines/texgen_models21.json) end to end on a
-// tiny PBR paint folder and DINOv2 folder written by the test in the official layouts.
+// `gen3d texture --image I --models DIR` with a Hunyuan3D-2.1 folder: a tiny PBR paint folder, a
+// DINOv2 folder and Real-ESRGAN weights written by the test in the official layouts, run end to
+// end through the shipped texgen_models21 config to a PBR GLB.
 
 #include <filesystem>
+#include <fstream>
+#include <set>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
-#include "image/io.h"
 #include "mesh/io.h"
+#include "models/core/safetensors.h"
 #include "support/paths.h"
 #include "support/run_command.h"
 #include "support/tiny_paint21.h"
+#include "support/torch_save.h"
 
 namespace gen3d::test {
 namespace {
 
 namespace fs = std::filesystem;
 
-TEST(TextureModels21, DraftConfigBakesAlbedoAndWritesMrViews) {
-  const TinyPaint21Folder f = write_tiny_paint21_folder(temp_dir("texture_models21"), 4);
+const std::string kSmall =
+    " --texture-size 128 --render-size 128 --set view_size=64 --set steps=2 ";
+
+// DIR/hunyuan3d-paintpbr-v2-1, DIR/dinov2-giant and DIR/RealESRGAN_x4plus.pth ({'params_ema':
+// state_dict}, the golden set's tiny RRDBNet) as the official downloads lay them out.
+std::string models_root(const std::string& name, bool with_sr) {
+  const std::string root = temp_dir(name);
+  write_tiny_paint21_folder(root, 4);
+  if (with_sr) {
+    const auto w = models::SafetensorsFile::open(
+        source_dir() + "/tests/data/golden/hunyuan3d-2.1/esrgan/esrgan.weights.fp32.safetensors");
+    NamedTensors sd;
+    for (const auto& t : w->tensors()) sd.emplace_back(t.name, w->to_f32(t));
+    write_torch_save(root + "/RealESRGAN_x4plus.pth", {{"params_ema", std::move(sd)}},
+                     models::DType::kF32);
+  }
+  return root;
+}
+
+TEST(TextureModels21, ModelsFolderMakesAPbrGlb) {
+  const std::string root = models_root("texture_models21", true);
   const std::string out = temp_dir("texture_models21_out");
-  const auto r = run_gen3d("run assets/pipelines/texgen_models21.json --set mesh=" +
-                           std::string("assets/meshes/BoxTextured.glb") +
-                           " --set paint_model=" + f.dir + " --set dino_model=" + f.dino_dir +
-                           " --set view_size=64 --set render_size=128 --set texture_size=128"
-                           " --set steps=2 --set out=" +
-                           out + "/box.glb --set mr_dir=" + out + "/mr");
+  const auto r = run_gen3d(
+      "texture --mesh assets/meshes/BoxTextured.glb --image "
+      "assets/images/spider_front.png --models " +
+      root + kSmall + "-o " + out + "/box.glb --metrics " + out + "/m.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The 2.1 chain ran: PBR paint, super-resolution of both view sets, the PBR bake.
+  std::ifstream in(out + "/m.json");
+  const auto metrics = nlohmann::json::parse(in);
+  std::set<std::string> stages;
+  for (const auto& n : metrics["nodes"]) stages.insert(n["stage"].get<std::string>());
+  for (const char* s : {"views_from_pbr_model", "super_resolve", "attach_metallic_roughness"})
+    EXPECT_TRUE(stages.count(s)) << s;
+  // The Khronos validator finds no error (skipped without node/the package).
+  const auto v = run_command("node " + source_dir() + "/tests/mesh/validate_gltf.js " +
+                             env_or("GEN3D_NODE_DIR", GEN3D_NODE_DIR) + " " + out + "/box.glb");
+  if (v.exit_code != 77) {
+    EXPECT_EQ(v.exit_code, 0) << v.output;
+  }
   const mesh::Mesh m = mesh::load_mesh(out + "/box.glb");
   ASSERT_TRUE(m.texture);
+  ASSERT_TRUE(m.pbr.texture);
   EXPECT_EQ(m.texture->width, 128);
-  // The six official views (max_views 6): one metallic-roughness image each, at render_size.
-  for (int v = 0; v < 6; ++v) {
-    const std::string png = out + "/mr/mr_view_" + std::to_string(v) + ".png";
-    ASSERT_TRUE(fs::exists(png)) << png;
-    EXPECT_EQ(image::load_image(png).width, 128);
-  }
-  EXPECT_FALSE(fs::exists(out + "/mr/mr_view_6.png"));
+  EXPECT_EQ(m.pbr.texture->width, 128);
+}
+
+TEST(TextureModels21, FolderProblemsAreNamedAndNothingIsWritten) {
+  const std::string root = models_root("texture_models21_bad", false);
+  const std::string out = temp_dir("texture_models21_bad_out");
+  const std::string base =
+      "texture --mesh assets/meshes/BoxTextured.glb --image "
+      "assets/images/spider_front.png --models " +
+      root + kSmall;
+  // Without Real-ESRGAN weights: a warning, and the views are resized instead.
+  const auto no_sr = run_gen3d(base + "-o " + out + "/a.glb");
+  ASSERT_EQ(no_sr.exit_code, 0) << no_sr.output;
+  EXPECT_NE(no_sr.output.find("RealESRGAN_x4plus.pth"), std::string::npos) << no_sr.output;
+  // The 2.0 paint model asked for where the folder has only 2.1's.
+  const auto v20 = run_gen3d(base + "--paint-version 2.0 -o " + out + "/b.glb");
+  EXPECT_EQ(v20.exit_code, 2) << v20.output;
+  EXPECT_NE(v20.output.find("hunyuan3d-paint-v2-0"), std::string::npos) << v20.output;
+  EXPECT_FALSE(fs::exists(out + "/b.glb"));
+  // No DINOv2 folder.
+  fs::remove_all(root + "/dinov2-giant");
+  const auto no_dino = run_gen3d(base + "-o " + out + "/c.glb");
+  EXPECT_EQ(no_dino.exit_code, 2) << no_dino.output;
+  EXPECT_NE(no_dino.output.find("dinov2-giant"), std::string::npos) << no_dino.output;
+  EXPECT_FALSE(fs::exists(out + "/c.glb"));
 }
 
 }  // namespace

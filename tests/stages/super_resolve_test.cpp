@@ -156,6 +156,17 @@ TEST(SuperResolveStage, DisabledPassesTheViewsThrough) {
   ASSERT_EQ(out->size(), 1u);
   EXPECT_EQ(out->at(0).width, 4);
   EXPECT_EQ(out->at(0).pixels, views[0].pixels);
+  // With a resolution the views still reach it, so a config bakes at one size either way.
+  pipeline::StageRunner sized(*registry().find("super_resolve"));
+  sized.input<ImageList>("images", views);
+  sized.param("enabled", false);
+  sized.param("resolution", 8);
+  sized.run();
+  const auto resized = sized.output<ImageList>("images");
+  ASSERT_EQ(resized->size(), 1u);
+  EXPECT_EQ(resized->at(0).width, 8);
+  EXPECT_EQ(resized->at(0).height, 8);
+  EXPECT_NEAR(resized->at(0).at(3, 3)[0], 0.5f, 1e-4f);
 }
 
 // The network loads once per process, whatever the number of runs.

@@ -118,7 +118,7 @@ NamedTensors random_weights(const std::vector<std::pair<std::string, Shape>>& sh
 TinyPaint21Folder write_tiny_paint21_folder(const std::string& root, std::uint64_t seed) {
   TinyPaint21Folder f;
   const fs::path paint = fs::path(root) / "hunyuan3d-paintpbr-v2-1";
-  const fs::path dino = fs::path(root) / "dinov2";
+  const fs::path dino = fs::path(root) / "dinov2-giant";  // where gen3d texture --models looks
   f.dir = paint.string();
   f.dino_dir = dino.string();
   f.dino_width = kDinoWidth;
