@@ -1,6 +1,7 @@
 // views_from_pbr_model run alone through StageRunner on a tiny Hunyuan3D-Paint-v2-1 folder and a
 // tiny DINOv2 folder written at test time in the official layouts (tests/support/tiny_paint21.h).
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -23,8 +24,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// One folder per test: ctest runs each test in its own process, several at once, and a folder
+// rewritten under a process that has its weights mapped would pull the pages from under it.
 const TinyPaint21Folder& tiny_folder() {
-  static const TinyPaint21Folder f = write_tiny_paint21_folder(temp_dir("pbr_paint_tiny"), 3);
+  static const TinyPaint21Folder f = [] {
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name =
+        std::string("pbr_paint_tiny_") + test->test_suite_name() + "_" + test->name();
+    for (char& c : name)
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    return write_tiny_paint21_folder(temp_dir(name), 3);
+  }();
   return f;
 }
 
