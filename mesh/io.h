@@ -20,7 +20,8 @@ namespace gen3d::mesh {
 // - every material is kept: one gives Mesh::texture, several give Mesh::materials and
 //   face_materials; base-colour (or diffuse) textures are loaded embedded or from a file next to
 //   the model (Windows "\" paths and glTF's percent-escapes accepted); glTF's metallic and
-//   roughness factors and metallicRoughnessTexture go to the material's `pbr`;
+//   roughness factors and metallicRoughnessTexture go to the material's `pbr`, and so do MTL's
+//   Pm / Pr and map_Pm / map_Pr (the two grayscale maps joined in glTF's layout);
 // - glTF: the default scene's nodes with their transforms (mirroring ones keep faces CCW), triangle
 //   lists, strips and fans, sparse accessors, quantized attributes, KHR_texture_transform on the
 //   base-colour UVs, KHR_draco_mesh_compression; skins, morph targets and animations are ignored

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -27,6 +28,7 @@
 #include "image/io.h"
 #include "mesh/error.h"
 #include "mesh/io.h"
+#include "mesh/pbr.h"
 #include "mesh/precheck.h"
 #include "mesh/scene_parts.h"
 
@@ -72,12 +74,14 @@ class Welder {
   std::unordered_map<Key, uint32_t, Hash> map_;
 };
 
-std::shared_ptr<const image::Image> load_material_texture(const aiScene& scene,
-                                                          const aiMaterial& mat,
-                                                          const std::string& model_path) {
+// The material's first texture of the first of `types` it has, decoded (embedded or from a file).
+std::shared_ptr<const image::Image> load_material_texture(
+    const aiScene& scene, const aiMaterial& mat, const std::string& model_path,
+    std::initializer_list<aiTextureType> types = {aiTextureType_BASE_COLOR,
+                                                  aiTextureType_DIFFUSE}) {
   aiString ref;
   bool found = false;
-  for (aiTextureType type : {aiTextureType_BASE_COLOR, aiTextureType_DIFFUSE}) {
+  for (aiTextureType type : types) {
     if (mat.GetTextureCount(type) > 0 && mat.GetTexture(type, 0, &ref) == aiReturn_SUCCESS) {
       found = true;
       break;
@@ -505,7 +509,25 @@ Material assimp_material(const aiScene& scene, unsigned m, bool with_texture,
   const aiMaterial& am = *scene.mMaterials[m];
   mat.name = am.GetName().C_Str();
   mat.base_color = material_color(am);
-  if (with_texture) mat.texture = load_material_texture(scene, am, path);
+  // PBR: MTL's Pm / Pr (and other formats' factors); map_Pm / map_Pr are separate grayscale
+  // images, joined here into glTF's layout.
+  float factor = 0;
+  if (am.Get(AI_MATKEY_METALLIC_FACTOR, factor) == aiReturn_SUCCESS && std::isfinite(factor))
+    mat.pbr.metallic = std::clamp(factor, 0.0f, 1.0f);
+  if (am.Get(AI_MATKEY_ROUGHNESS_FACTOR, factor) == aiReturn_SUCCESS && std::isfinite(factor))
+    mat.pbr.roughness = std::clamp(factor, 0.0f, 1.0f);
+  if (!with_texture) return mat;
+  mat.texture = load_material_texture(scene, am, path);
+  const auto metallic = load_material_texture(scene, am, path, {aiTextureType_METALNESS});
+  const auto roughness = load_material_texture(scene, am, path, {aiTextureType_DIFFUSE_ROUGHNESS});
+  if (metallic || roughness) {
+    try {
+      mat.pbr.texture = std::make_shared<const image::Image>(
+          gltf_metallic_roughness_from_maps(metallic.get(), roughness.get()));
+    } catch (const std::invalid_argument& e) {  // like a broken texture: the mesh stays usable
+      spdlog::warn("{}: {}; loading without the metallic-roughness texture", path, e.what());
+    }
+  }
   return mat;
 }
 

@@ -36,6 +36,26 @@ image::Image gltf_metallic_roughness(const image::Image& mr) {
   return out;
 }
 
+image::Image gltf_metallic_roughness_from_maps(const image::Image* metallic,
+                                               const image::Image* roughness) {
+  if (!metallic && !roughness)
+    throw std::invalid_argument("gltf_metallic_roughness_from_maps: no metallic or roughness map");
+  if (metallic && roughness &&
+      (metallic->width != roughness->width || metallic->height != roughness->height))
+    throw std::invalid_argument("the metallic map is " + std::to_string(metallic->width) + "x" +
+                                std::to_string(metallic->height) + " but the roughness map is " +
+                                std::to_string(roughness->width) + "x" +
+                                std::to_string(roughness->height));
+  const image::Image& any = metallic ? *metallic : *roughness;
+  image::Image out(any.width, any.height, 3, 1.0f);
+  const size_t n = static_cast<size_t>(any.width) * any.height;
+  for (size_t p = 0; p < n; ++p) {
+    if (roughness) out.pixels[p * 3 + 1] = roughness->pixels[p * roughness->channels];
+    if (metallic) out.pixels[p * 3 + 2] = metallic->pixels[p * metallic->channels];
+  }
+  return out;
+}
+
 image::Image metallic_channel(const image::Image& gltf_mr) {
   return channel(gltf_mr, 2, "metallic_channel");
 }

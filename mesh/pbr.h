@@ -14,6 +14,13 @@ namespace gen3d::mesh {
 // with fewer than 2 channels.   mr: H x W x C  ->  H x W x 3
 image::Image gltf_metallic_roughness(const image::Image& mr);
 
+// Separate metallic and roughness images (MTL's map_Pm / map_Pr: grayscale, or RGB(A) read from
+// their first channel) joined into a glTF metallicRoughnessTexture (R 1, G roughness, B metallic);
+// a missing one (null) is 1 there, so its factor alone decides. Throws std::invalid_argument when
+// both are null or their sizes differ.
+image::Image gltf_metallic_roughness_from_maps(const image::Image* metallic,
+                                               const image::Image* roughness);
+
 // Grayscale channels of a glTF metallicRoughnessTexture (metallic from B, roughness from G), for
 // MTL's map_Pm / map_Pr and for pictures. Throws std::invalid_argument with fewer than 3 channels.
 // gltf_mr: H x W x C  ->  H x W x 1

@@ -401,10 +401,21 @@ TEST(SaveMesh, ObjWritesGrayscaleMetallicAndRoughnessMaps) {
       EXPECT_NEAR(metallic.at(x, y)[0], x / 3.0f, 0.5f / 255) << x << "," << y;
       EXPECT_NEAR(roughness.at(x, y)[0], 1.0f - y / 3.0f, 0.5f / 255) << x << "," << y;
     }
-  // The OBJ itself still loads with its base colour.
+  // Read back, the two maps join into one texture in glTF's layout again.
   const Mesh back = load_mesh(dir + "/cube.obj");
   EXPECT_EQ(corner_set(back), corner_set(cube));
   ASSERT_TRUE(back.texture);
+  ASSERT_TRUE(back.pbr.texture);
+  const image::Image& mr = *back.pbr.texture;
+  ASSERT_EQ(mr.width, 4);
+  ASSERT_EQ(mr.channels, 3);
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 4; ++x) {
+      EXPECT_NEAR(mr.at(x, y)[1], 1.0f - y / 3.0f, 0.5f / 255) << x << "," << y;
+      EXPECT_NEAR(mr.at(x, y)[2], x / 3.0f, 0.5f / 255) << x << "," << y;
+    }
+  EXPECT_EQ(back.pbr.metallic, 1.0f);
+  EXPECT_EQ(back.pbr.roughness, 1.0f);
 }
 
 TEST(SaveMesh, ObjWithoutPbrHasNoPbrLines) {

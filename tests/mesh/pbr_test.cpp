@@ -55,6 +55,25 @@ TEST(GltfMetallicRoughness, ChannelsSplitBackForMtl) {
   EXPECT_FLOAT_EQ(roughness.pixels[1], 1.0f);
 }
 
+TEST(GltfMetallicRoughness, SeparateMapsJoinInGltfLayout) {
+  image::Image metallic(2, 1, 1), roughness(2, 1, 1);
+  metallic.pixels = {1.0f, 0.0f};
+  roughness.pixels = {0.25f, 0.75f};
+  const image::Image both = gltf_metallic_roughness_from_maps(&metallic, &roughness);
+  ASSERT_EQ(both.channels, 3);
+  EXPECT_FLOAT_EQ(both.at(0, 0)[2], 1.0f);
+  EXPECT_FLOAT_EQ(both.at(0, 0)[1], 0.25f);
+  EXPECT_FLOAT_EQ(both.at(1, 0)[2], 0.0f);
+  EXPECT_FLOAT_EQ(both.at(1, 0)[1], 0.75f);
+  // A missing map is 1: its factor alone decides.
+  const image::Image only = gltf_metallic_roughness_from_maps(&metallic, nullptr);
+  EXPECT_FLOAT_EQ(only.at(1, 0)[1], 1.0f);
+  EXPECT_FLOAT_EQ(only.at(1, 0)[2], 0.0f);
+  EXPECT_THROW(gltf_metallic_roughness_from_maps(nullptr, nullptr), std::invalid_argument);
+  EXPECT_THROW(gltf_metallic_roughness_from_maps(&metallic, &(roughness = image::Image(3, 1, 1))),
+               std::invalid_argument);
+}
+
 TEST(GltfMetallicRoughness, TooFewChannelsAreRefused) {
   EXPECT_THROW(gltf_metallic_roughness(image::Image(2, 2, 1)), std::invalid_argument);
   EXPECT_THROW(metallic_channel(image::Image(2, 2, 2)), std::invalid_argument);
