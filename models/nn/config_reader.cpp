@@ -215,4 +215,23 @@ json read_config_file(const std::string& path, std::string_view section) {
   return j;
 }
 
+const json& section_params(const json& section, std::string_view what) {
+  if (!section.is_object() || !section.contains("params")) return section;
+  for (auto it = section.begin(); it != section.end(); ++it)
+    if (it.key() != "params" && it.key() != "target")
+      throw ModelError(std::string(what) + " section: unknown key '" + it.key() + "'");
+  return section["params"];
+}
+
+void throw_config_error(const std::string& message) {
+  throw ModelError(message);
+}
+
+void throw_problems(const std::string& heading, const std::vector<std::string>& problems) {
+  if (problems.empty()) return;
+  std::string msg = heading;
+  for (const auto& p : problems) msg += "\n  " + p;
+  throw ModelError(msg);
+}
+
 }  // namespace gen3d::models::nn

@@ -71,6 +71,28 @@ class ConfigReader {
 nlohmann::json read_config_file(const std::string& path, std::string_view section = {});
 // JSON text parsed as an object; throws ModelError "<label>: ..." otherwise.
 nlohmann::json parse_config(std::string_view text, const std::string& label);
+
+// The params of an official config section `{"target": ..., "params": {...}}` (any other key
+// beside those two is an error naming `what`), or `section` itself when it has no "params".
+const nlohmann::json& section_params(const nlohmann::json& section, std::string_view what);
+
+// Throws ModelError(message) (keeps models/core/error.h out of this header).
+[[noreturn]] void throw_config_error(const std::string& message);
+// Throws ModelError "<heading>" followed by one indented line per problem (no-op when empty).
+void throw_problems(const std::string& heading, const std::vector<std::string>& problems);
+
+// `section` of a config file parsed by `parse(json_text)`; an error it throws is prefixed with
+// "<path> [<section>]: ".
+template <class Parse>
+auto parse_config_section(const std::string& path, std::string_view section, Parse&& parse) {
+  const nlohmann::json j = read_config_file(path, section);
+  try {
+    return parse(j.dump());
+  } catch (const std::exception& e) {
+    throw_config_error(path + " [" + std::string(section) + "]: " + e.what());
+  }
+}
+
 // YAML text (one document, a mapping) as the JSON object a JSON twin of the file gives: mappings,
 // sequences, and plain scalars typed by the YAML 1.2 core schema (null, true/false, integers incl.
 // 0o/0x, floats incl. `1e-6` and `1.e-6`; anything else a string; quoted text always a string).

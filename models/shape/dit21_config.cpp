@@ -64,32 +64,18 @@ void DiT21Config::validate() const {
     if (moe_top_k < 1 || moe_top_k > num_experts)
       errors.push_back("moe_top_k must be in [1, num_experts], got " + std::to_string(moe_top_k));
   }
-  if (!errors.empty()) {
-    std::string msg = "invalid HunYuanDiTPlain config:";
-    for (const auto& e : errors) msg += "\n  " + e;
-    throw ModelError(msg);
-  }
+  nn::throw_problems("invalid HunYuanDiTPlain config:", errors);
 }
 
 DiT21Config DiT21Config::from_json(std::string_view json_text) {
   const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw ModelError("DiT config is not valid JSON");
-  if (j.is_object() && j.contains("params")) {
-    for (auto it = j.begin(); it != j.end(); ++it)
-      if (it.key() != "params" && it.key() != "target")
-        throw ModelError("DiT config section: unknown key '" + it.key() + "'");
-    return parse_params(j["params"], "DiT config");
-  }
-  return parse_params(j, "DiT config");
+  return parse_params(nn::section_params(j, "DiT config"), "DiT config");
 }
 
 DiT21Config DiT21Config::from_file(const std::string& path, std::string_view section) {
-  const json j = nn::read_config_file(path, section);
-  try {
-    return from_json(j.dump());
-  } catch (const ModelError& e) {
-    throw ModelError(path + " [" + std::string(section) + "]: " + e.what());
-  }
+  return nn::parse_config_section(path, section,
+                                  [](const std::string& text) { return from_json(text); });
 }
 
 bool DiT21Config::describes(std::string_view json_text) {

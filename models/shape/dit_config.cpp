@@ -58,32 +58,18 @@ void DiTConfig::validate() const {
       errors.push_back("sum(axes_dim) = " + std::to_string(sum) + " must equal the head dim " +
                        std::to_string(head_dim()));
   }
-  if (!errors.empty()) {
-    std::string msg = "invalid DiT config:";
-    for (const auto& e : errors) msg += "\n  " + e;
-    throw ModelError(msg);
-  }
+  nn::throw_problems("invalid DiT config:", errors);
 }
 
 DiTConfig DiTConfig::from_json(std::string_view json_text) {
   const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw ModelError("DiT config is not valid JSON");
-  if (j.is_object() && j.contains("params")) {
-    for (auto it = j.begin(); it != j.end(); ++it)
-      if (it.key() != "params" && it.key() != "target")
-        throw ModelError("DiT config section: unknown key '" + it.key() + "'");
-    return parse_params(j["params"], "DiT config");
-  }
-  return parse_params(j, "DiT config");
+  return parse_params(nn::section_params(j, "DiT config"), "DiT config");
 }
 
 DiTConfig DiTConfig::from_file(const std::string& path, std::string_view section) {
-  const json j = nn::read_config_file(path, section);
-  try {
-    return from_json(j.dump());
-  } catch (const ModelError& e) {
-    throw ModelError(path + " [" + std::string(section) + "]: " + e.what());
-  }
+  return nn::parse_config_section(path, section,
+                                  [](const std::string& text) { return from_json(text); });
 }
 
 }  // namespace gen3d::models
