@@ -58,6 +58,24 @@ struct MultiviewUNet::Builder {
   }
 };
 
+void check_unet25d_weights(const SafetensorsFile& file, const WeightMap& main,
+                           const WeightMap& dual, const std::string& what) {
+  std::vector<std::string> problems;
+  for (const WeightMap* w : {&main, &dual}) {
+    problems.insert(problems.end(), w->problems().begin(), w->problems().end());
+    for (const std::string& u : w->unclaimed()) problems.push_back("unexpected " + u);
+  }
+  for (const TensorInfo& t : file.tensors())
+    if (t.name.rfind("unet.", 0) != 0 && t.name.rfind("unet_dual.", 0) != 0)
+      problems.push_back("unexpected " + t.name + " (neither unet. nor unet_dual.)");
+  if (problems.empty()) return;
+  std::string msg = file.path() + ": " + what + " weights do not match the config (" +
+                    std::to_string(problems.size()) + " problem" +
+                    (problems.size() > 1 ? "s" : "") + "):";
+  for (const auto& p : problems) msg += "\n  " + p;
+  throw ModelError(msg);
+}
+
 MultiviewUNet::MultiviewUNet(UNetConfig base, UNet2DCondition main, UNet2DCondition dual)
     : base_(std::move(base)), main_(std::move(main)), dual_(std::move(dual)) {}
 
@@ -77,21 +95,7 @@ std::unique_ptr<MultiviewUNet> MultiviewUNet::load(const UNetConfig& base,
   nn::CheckpointParams sm(wm, storage), sd(wd, storage);
   std::unique_ptr<MultiviewUNet> net = Builder::build(base, sm, sd, tokens);
 
-  std::vector<std::string> problems;
-  for (const WeightMap* w : {&wm, &wd}) {
-    problems.insert(problems.end(), w->problems().begin(), w->problems().end());
-    for (const std::string& u : w->unclaimed()) problems.push_back("unexpected " + u);
-  }
-  for (const TensorInfo& t : file->tensors())
-    if (t.name.rfind("unet.", 0) != 0 && t.name.rfind("unet_dual.", 0) != 0)
-      problems.push_back("unexpected " + t.name + " (neither unet. nor unet_dual.)");
-  if (!problems.empty()) {
-    std::string msg = file->path() + ": UNet2.5D weights do not match the config (" +
-                      std::to_string(problems.size()) + " problem" +
-                      (problems.size() > 1 ? "s" : "") + "):";
-    for (const auto& p : problems) msg += "\n  " + p;
-    throw ModelError(msg);
-  }
+  check_unet25d_weights(*file, wm, wd, "UNet2.5D");
   spdlog::info("UNet2.5D: loaded {} parameters from {}", net->num_parameters(), file->path());
   return net;
 }

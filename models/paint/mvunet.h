@@ -30,6 +30,14 @@ struct RefFeatures {
   int num_ref = 0;                       // N_ref
 };
 
+class WeightMap;
+
+// The UNet2.5D checkpoints (2.0's and 2.1's) hold "unet." and "unet_dual." state dicts: throws
+// one ModelError "<file>: <what> weights do not match the config (N problems):" listing every
+// missing, mis-shaped or unclaimed tensor of the two maps and every tensor under neither prefix.
+void check_unet25d_weights(const SafetensorsFile& file, const WeightMap& main,
+                           const WeightMap& dual, const std::string& what);
+
 class MultiviewUNet {
  public:
   static constexpr int kMaxNumRefImage = 5;  // camera ids are offset by this

@@ -367,21 +367,7 @@ std::unique_ptr<PbrUNet> PbrUNet::load(const UNetConfig& base,
   nn::CheckpointParams sm(wm, storage), sd(wd, storage);
   std::unique_ptr<PbrUNet> net = Builder::build(base, sm, sd, tokens, dino_dim);
 
-  std::vector<std::string> problems;
-  for (const WeightMap* w : {&wm, &wd}) {
-    problems.insert(problems.end(), w->problems().begin(), w->problems().end());
-    for (const std::string& u : w->unclaimed()) problems.push_back("unexpected " + u);
-  }
-  for (const TensorInfo& t : file->tensors())
-    if (t.name.rfind("unet.", 0) != 0 && t.name.rfind("unet_dual.", 0) != 0)
-      problems.push_back("unexpected " + t.name + " (neither unet. nor unet_dual.)");
-  if (!problems.empty()) {
-    std::string msg = file->path() + ": PBR UNet2.5D weights do not match the config (" +
-                      std::to_string(problems.size()) + " problem" +
-                      (problems.size() > 1 ? "s" : "") + "):";
-    for (const auto& p : problems) msg += "\n  " + p;
-    throw ModelError(msg);
-  }
+  check_unet25d_weights(*file, wm, wd, "PBR UNet2.5D");
   spdlog::info("PBR UNet2.5D: loaded {} parameters from {}", net->num_parameters(), file->path());
   return net;
 }
