@@ -66,6 +66,11 @@ TEST(TextureModels21, ModelsFolderMakesAPbrGlb) {
   ASSERT_TRUE(m.pbr.texture);
   EXPECT_EQ(m.texture->width, 128);
   EXPECT_EQ(m.pbr.texture->width, 128);
+  // The folder's checker knows the 2.1 paint folder and finds every tensor where it belongs.
+  const auto check = run_gen3d("models check " + root);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("paint-pbr (hunyuan3d-paintpbr-v2-1): ok"), std::string::npos)
+      << check.output;
 }
 
 TEST(TextureModels21, FolderProblemsAreNamedAndNothingIsWritten) {
