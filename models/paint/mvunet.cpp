@@ -76,6 +76,29 @@ void check_unet25d_weights(const SafetensorsFile& file, const WeightMap& main,
   throw ModelError(msg);
 }
 
+RefFeatures record_reference_features(const UNet2DCondition& dual, const Tensor& ref_latents,
+                                      int num_ref, const Tensor& text, const UNetProbe& probe) {
+  const i64 rows = ref_latents.dim(0);
+  RefFeatures out;
+  out.batch = rows / num_ref;
+  out.num_ref = num_ref;
+  const auto& sites = dual.transformer_sites();
+  TransformerHook hook = [&](int site, const Tensor& h, Tensor&) {
+    const i64 L = h.dim(1), C = h.dim(2);
+    Tensor t({out.batch, num_ref * L, C});
+    std::memcpy(t.data(), h.data(), sizeof(float) * static_cast<std::size_t>(h.numel()));
+    out.layers[sites[static_cast<std::size_t>(site)].name] = std::move(t);
+  };
+  const std::vector<float> t0(static_cast<std::size_t>(rows), 0.0f);
+  UNetCall call;
+  call.hook = &hook;
+  call.skip_output = !probe;
+  call.probe = probe;
+  const Tensor y = dual.forward(ref_latents, t0, text, call);
+  if (probe) probe("conv_out", y);
+  return out;
+}
+
 MultiviewUNet::MultiviewUNet(UNetConfig base, UNet2DCondition main, UNet2DCondition dual)
     : base_(std::move(base)), main_(std::move(main)), dual_(std::move(dual)) {}
 
@@ -140,23 +163,7 @@ RefFeatures MultiviewUNet::reference_features(const Tensor& ref_latents, int num
   if (text.rank() != 3 || (text.dim(0) != B && text.dim(0) != 1))
     throw ModelError("UNet2.5D: reference text must be (" + std::to_string(B) +
                      " or 1, T, D), got " + text.shape().str());
-  RefFeatures out;
-  out.batch = B;
-  out.num_ref = num_ref;
-  const auto& sites = dual_.transformer_sites();
-  // '(b n) l c -> b (n l) c': the same memory, so the stored tensor is a plain copy.
-  TransformerHook hook = [&](int site, const Tensor& h, Tensor&) {
-    const i64 L = h.dim(1), C = h.dim(2);
-    Tensor t({B, num_ref * L, C});
-    std::memcpy(t.data(), h.data(), sizeof(float) * static_cast<std::size_t>(h.numel()));
-    out.layers[sites[static_cast<std::size_t>(site)].name] = std::move(t);
-  };
-  const std::vector<float> t0(static_cast<std::size_t>(rows), 0.0f);
-  UNetCall call;
-  call.hook = &hook;
-  call.skip_output = true;
-  dual_.forward(ref_latents, t0, text, call);
-  return out;
+  return record_reference_features(dual_, ref_latents, num_ref, text);
 }
 
 Tensor MultiviewUNet::forward(const Tensor& latents, const Tensor& normals, const Tensor& positions,

@@ -32,6 +32,12 @@ struct RefFeatures {
 
 class WeightMap;
 
+// Runs the reference UNet `dual` at timestep 0 on ref_latents (B·N_ref, h, w, C) with `text` and
+// records every transformer block's norm1 output, "(b n) l c -> b (n l) c" (the same memory), by
+// layer name. With a probe the output layers run too and "conv_out" is probed.
+RefFeatures record_reference_features(const UNet2DCondition& dual, const Tensor& ref_latents,
+                                      int num_ref, const Tensor& text, const UNetProbe& probe = {});
+
 // The UNet2.5D checkpoints (2.0's and 2.1's) hold "unet." and "unet_dual." state dicts: throws
 // one ModelError "<file>: <what> weights do not match the config (N problems):" listing every
 // missing, mis-shaped or unclaimed tensor of the two maps and every tensor under neither prefix.

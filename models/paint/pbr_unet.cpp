@@ -429,31 +429,12 @@ RefFeatures PbrUNet::reference_features(const Tensor& ref_latents, int num_ref,
     throw ModelError("PBR UNet2.5D: reference latents must be (B·N_ref, h, w, " +
                      std::to_string(base_.in_channels) + ") with N_ref = " +
                      std::to_string(num_ref) + ", got " + ref_latents.shape().str());
-  const i64 rows = ref_latents.dim(0);
-  const i64 B = rows / num_ref;
-  RefFeatures out;
-  out.batch = B;
-  out.num_ref = num_ref;
-  const auto& sites = dual_.transformer_sites();
-  // modules.py Basic2p5DTransformerBlock mode "w": condition_embed_dict[layer] =
-  // "(b n) l c -> b (n l) c" of norm1's output, the same memory as (B·N_ref, L, C).
-  TransformerHook hook = [&](int site, const Tensor& h, Tensor&) {
-    const i64 L = h.dim(1), C = h.dim(2);
-    Tensor t({B, num_ref * L, C});
-    std::memcpy(t.data(), h.data(), sizeof(float) * static_cast<std::size_t>(h.numel()));
-    out.layers[sites[static_cast<std::size_t>(site)].name] = std::move(t);
-  };
-  const std::vector<float> t0(static_cast<std::size_t>(rows), 0.0f);  // timestep_ref = 0
+  // modules.py Basic2p5DTransformerBlock mode "w": condition_embed_dict[layer] = norm1's output,
+  // with learned_text_clip_ref for every row at timestep_ref = 0.
   const i64 T = text_ref_.dim(0), D = text_ref_.dim(1);
-  Tensor text({1, T, D});  // learned_text_clip_ref for every row
+  Tensor text({1, T, D});
   std::memcpy(text.data(), text_ref_.data(), sizeof(float) * static_cast<std::size_t>(T * D));
-  UNetCall call;
-  call.hook = &hook;
-  call.skip_output = !probe;
-  call.probe = probe;
-  Tensor y = dual_.forward(ref_latents, t0, text, call);
-  if (probe) probe("conv_out", y);
-  return out;
+  return record_reference_features(dual_, ref_latents, num_ref, text, probe);
 }
 
 void PbrUNet::prepare_positions(PbrCondition& cond, const HalfPositionMaps& maps,
