@@ -47,17 +47,16 @@ bool Shape::operator==(const Shape& o) const {
   return true;
 }
 
-void Tensor::FreeAligned::operator()(float* p) const {
-  std::free(p);
+void Tensor::Release::operator()(float* p) const {
+  device_memory(device).release(p);
 }
 
-Tensor::Tensor(const Shape& shape) : shape_(shape) {
+Tensor::Tensor(const Shape& shape) : Tensor(shape, Device::kCpu) {}
+
+Tensor::Tensor(const Shape& shape, Device device)
+    : shape_(shape), owner_(nullptr, Release{device}), device_(device) {
   const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * sizeof(float);
-  const std::size_t rounded = ((bytes + 63) / 64) * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (!p) throw std::bad_alloc();
-  std::memset(p, 0, rounded == 0 ? 64 : rounded);
-  owner_.reset(static_cast<float*>(p));
+  owner_.reset(static_cast<float*>(device_memory(device).allocate(bytes)));
   data_ = owner_.get();
 }
 
@@ -72,7 +71,17 @@ Tensor Tensor::view(const float* data, const Shape& shape) {
   return view(const_cast<float*>(data), shape);
 }
 
-Tensor::Tensor(const Tensor& other) : shape_(other.shape_) {
+Tensor Tensor::view(float* data, const Shape& shape, Device device) {
+  Tensor t = view(data, shape);
+  t.device_ = device;
+  return t;
+}
+
+Tensor Tensor::view(const float* data, const Shape& shape, Device device) {
+  return view(const_cast<float*>(data), shape, device);
+}
+
+Tensor::Tensor(const Tensor& other) : shape_(other.shape_), device_(other.device_) {
   if (other.owner_) {
     *this = other.clone();
   } else {
@@ -88,6 +97,7 @@ Tensor& Tensor::operator=(const Tensor& other) {
     owner_.reset();
     shape_ = other.shape_;
     data_ = other.data_;
+    device_ = other.device_;
   }
   return *this;
 }
@@ -103,13 +113,21 @@ std::int64_t Tensor::dim(int i) const {
 Tensor Tensor::reshaped(const Shape& shape) {
   if (shape.numel() != shape_.numel())
     throw ModelError("cannot reshape " + shape_.str() + " to " + shape.str());
-  return view(data_, shape);
+  return view(data_, shape, device_);
 }
 
 Tensor Tensor::clone() const {
-  Tensor t(shape_);
-  if (data_ && shape_.numel() > 0)
-    std::memcpy(t.data_, data_, static_cast<std::size_t>(shape_.numel()) * sizeof(float));
+  return to(device_);
+}
+
+Tensor Tensor::to(Device device) const {
+  Tensor t(shape_, device);
+  if (data_ && shape_.numel() > 0) {
+    // The backend that is not the host's does the copy (either side may be that device).
+    const Device via = device != Device::kCpu ? device : device_;
+    device_memory(via).copy(t.data_, device, data_, device_,
+                            static_cast<std::size_t>(shape_.numel()) * sizeof(float));
+  }
   return t;
 }
 
@@ -123,7 +141,7 @@ Tensor Tensor::slice0(std::int64_t begin, std::int64_t end) {
   const Shape s =
       Shape::from(std::span<const std::int64_t>(d.data(), static_cast<std::size_t>(shape_.rank())));
   const std::int64_t row = shape_[0] == 0 ? 0 : shape_.numel() / shape_[0];
-  return view(data_ + begin * row, s);
+  return view(data_ + begin * row, s, device_);
 }
 
 float& Tensor::at(std::int64_t i0) {

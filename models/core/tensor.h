@@ -1,6 +1,7 @@
 #pragma once
 // models::Tensor: float32, contiguous, row-major, rank 0..4; owns its memory or views someone
-// else's.
+// else's; lives on the CPU or on a device (data() is then a device pointer, for device kernels
+// only: element access, span() and host code need a CPU tensor, see to()).
 
 #include <array>
 #include <cstddef>
@@ -9,6 +10,8 @@
 #include <memory>
 #include <span>
 #include <string>
+
+#include "models/core/device.h"
 
 namespace gen3d::models {
 
@@ -36,12 +39,15 @@ class Shape {
 
 class Tensor {
  public:
-  Tensor() = default;                   // empty (rank 0, no data)
-  explicit Tensor(const Shape& shape);  // owning, zero-filled, 64-byte aligned
+  Tensor() = default;                         // empty (rank 0, no data)
+  explicit Tensor(const Shape& shape);        // owning, zero-filled, 64-byte aligned
+  Tensor(const Shape& shape, Device device);  // owning, zero-filled, on `device`
   static Tensor zeros(const Shape& shape) { return Tensor(shape); }
   // Non-owning view of `data` (must hold shape.numel() floats and outlive the view).
   static Tensor view(float* data, const Shape& shape);
   static Tensor view(const float* data, const Shape& shape);  // read-only by convention
+  static Tensor view(float* data, const Shape& shape, Device device);
+  static Tensor view(const float* data, const Shape& shape, Device device);
 
   // Copying an owning tensor copies the data; copying a view copies the view.
   Tensor(const Tensor& other);
@@ -64,8 +70,11 @@ class Tensor {
 
   // Same data, new shape (numel must match): a view into this tensor.
   Tensor reshaped(const Shape& shape);
-  // Deep copy (always owning).
+  // Deep copy (always owning, same device).
   Tensor clone() const;
+  Device device() const { return device_; }
+  // An owning copy on `device` (a deep copy even when already there).
+  Tensor to(Device device) const;
   // View of rows [begin, end) along dim 0.
   Tensor slice0(std::int64_t begin, std::int64_t end);
 
@@ -80,12 +89,14 @@ class Tensor {
   }
 
  private:
-  struct FreeAligned {
+  struct Release {
+    Device device;  // value-initialized: kCpu
     void operator()(float* p) const;
   };
   Shape shape_;
-  std::unique_ptr<float[], FreeAligned> owner_;
+  std::unique_ptr<float[], Release> owner_;
   float* data_ = nullptr;
+  Device device_ = Device::kCpu;
 };
 
 }  // namespace gen3d::models

@@ -1,11 +1,27 @@
 #include "models/nn/layers.h"
 
+#include <mutex>
+
 #include "models/core/dtype.h"
 #include "models/core/error.h"
 #include "models/kernels/linear.h"
 #include "models/kernels/norms.h"
 
 namespace gen3d::models::nn {
+
+struct DeviceCopy::Slot {
+  std::mutex mutex;
+  std::shared_ptr<const void> value;
+};
+
+DeviceCopy::DeviceCopy() : slot_(std::make_shared<Slot>()) {}
+
+std::shared_ptr<const void> DeviceCopy::get(
+    const std::function<std::shared_ptr<const void>()>& make) const {
+  std::lock_guard lock(slot_->mutex);
+  if (!slot_->value) slot_->value = make();
+  return slot_->value;
+}
 
 void Linear::load(ParamSource& p, const std::string& name, i64 in_features, i64 out_features,
                   bool has_bias) {
@@ -18,6 +34,7 @@ void Linear::set(ParamSource& p, Tensor w, Tensor b, i64 in_features, i64 out_fe
   in = in_features;
   out = out_features;
   bias = std::move(b);
+  device_copy = DeviceCopy();
   weight16.clear();
   weight_bf16.reset();
   if (p.storage() == WeightStorage::kF16 && !w.empty()) {
@@ -60,6 +77,7 @@ void RMSNorm::load(ParamSource& p, const std::string& name, i64 features, float 
   dim = features;
   eps = epsilon;
   scale = p.take(name + ".scale", {features});
+  device_copy = DeviceCopy();
 }
 
 void RMSNorm::operator()(float* y, i64 ldy, const float* x, i64 ldx, i64 rows) const {

@@ -4,6 +4,7 @@
 // models/kernels. Feature maps are NHWC, so a map is also a (B·H·W, C) token matrix.
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -20,6 +21,20 @@ namespace gen3d::models::nn {
 
 using i64 = std::int64_t;
 
+// A device backend's copy of a layer's parameters, made on first use and freed with the layer, so
+// weights are uploaded once and stay on the device while the model stays loaded. Copies of a
+// layer share it; loading new parameters starts a new one.
+class DeviceCopy {
+ public:
+  DeviceCopy();
+  // The copy `make` builds, made once per layer (thread-safe).
+  std::shared_ptr<const void> get(const std::function<std::shared_ptr<const void>()>& make) const;
+
+ private:
+  struct Slot;
+  std::shared_ptr<Slot> slot_;
+};
+
 // nn.Linear(in, out): weight [out, in], optional bias [out]; y = act(x W^T + b). The weight is
 // kept as the source's storage says (float32, IEEE half, or bf16 packed for oneDNN, when the
 // product takes bf16 activations too).
@@ -29,6 +44,7 @@ struct Linear {
   std::vector<std::uint16_t> weight16;                     // [out, in] half bits (half storage)
   std::shared_ptr<const kernels::Bf16Weight> weight_bf16;  // bf16 storage
   Tensor bias;                                             // [out] or empty
+  DeviceCopy device_copy;
 
   void load(ParamSource& p, const std::string& name, i64 in_features, i64 out_features,
             bool has_bias = true);
@@ -62,6 +78,7 @@ struct LayerNorm {
 // RMSNorm(dim) with a learned `scale` [dim].
 struct RMSNorm {
   Tensor scale;
+  DeviceCopy device_copy;
   i64 dim = 0;
   float eps = 1e-6f;
 

@@ -12,6 +12,7 @@
 #include "models/kernels/attention.h"
 #include "models/kernels/fused.h"
 #include "models/kernels/linear.h"
+#include "models/nn/device_ops.h"
 #include "models/nn/layers.h"
 #include "models/shape/checkpoints.h"
 
@@ -140,7 +141,8 @@ Tensor gather_heads(const float* base, i64 B, i64 T, i64 ld, i64 r0, i64 n, i64 
 
 struct Hunyuan3DDiT::Impl {
   DiTConfig cfg;
-  std::vector<float> freqs;  // [128] sinusoid frequencies
+  Device device = Device::kCpu;  // where forward passes run
+  std::vector<float> freqs;      // [128] sinusoid frequencies
   i64 params = 0;
   std::size_t bytes = 0;
 
@@ -201,8 +203,9 @@ struct Hunyuan3DDiT::Impl {
 };
 
 // The working state of one forward call: the joint residual stream X [B, Lc + L, H] (context rows
-// first), SiLU(vec) and scratch buffers. forward() runs every stage of it in order; step caches
-// drive the stages themselves through the DiTPass interface.
+// first), SiLU(vec) and scratch buffers, all on the device the pass runs on (inputs are copied
+// there; the output comes back to the host). forward() runs every stage of it in order; step
+// caches drive the stages themselves through the DiTPass interface.
 class Hunyuan3DDiT::Pass final : public DiTPass {
  public:
   Pass(const Impl& m, const Tensor& x, const Tensor& t, const Tensor& context,
@@ -211,7 +214,7 @@ class Hunyuan3DDiT::Pass final : public DiTPass {
   int num_blocks() const override {
     return static_cast<int>(m_.double_blocks.size() + m_.single_blocks.size());
   }
-  Tensor image_rows() const override { return gather_rows(X.data(), B, T, H, Lc, L, 0, H); }
+  Tensor image_rows() const override { return gather_rows(host(X).data(), B, T, H, Lc, L, 0, H); }
   void set_image_rows(const Tensor& h) override;
   Tensor block0_modulated_input() override;
   void run_blocks(int begin, int end, BranchHook* hook) override;
@@ -219,14 +222,25 @@ class Hunyuan3DDiT::Pass final : public DiTPass {
 
  private:
   void tr(const std::string& name, const Tensor& v) const {
-    if (trace_) (*trace_)(name, v);
+    if (trace_) (*trace_)(name, v.device() == Device::kCpu ? v : v.to(Device::kCpu));
+  }
+  Tensor buf(const Shape& s) const { return Tensor(s, k_.device()); }
+  // `t` on the pass's device: a view when it is there already, else a copy.
+  Tensor on_device(const Tensor& t) const {
+    return t.device() == k_.device() ? Tensor::view(t.data(), t.shape(), t.device())
+                                     : t.to(k_.device());
+  }
+  // `t` readable on the host: a view, or a copy from the device.
+  static Tensor host(const Tensor& t) {
+    return t.device() == Device::kCpu ? Tensor::view(t.data(), t.shape()) : t.to(Device::kCpu);
   }
   void ensure_context();
   void double_block(std::size_t bi, BranchHook* hook);
   void single_block(std::size_t bi, BranchHook* hook);
 
   const Impl& m_;
-  const Tensor& context_;
+  const nn::DeviceOps& k_;
+  Tensor context_;  // on the device
   const TraceFn* trace_;
   i64 B, L, Lc, T, H, nh, D, M, W1, W2;
   bool have_context_ = false;
@@ -238,7 +252,7 @@ class Hunyuan3DDiT::Pass final : public DiTPass {
 
 Hunyuan3DDiT::Pass::Pass(const Impl& m, const Tensor& x, const Tensor& t, const Tensor& context,
                          const Tensor* guidance, const TraceFn* trace, bool eager_context)
-    : m_(m), context_(context), trace_(trace) {
+    : m_(m), k_(nn::device_ops(m.device)), trace_(trace) {
   const DiTConfig& cfg = m.cfg;
   nn::check_shape(x, "Hunyuan3DDiT::forward", "x", {-1, -1, cfg.in_channels});
   B = x.dim(0);
@@ -256,43 +270,47 @@ Hunyuan3DDiT::Pass::Pass(const Impl& m, const Tensor& x, const Tensor& t, const 
   M = cfg.mlp_hidden();
   W1 = 3 * H + M;  // single-block linear1 width
   W2 = H + M;      // single-block linear2 input width
+  context_ = on_device(context);
 
   // Conditioning vector.
-  Tensor emb = m.embed(t.data(), B);  // [B, 256]
+  const Tensor emb = m.embed(host(t).data(), B);  // [B, 256] (host)
   tr("act.timestep_freqs", emb);
-  vec = Tensor({B, H});  // [B, H]
+  vec = buf({B, H});  // [B, H]
   {
-    Tensor h1({B, H});                                               // [B, H]
-    m.time_in.in_layer(h1.data(), H, emb.data(), kTimeEmbedDim, B);  // [B, H]
+    const Tensor emb_d = on_device(emb);
+    Tensor h1 = buf({B, H});                                                      // [B, H]
+    k_.linear(m.time_in.in_layer, h1.data(), H, emb_d.data(), kTimeEmbedDim, B);  // [B, H]
     tr("trace.time_in.in_layer.out", h1);
-    kernels::act_inplace(Act::kSilu, h1.data(), B * H);   // [B, H]
-    m.time_in.out_layer(vec.data(), H, h1.data(), H, B);  // [B, H]
+    k_.act_inplace(Act::kSilu, h1.data(), B * H);                    // [B, H]
+    k_.linear(m.time_in.out_layer, vec.data(), H, h1.data(), H, B);  // [B, H]
     tr("trace.time_in.out_layer.out", vec);
     if (m.has_guidance && guidance) {
-      Tensor gemb = m.embed(guidance->data(), B);                                       // [B, 256]
-      m.guidance_in.in_layer(h1.data(), H, gemb.data(), kTimeEmbedDim, B, Act::kSilu);  // [B, H]
-      Tensor g({B, H});                                                                 // [B, H]
-      m.guidance_in.out_layer(g.data(), H, h1.data(), H, B);                            // [B, H]
-      for (i64 i = 0; i < B * H; ++i) vec.data()[i] += g.data()[i];                     // [B, H]
+      const Tensor gemb = on_device(m.embed(host(*guidance).data(), B));  // [B, 256]
+      k_.linear(m.guidance_in.in_layer, h1.data(), H, gemb.data(), kTimeEmbedDim, B,
+                Act::kSilu);                                             // [B, H]
+      Tensor g = buf({B, H});                                            // [B, H]
+      k_.linear(m.guidance_in.out_layer, g.data(), H, h1.data(), H, B);  // [B, H]
+      k_.add(vec.data(), g.data(), B * H);                               // [B, H]
     }
   }
   tr("act.vec", vec);
-  svec = vec.clone();                                    // [B, H]
-  kernels::act_inplace(Act::kSilu, svec.data(), B * H);  // [B, H] SiLU(vec), shared by all mods
+  svec = vec.clone();                              // [B, H]
+  k_.act_inplace(Act::kSilu, svec.data(), B * H);  // [B, H] SiLU(vec), shared by all mods
 
   // Joint residual stream X [B, T, H]: context rows [0, Lc), latent rows [Lc, T).
-  X = Tensor({B, T, H});
+  X = buf({B, T, H});
+  const Tensor xd = on_device(x);
   for (i64 b = 0; b < B; ++b)
-    m.latent_in(X.data() + (b * T + Lc) * H, H, x.data() + b * L * cfg.in_channels, cfg.in_channels,
-                L);  // [L, H]
+    k_.linear(m.latent_in, X.data() + (b * T + Lc) * H, H, xd.data() + b * L * cfg.in_channels,
+              cfg.in_channels, L);  // [L, H]
   if (eager_context) ensure_context();
-  if (trace) tr("act.latent_in", gather_rows(X.data(), B, T, H, Lc, L, 0, H));
+  if (trace) tr("act.latent_in", gather_rows(host(X).data(), B, T, H, Lc, L, 0, H));
 
-  XM = Tensor({B, T, H});                            // [B, T, H] modulated input
-  QKV = Tensor({B * T * std::max<i64>(3 * H, W1)});  // [B, T, 3H] or [B, T, 3H+M]
-  ATT = Tensor({B * T * std::max<i64>(H, W2)});      // [B, T, H] or [B, T, H+M]
-  P = Tensor({B, T, H});                             // [B, T, H] projection outputs
-  HID = Tensor({B * T * M});                         // [rows, M] MLP hidden
+  XM = buf({B, T, H});                            // [B, T, H] modulated input
+  QKV = buf({B * T * std::max<i64>(3 * H, W1)});  // [B, T, 3H] or [B, T, 3H+M]
+  ATT = buf({B * T * std::max<i64>(H, W2)});      // [B, T, H] or [B, T, H+M]
+  P = buf({B, T, H});                             // [B, T, H] projection outputs
+  HID = buf({B * T * M});                         // [rows, M] MLP hidden
 }
 
 // cond_in(context) into the context rows; deferred so a skipped step need not pay for it.
@@ -300,25 +318,27 @@ void Hunyuan3DDiT::Pass::ensure_context() {
   if (have_context_) return;
   const i64 Cc = m_.cfg.context_in_dim;
   for (i64 b = 0; b < B; ++b)
-    m_.cond_in(X.data() + b * T * H, H, context_.data() + b * Lc * Cc, Cc, Lc);  // [Lc, H]
+    k_.linear(m_.cond_in, X.data() + b * T * H, H, context_.data() + b * Lc * Cc, Cc,
+              Lc);  // [Lc, H]
   have_context_ = true;
-  if (trace_) tr("act.cond_in", gather_rows(X.data(), B, T, H, 0, Lc, 0, H));
+  if (trace_) tr("act.cond_in", gather_rows(host(X).data(), B, T, H, 0, Lc, 0, H));
 }
 
 void Hunyuan3DDiT::Pass::set_image_rows(const Tensor& h) {
   nn::check_shape(h, "Hunyuan3DDiT::forward", "image rows", {B, L, H});
+  const Tensor hd = on_device(h);
   for (i64 b = 0; b < B; ++b)
-    std::copy_n(h.data() + b * L * H, L * H, X.data() + (b * T + Lc) * H);  // [L, H]
+    k_.copy_rows(X.data() + (b * T + Lc) * H, H, hd.data() + b * L * H, H, L, H);  // [L, H]
 }
 
 Tensor Hunyuan3DDiT::Pass::block0_modulated_input() {
   if (m_.double_blocks.empty()) throw ModelError("Hunyuan3DDiT: no double block to modulate");
-  Tensor mod({B, 6 * H});                                                 // [B, 6H]
-  m_.double_blocks[0].img_mod.lin(mod.data(), 6 * H, svec.data(), H, B);  // [B, 6H]
-  Tensor m0({B, L, H});                                                   // [B, L, H]
-  kernels::ln_modulate(m0.data(), L * H, X.data() + Lc * H, T * H, B, L, H, mod.data(),
-                       mod.data() + H, 6 * H, kNormEps);  // [B, L, H]
-  return m0;
+  Tensor mod = buf({B, 6 * H});                                                      // [B, 6H]
+  k_.linear(m_.double_blocks[0].img_mod.lin, mod.data(), 6 * H, svec.data(), H, B);  // [B, 6H]
+  Tensor m0 = buf({B, L, H});                                                        // [B, L, H]
+  k_.ln_modulate(m0.data(), L * H, X.data() + Lc * H, T * H, B, L, H, mod.data(), mod.data() + H,
+                 6 * H, kNormEps);  // [B, L, H]
+  return host(m0).clone();
 }
 
 void Hunyuan3DDiT::Pass::run_blocks(int begin, int end, BranchHook* hook) {
@@ -359,79 +379,84 @@ void Hunyuan3DDiT::Pass::double_block(std::size_t bi, BranchHook* hook) {
   if (predict) {
     // No attention, no MLP: gated residual adds of the predicted branches, current gates.
     for (Stream& s : streams) {
-      if (lean && s.r0 == 0) continue;                   // condition stream not needed
-      s.m = Tensor({B, 6 * H});                          // [B, 6H]
-      s.mod->lin(s.m.data(), 6 * H, svec.data(), H, B);  // [B, 6H]
-      Tensor y({B, s.n, H});                             // [B, n, H]
-      hook->predict({key_block, s.attn_key}, y);         // [B, n, H]
-      kernels::gated_residual(X.data() + s.r0 * H, T * H, y.data(), s.n * H, B, s.n, H,
-                              s.m.data() + 2 * H, 6 * H);  // [B, n, H]
-      hook->predict({key_block, s.mlp_key}, y);            // [B, n, H]
-      kernels::gated_residual(X.data() + s.r0 * H, T * H, y.data(), s.n * H, B, s.n, H,
-                              s.m.data() + 5 * H, 6 * H);  // [B, n, H]
+      if (lean && s.r0 == 0) continue;                              // condition stream not needed
+      s.m = buf({B, 6 * H});                                        // [B, 6H]
+      k_.linear(s.mod->lin, s.m.data(), 6 * H, svec.data(), H, B);  // [B, 6H]
+      Tensor y({B, s.n, H});                                        // [B, n, H] (host)
+      hook->predict({key_block, s.attn_key}, y);                    // [B, n, H]
+      Tensor yd = on_device(y);
+      k_.gated_residual(X.data() + s.r0 * H, T * H, yd.data(), s.n * H, B, s.n, H,
+                        s.m.data() + 2 * H, 6 * H);  // [B, n, H]
+      hook->predict({key_block, s.mlp_key}, y);      // [B, n, H]
+      yd = on_device(y);
+      k_.gated_residual(X.data() + s.r0 * H, T * H, yd.data(), s.n * H, B, s.n, H,
+                        s.m.data() + 5 * H, 6 * H);  // [B, n, H]
     }
     return;
   }
   auto report = [&](const Stream& s, Branch key) {
-    if (hook && !(lean && s.r0 == 0))
-      hook->computed({key_block, key}, RowsView{P.data() + s.r0 * H, B, s.n, H, T * H});
+    if (hook && !(lean && s.r0 == 0)) {
+      const Tensor p = host(P);
+      hook->computed({key_block, key}, RowsView{p.data() + s.r0 * H, B, s.n, H, T * H});
+    }
   };
 
   for (Stream& s : streams) {
     const std::string sp = pre + s.name;
-    s.m = Tensor({B, 6 * H});                          // [B, 6H]
-    s.mod->lin(s.m.data(), 6 * H, svec.data(), H, B);  // [B, 6H]
+    s.m = buf({B, 6 * H});                                        // [B, 6H]
+    k_.linear(s.mod->lin, s.m.data(), 6 * H, svec.data(), H, B);  // [B, 6H]
     tr(sp + "_mod.lin.out", s.m);
-    kernels::ln_modulate(XM.data() + s.r0 * H, T * H, X.data() + s.r0 * H, T * H, B, s.n, H,
-                         s.m.data(), s.m.data() + H, 6 * H, kNormEps);  // [B, n, H]
+    k_.ln_modulate(XM.data() + s.r0 * H, T * H, X.data() + s.r0 * H, T * H, B, s.n, H, s.m.data(),
+                   s.m.data() + H, 6 * H, kNormEps);  // [B, n, H]
     for (i64 b = 0; b < B; ++b)
-      s.attn->qkv(QKV.data() + (b * T + s.r0) * 3 * H, 3 * H, XM.data() + (b * T + s.r0) * H, H,
-                  s.n);  // [n, 3H]
-    if (trace_) tr(sp + "_attn.qkv.out", gather_rows(QKV.data(), B, T, 3 * H, s.r0, s.n, 0, 3 * H));
+      k_.linear(s.attn->qkv, QKV.data() + (b * T + s.r0) * 3 * H, 3 * H,
+                XM.data() + (b * T + s.r0) * H, H, s.n);  // [n, 3H]
+    if (trace_)
+      tr(sp + "_attn.qkv.out", gather_rows(host(QKV).data(), B, T, 3 * H, s.r0, s.n, 0, 3 * H));
     for (i64 b = 0; b < B; ++b)
-      kernels::qk_rmsnorm(QKV.data() + (b * T + s.r0) * 3 * H, s.n, 3 * H, nh, D, D, 0, H,
-                          s.attn->norm.query_norm.scale.data(), s.attn->norm.key_norm.scale.data(),
-                          kNormEps);  // [n, 3H]
+      k_.qk_rmsnorm(QKV.data() + (b * T + s.r0) * 3 * H, s.n, 3 * H, nh, D, D, 0, H,
+                    s.attn->norm.query_norm, s.attn->norm.key_norm);  // [n, 3H]
     if (trace_) {
+      const Tensor qkv = host(QKV);
       tr(sp + "_attn.norm.query_norm.out",
-         gather_heads(QKV.data(), B, T, 3 * H, s.r0, s.n, 0, nh, D));  // [B, nh, n, D]
+         gather_heads(qkv.data(), B, T, 3 * H, s.r0, s.n, 0, nh, D));  // [B, nh, n, D]
       tr(sp + "_attn.norm.key_norm.out",
-         gather_heads(QKV.data(), B, T, 3 * H, s.r0, s.n, H, nh, D));  // [B, nh, n, D]
+         gather_heads(qkv.data(), B, T, 3 * H, s.r0, s.n, H, nh, D));  // [B, nh, n, D]
     }
   }
   // Joint attention over [txt; img]: q, k, v columns (3, nh, D) of QKV [B, T, 3H].
-  kernels::attention({ATT.data(), T * H, H, D}, {QKV.data(), T * 3 * H, 3 * H, D},
-                     {QKV.data() + H, T * 3 * H, 3 * H, D},
-                     {QKV.data() + 2 * H, T * 3 * H, 3 * H, D},
-                     {B, nh, T, T, D, 0.0f, streams[0].attn->qkv.bf16()});  // [B, T, H]
+  k_.attention({ATT.data(), T * H, H, D}, {QKV.data(), T * 3 * H, 3 * H, D},
+               {QKV.data() + H, T * 3 * H, 3 * H, D}, {QKV.data() + 2 * H, T * 3 * H, 3 * H, D},
+               {B, nh, T, T, D, 0.0f, streams[0].attn->qkv.bf16()});  // [B, T, H]
   for (Stream& s : streams) {
     const std::string sp = pre + s.name;
     for (i64 b = 0; b < B; ++b)
-      s.attn->proj(P.data() + (b * T + s.r0) * H, H, ATT.data() + (b * T + s.r0) * H, H,
-                   s.n);  // [n, H]
+      k_.linear(s.attn->proj, P.data() + (b * T + s.r0) * H, H, ATT.data() + (b * T + s.r0) * H, H,
+                s.n);  // [n, H]
     if (trace_) {
-      tr(sp + "_attn.proj.in", gather_rows(ATT.data(), B, T, H, s.r0, s.n, 0, H));
-      tr(sp + "_attn.proj.out", gather_rows(P.data(), B, T, H, s.r0, s.n, 0, H));
+      tr(sp + "_attn.proj.in", gather_rows(host(ATT).data(), B, T, H, s.r0, s.n, 0, H));
+      tr(sp + "_attn.proj.out", gather_rows(host(P).data(), B, T, H, s.r0, s.n, 0, H));
     }
     report(s, s.attn_key);
-    kernels::gated_residual(X.data() + s.r0 * H, T * H, P.data() + s.r0 * H, T * H, B, s.n, H,
-                            s.m.data() + 2 * H, 6 * H);  // [B, n, H]
-    kernels::ln_modulate(XM.data() + s.r0 * H, T * H, X.data() + s.r0 * H, T * H, B, s.n, H,
-                         s.m.data() + 3 * H, s.m.data() + 4 * H, 6 * H, kNormEps);  // [B, n, H]
+    k_.gated_residual(X.data() + s.r0 * H, T * H, P.data() + s.r0 * H, T * H, B, s.n, H,
+                      s.m.data() + 2 * H, 6 * H);  // [B, n, H]
+    k_.ln_modulate(XM.data() + s.r0 * H, T * H, X.data() + s.r0 * H, T * H, B, s.n, H,
+                   s.m.data() + 3 * H, s.m.data() + 4 * H, 6 * H, kNormEps);  // [B, n, H]
     for (i64 b = 0; b < B; ++b) {
-      s.mlp->fc0(HID.data(), M, XM.data() + (b * T + s.r0) * H, H, s.n,
-                 Act::kGeluTanh);                                        // [n, M]
-      s.mlp->fc2(P.data() + (b * T + s.r0) * H, H, HID.data(), M, s.n);  // [n, H]
+      k_.linear(s.mlp->fc0, HID.data(), M, XM.data() + (b * T + s.r0) * H, H, s.n,
+                Act::kGeluTanh);                                                    // [n, M]
+      k_.linear(s.mlp->fc2, P.data() + (b * T + s.r0) * H, H, HID.data(), M, s.n);  // [n, H]
     }
-    if (trace_) tr(sp + "_mlp.2.out", gather_rows(P.data(), B, T, H, s.r0, s.n, 0, H));
+    if (trace_) tr(sp + "_mlp.2.out", gather_rows(host(P).data(), B, T, H, s.r0, s.n, 0, H));
     report(s, s.mlp_key);
-    kernels::gated_residual(X.data() + s.r0 * H, T * H, P.data() + s.r0 * H, T * H, B, s.n, H,
-                            s.m.data() + 5 * H, 6 * H);  // [B, n, H]
+    k_.gated_residual(X.data() + s.r0 * H, T * H, P.data() + s.r0 * H, T * H, B, s.n, H,
+                      s.m.data() + 5 * H, 6 * H);  // [B, n, H]
   }
   if (trace_) {
     const std::string ap = "act.double_blocks." + std::to_string(bi) + ".";
-    tr(ap + "img", gather_rows(X.data(), B, T, H, Lc, L, 0, H));
-    tr(ap + "txt", gather_rows(X.data(), B, T, H, 0, Lc, 0, H));
+    const Tensor x = host(X);
+    tr(ap + "img", gather_rows(x.data(), B, T, H, Lc, L, 0, H));
+    tr(ap + "txt", gather_rows(x.data(), B, T, H, 0, Lc, 0, H));
   }
 }
 
@@ -440,53 +465,59 @@ void Hunyuan3DDiT::Pass::single_block(std::size_t bi, BranchHook* hook) {
   const std::string sp = "trace.single_blocks." + std::to_string(bi) + ".";
   const BranchKey key{static_cast<int>(m_.double_blocks.size() + bi), Branch::kTotal};
   const bool lean = hook && hook->image_rows_only();
-  const i64 r0 = lean ? Lc : 0, n = lean ? L : T;          // rows the hook sees
-  Tensor m({B, 3 * H});                                    // [B, 3H]
-  blk.modulation.lin(m.data(), 3 * H, svec.data(), H, B);  // [B, 3H] shift, scale, gate
+  const i64 r0 = lean ? Lc : 0, n = lean ? L : T;                     // rows the hook sees
+  Tensor m = buf({B, 3 * H});                                         // [B, 3H]
+  k_.linear(blk.modulation.lin, m.data(), 3 * H, svec.data(), H, B);  // [B, 3H] shift, scale, gate
   tr(sp + "modulation.lin.out", m);
   if (hook && hook->predicting()) {
-    Tensor y({B, n, H});    // [B, n, H]
+    Tensor y({B, n, H});    // [B, n, H] (host)
     hook->predict(key, y);  // [B, n, H]
-    kernels::gated_residual(X.data() + r0 * H, T * H, y.data(), n * H, B, n, H, m.data() + 2 * H,
-                            3 * H);  // [B, n, H]
+    const Tensor yd = on_device(y);
+    k_.gated_residual(X.data() + r0 * H, T * H, yd.data(), n * H, B, n, H, m.data() + 2 * H,
+                      3 * H);  // [B, n, H]
     return;
   }
-  kernels::ln_modulate(XM.data(), T * H, X.data(), T * H, B, T, H, m.data(), m.data() + H, 3 * H,
-                       kNormEps);                    // [B, T, H]
-  blk.linear1(QKV.data(), W1, XM.data(), H, B * T);  // [B, T, 3H + M]
-  if (trace_) tr(sp + "linear1.out", gather_rows(QKV.data(), B, T, W1, 0, T, 0, W1));
-  kernels::qk_rmsnorm(QKV.data(), B * T, W1, nh, D, D, 0, H, blk.norm.query_norm.scale.data(),
-                      blk.norm.key_norm.scale.data(), kNormEps);  // [B, T, 3H + M]
+  k_.ln_modulate(XM.data(), T * H, X.data(), T * H, B, T, H, m.data(), m.data() + H, 3 * H,
+                 kNormEps);                                     // [B, T, H]
+  k_.linear(blk.linear1, QKV.data(), W1, XM.data(), H, B * T);  // [B, T, 3H + M]
+  if (trace_) tr(sp + "linear1.out", gather_rows(host(QKV).data(), B, T, W1, 0, T, 0, W1));
+  k_.qk_rmsnorm(QKV.data(), B * T, W1, nh, D, D, 0, H, blk.norm.query_norm,
+                blk.norm.key_norm);  // [B, T, 3H + M]
   if (trace_) {
-    tr(sp + "norm.query_norm.out", gather_heads(QKV.data(), B, T, W1, 0, T, 0, nh, D));
-    tr(sp + "norm.key_norm.out", gather_heads(QKV.data(), B, T, W1, 0, T, H, nh, D));
+    const Tensor qkv = host(QKV);
+    tr(sp + "norm.query_norm.out", gather_heads(qkv.data(), B, T, W1, 0, T, 0, nh, D));
+    tr(sp + "norm.key_norm.out", gather_heads(qkv.data(), B, T, W1, 0, T, H, nh, D));
   }
-  kernels::attention({ATT.data(), T * W2, W2, D}, {QKV.data(), T * W1, W1, D},
-                     {QKV.data() + H, T * W1, W1, D}, {QKV.data() + 2 * H, T * W1, W1, D},
-                     {B, nh, T, T, D, 0.0f, blk.linear1.bf16()});  // ATT[:, :, :H] = attn
-  kernels::act_copy(Act::kGeluTanh, ATT.data() + H, W2, QKV.data() + 3 * H, W1, B * T,
-                    M);  // ATT[:, :, H:] = GELU(mlp)
-  if (trace_) tr(sp + "linear2.in", gather_rows(ATT.data(), B, T, W2, 0, T, 0, W2));
-  blk.linear2(P.data(), H, ATT.data(), W2, B * T);  // [B, T, H]
+  k_.attention({ATT.data(), T * W2, W2, D}, {QKV.data(), T * W1, W1, D},
+               {QKV.data() + H, T * W1, W1, D}, {QKV.data() + 2 * H, T * W1, W1, D},
+               {B, nh, T, T, D, 0.0f, blk.linear1.bf16()});  // ATT[:, :, :H] = attn
+  k_.act_copy(Act::kGeluTanh, ATT.data() + H, W2, QKV.data() + 3 * H, W1, B * T,
+              M);  // ATT[:, :, H:] = GELU(mlp)
+  if (trace_) tr(sp + "linear2.in", gather_rows(host(ATT).data(), B, T, W2, 0, T, 0, W2));
+  k_.linear(blk.linear2, P.data(), H, ATT.data(), W2, B * T);  // [B, T, H]
   if (trace_) tr(sp + "linear2.out", P);
-  if (hook) hook->computed(key, RowsView{P.data() + r0 * H, B, n, H, T * H});
-  kernels::gated_residual(X.data(), T * H, P.data(), T * H, B, T, H, m.data() + 2 * H,
-                          3 * H);  // [B, T, H]
+  if (hook) {
+    const Tensor p = host(P);
+    hook->computed(key, RowsView{p.data() + r0 * H, B, n, H, T * H});
+  }
+  k_.gated_residual(X.data(), T * H, P.data(), T * H, B, T, H, m.data() + 2 * H,
+                    3 * H);  // [B, T, H]
   if (trace_) tr("act.single_blocks." + std::to_string(bi), X);
 }
 
 Tensor Hunyuan3DDiT::Pass::output() {
   const i64 C = m_.cfg.in_channels;
-  if (trace_) tr("act.final_layer_in", gather_rows(X.data(), B, T, H, Lc, L, 0, H));
-  Tensor fm({B, 2 * H});                                                   // [B, 2H] shift, scale
-  m_.final_layer.adaLN_modulation_1(fm.data(), 2 * H, svec.data(), H, B);  // [B, 2H]
+  if (trace_) tr("act.final_layer_in", gather_rows(host(X).data(), B, T, H, Lc, L, 0, H));
+  Tensor fm = buf({B, 2 * H});                                                        // [B, 2H]
+  k_.linear(m_.final_layer.adaLN_modulation_1, fm.data(), 2 * H, svec.data(), H, B);  // [B, 2H]
   tr("trace.final_layer.adaLN_modulation.1.out", fm);
-  kernels::ln_modulate(XM.data(), L * H, X.data() + Lc * H, T * H, B, L, H, fm.data(),
-                       fm.data() + H, 2 * H, kNormEps);       // [B, L, H]
-  Tensor out({B, L, C});                                      // [B, L, C]
-  m_.final_layer.linear(out.data(), C, XM.data(), H, B * L);  // [B, L, C]
-  tr("out", out);
-  return out;
+  k_.ln_modulate(XM.data(), L * H, X.data() + Lc * H, T * H, B, L, H, fm.data(), fm.data() + H,
+                 2 * H, kNormEps);                                       // [B, L, H]
+  Tensor out = buf({B, L, C});                                           // [B, L, C]
+  k_.linear(m_.final_layer.linear, out.data(), C, XM.data(), H, B * L);  // [B, L, C]
+  Tensor host_out = out.device() == Device::kCpu ? std::move(out) : out.to(Device::kCpu);
+  tr("out", host_out);
+  return host_out;
 }
 
 Hunyuan3DDiT::Hunyuan3DDiT(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -508,6 +539,7 @@ Hunyuan3DDiT Hunyuan3DDiT::load(const DiTConfig& config, WeightMap& weights, Opt
   config.validate();
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
+  impl->device = opt.device;
   impl->init_freqs();
   nn::CheckpointParams params(weights, opt.storage);
   impl->load(params);
@@ -535,6 +567,7 @@ Hunyuan3DDiT Hunyuan3DDiT::random(const DiTConfig& config, std::uint64_t seed, O
   config.validate();
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
+  impl->device = opt.device;
   impl->init_freqs();
   std::mt19937_64 rng(seed);
   // The golden set's recipe: N(0, 1/sqrt(fan_in)) weights (x1.25 in the modulation and

@@ -24,6 +24,9 @@ class WeightMap;
 
 struct DiTOptions {
   WeightStorage storage = WeightStorage::kF32;  // in-memory dtype of Linear weights
+  // Where forward passes run. On a device the layers run in bf16 (weights uploaded there once,
+  // on first use) and inputs and outputs stay host tensors.
+  Device device = Device::kCpu;
 };
 
 class Hunyuan3DDiT final : public ShapeDenoiser {

@@ -58,5 +58,30 @@ TEST(Tensor, ShapeLimits) {
   EXPECT_EQ(empty.numel(), 0);
 }
 
+// Host tensors copy through to(); a device this process has no backend for is refused by name
+// (this binary links no CUDA backend).
+TEST(Tensor, DevicesAndTheMissingBackend) {
+  Tensor t({2, 3});
+  t.at(1, 2) = 7.0f;
+  EXPECT_EQ(t.device(), Device::kCpu);
+  const Tensor c = t.to(Device::kCpu);
+  EXPECT_EQ(c.at(1, 2), 7.0f);
+  EXPECT_NE(c.data(), t.data());
+  EXPECT_EQ(parse_device("cuda"), Device::kCuda);
+  EXPECT_STREQ(device_name(Device::kCuda), "cuda");
+  try {
+    parse_device("gpu0");
+    FAIL() << "unknown device accepted";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("'gpu0'"), std::string::npos) << e.what();
+  }
+  try {
+    (void)Tensor({4}, Device::kCuda);
+    FAIL() << "a CUDA tensor without a CUDA backend";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("no cuda backend"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace gen3d::models

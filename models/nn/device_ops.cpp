@@ -1,0 +1,77 @@
+#include "models/nn/device_ops.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <string>
+
+#include "models/core/error.h"
+#include "models/kernels/fused.h"
+#include "models/nn/layers.h"
+
+namespace gen3d::models::nn {
+
+namespace {
+
+class CpuOps final : public DeviceOps {
+ public:
+  Device device() const override { return Device::kCpu; }
+  void linear(const Linear& layer, float* y, i64 ldy, const float* x, i64 ldx, i64 rows,
+              kernels::Act act) const override {
+    layer(y, ldy, x, ldx, rows, act);
+  }
+  void ln_modulate(float* y, i64 ysb, const float* x, i64 xsb, i64 batch, i64 tokens, i64 dim,
+                   const float* shift, const float* scale, i64 mod_stride,
+                   float eps) const override {
+    kernels::ln_modulate(y, ysb, x, xsb, batch, tokens, dim, shift, scale, mod_stride, eps);
+  }
+  void gated_residual(float* h, i64 hsb, const float* y, i64 ysb, i64 batch, i64 tokens, i64 dim,
+                      const float* gate, i64 gate_stride) const override {
+    kernels::gated_residual(h, hsb, y, ysb, batch, tokens, dim, gate, gate_stride);
+  }
+  void qk_rmsnorm(float* qkv, i64 rows, i64 ld, i64 heads, i64 head_dim, i64 head_stride,
+                  i64 q_offset, i64 k_offset, const RMSNorm& q_norm,
+                  const RMSNorm& k_norm) const override {
+    kernels::qk_rmsnorm(qkv, rows, ld, heads, head_dim, head_stride, q_offset, k_offset,
+                        q_norm.scale.data(), k_norm.scale.data(), q_norm.eps);
+  }
+  void attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
+                 const kernels::HeadsView& k, const kernels::HeadsView& v,
+                 const kernels::AttentionShape& s) const override {
+    kernels::attention(out, q, k, v, s);
+  }
+  void act_inplace(kernels::Act a, float* x, i64 n) const override {
+    kernels::act_inplace(a, x, n);
+  }
+  void act_copy(kernels::Act a, float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
+                i64 cols) const override {
+    kernels::act_copy(a, dst, ld_dst, src, ld_src, rows, cols);
+  }
+  void add(float* y, const float* x, i64 n) const override {
+    for (i64 i = 0; i < n; ++i) y[i] += x[i];
+  }
+  void copy_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
+                 i64 cols) const override {
+    for (i64 r = 0; r < rows; ++r) std::copy_n(src + r * ld_src, cols, dst + r * ld_dst);
+  }
+};
+
+const CpuOps kCpuOps;
+std::array<std::atomic<const DeviceOps*>, 2> g_ops{&kCpuOps, nullptr};
+
+}  // namespace
+
+const DeviceOps& device_ops(Device d) {
+  const DeviceOps* ops = g_ops[static_cast<std::size_t>(d)].load();
+  if (!ops)
+    throw ModelError(std::string("no ") + device_name(d) +
+                     " backend in this process: gen3d was built without CUDA (GEN3D_CUDA=OFF or "
+                     "no nvcc at build time), or no GPU is visible");
+  return *ops;
+}
+
+void register_device_ops(Device d, const DeviceOps* ops) {
+  g_ops[static_cast<std::size_t>(d)].store(ops);
+}
+
+}  // namespace gen3d::models::nn

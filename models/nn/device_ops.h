@@ -1,0 +1,62 @@
+#pragma once
+// The operations a network's forward pass runs, dispatched on the device it runs on. A network
+// is written once against DeviceOps; device_ops(Device::kCpu) runs the kernels in models/kernels
+// (exactly the calls the networks made before), device_ops(Device::kCuda) the CUDA backend when
+// the build has one and it was installed (models/cuda/backend.h). Activation pointers live on
+// the ops' device; layers are passed whole so a device backend can keep its own copy of their
+// parameters (uploaded on first use, kept while the layer lives: see DeviceCopy).
+
+#include <cstdint>
+
+#include "models/core/device.h"
+#include "models/kernels/activations.h"
+#include "models/kernels/attention.h"
+
+namespace gen3d::models::nn {
+
+struct Linear;
+struct RMSNorm;
+using i64 = std::int64_t;
+
+class DeviceOps {
+ public:
+  virtual ~DeviceOps() = default;
+  virtual Device device() const = 0;
+
+  // y[rows, out] (row stride ldy) = act(x[rows, in] (row stride ldx) W^T + b), as Linear does.
+  virtual void linear(const Linear& layer, float* y, i64 ldy, const float* x, i64 ldx, i64 rows,
+                      kernels::Act act = kernels::Act::kNone) const = 0;
+  // kernels::ln_modulate, gated_residual (fused.h) on this device.
+  virtual void ln_modulate(float* y, i64 y_batch_stride, const float* x, i64 x_batch_stride,
+                           i64 batch, i64 tokens, i64 dim, const float* shift, const float* scale,
+                           i64 mod_stride, float eps) const = 0;
+  virtual void gated_residual(float* h, i64 h_batch_stride, const float* y, i64 y_batch_stride,
+                              i64 batch, i64 tokens, i64 dim, const float* gate,
+                              i64 gate_stride) const = 0;
+  // kernels::qk_rmsnorm with the two norms' scales.
+  virtual void qk_rmsnorm(float* qkv, i64 rows, i64 ld, i64 heads, i64 head_dim, i64 head_stride,
+                          i64 q_offset, i64 k_offset, const RMSNorm& q_norm,
+                          const RMSNorm& k_norm) const = 0;
+  virtual void attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
+                         const kernels::HeadsView& k, const kernels::HeadsView& v,
+                         const kernels::AttentionShape& s) const = 0;
+  virtual void act_inplace(kernels::Act a, float* x, i64 n) const = 0;
+  // dst[r, c] = act(src[r, c]) for a rows x cols block.
+  virtual void act_copy(kernels::Act a, float* dst, i64 ld_dst, const float* src, i64 ld_src,
+                        i64 rows, i64 cols) const = 0;
+  // y[i] += x[i]
+  virtual void add(float* y, const float* x, i64 n) const = 0;
+  // dst[r, 0..cols) = src[r, 0..cols) for `rows` rows (row strides in floats), both on this
+  // device.
+  virtual void copy_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
+                         i64 cols) const = 0;
+  // Waits until every operation issued so far has finished (a no-op on the CPU).
+  virtual void synchronize() const {}
+};
+
+// The ops for `d`; throws ModelError when this process has no backend for it.
+const DeviceOps& device_ops(Device d);
+// Called once by a backend's install(); `ops` must live for the process.
+void register_device_ops(Device d, const DeviceOps* ops);
+
+}  // namespace gen3d::models::nn
