@@ -1,10 +1,15 @@
 #!/usr/bin/python3
-"""PyTorch eager twin of `gen3d bench dit`: the same Hunyuan3DDiT structure (double-stream blocks
+"""PyTorch twin of `gen3d bench dit`: the same Hunyuan3DDiT structure (double-stream blocks
 over [context; latent] tokens, single-stream blocks, adaLN modulation, QK RMSNorm, GELU-tanh MLPs)
-with random weights, timed the same way; prints one JSON line. Needs python3-torch (Debian).
+with random weights, timed the same way (wall clock around each forward, output on the host);
+prints one JSON line. On the CPU (python3-torch from Debian) eager float32 or bf16 autocast; on a
+GPU (--device cuda) the model in bf16 with scaled_dot_product_attention, as the official code
+runs it, eager or through torch.compile (--compile).
 
   python3 bench/dit_torch_bench.py --hidden 1024 --heads 16 --depth 1 --single 2 --tokens 512 \
       --context-tokens 257 --context-dim 1536 --in-channels 64 --batch 2 --threads 2 --reps 3
+  python3 bench/dit_torch_bench.py --device cuda --depth 16 --single 32 --tokens 3072 \
+      --context-tokens 1370 --reps 20 [--compile]
 """
 import argparse
 import json
@@ -25,7 +30,12 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.scale
 
 
+SDPA = False  # set for GPU runs: the fused attention the official code calls
+
+
 def attention(q, k, v):  # [B, heads, L, D]
+    if SDPA:
+        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(2)
     s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
     return (s.softmax(-1) @ v).transpose(1, 2).flatten(2)
 
@@ -108,9 +118,10 @@ class DiT(nn.Module):
         self.final = nn.Linear(h, a.in_channels)
 
     def forward(self, x, t, ctx):
-        freqs = torch.exp(-math.log(1000) * torch.arange(128, dtype=torch.float32) / 128)
+        freqs = torch.exp(-math.log(1000) * torch.arange(128, dtype=torch.float32,
+                                                         device=t.device) / 128)
         arg = t[:, None] * 1000 * freqs[None]
-        vec = self.time_in(torch.cat([torch.cos(arg), torch.sin(arg)], -1))
+        vec = self.time_in(torch.cat([torch.cos(arg), torch.sin(arg)], -1).to(x.dtype))
         img, txt = self.latent_in(x), self.cond_in(ctx)
         for b in self.double_blocks:
             img, txt = b(img, txt, vec)
@@ -129,7 +140,11 @@ def main():
                     ("batch", 2), ("threads", 2), ("reps", 3)):
         p.add_argument("--" + name, type=int, default=d)
     p.add_argument("--autocast-bf16", action="store_true", help="torch.autocast(cpu, bfloat16)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--compile", action="store_true", help="cuda: torch.compile the model")
     a = p.parse_args()
+    if a.device == "cuda":
+        return main_cuda(a)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     model = DiT(a).eval()
@@ -148,6 +163,35 @@ def main():
                       "precision": "bf16-autocast" if a.autocast_bf16 else "fp32",
                       "threads": a.threads, "reps": a.reps, "ms_per_forward": times[len(times) // 2],
                       "ms_min": times[0]}))
+
+
+def main_cuda(a):
+    global SDPA
+    SDPA = True
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    model = DiT(a).eval().to(dev, torch.bfloat16)
+    x = torch.randn(a.batch, a.tokens, a.in_channels, device=dev, dtype=torch.bfloat16)
+    ctx = torch.randn(a.batch, a.context_tokens, a.context_dim, device=dev, dtype=torch.bfloat16)
+    t = torch.arange(1, a.batch + 1, dtype=torch.float32, device=dev) / (a.batch + 1)
+    run = torch.compile(model) if a.compile else model
+    times = []
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        for _ in range(3):  # warm-up (and compilation)
+            run(x, t, ctx).float().cpu()
+        warm_s = time.perf_counter() - t0
+        for _ in range(a.reps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            run(x, t, ctx).float().cpu()  # the output on the host, as gen3d returns it
+            times.append(1e3 * (time.perf_counter() - t0))
+    times.sort()
+    print(json.dumps({"bench": "dit", "runtime": ("pytorch-compile " if a.compile else
+                                                  "pytorch-eager ") + torch.__version__,
+                      "device": torch.cuda.get_device_name(0), "precision": "bf16",
+                      "reps": a.reps, "ms_per_forward": times[len(times) // 2],
+                      "ms_min": times[0], "ms_max": times[-1], "warmup_s": warm_s}))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@
 #include "models/kernels/linear.h"
 #include "models/shape/dit.h"
 #include "models/shape/dit21.h"
+#include "pipeline/cli/device_option.h"
 #include "pipeline/error.h"
 
 namespace gen3d::cli {
@@ -141,6 +142,10 @@ void add_bench_dit(CLI::App& bench, BenchDitOptions& opt) {
               "also time the GEMM roof (the FFN's first product, [B*L, H] x [H, 4H]) interleaved "
               "with the forwards; reports roof_gflops and fraction_of_roof")
       ->capture_default_str();
+  c->add_option("--device", opt.device,
+                "cpu, or cuda: the 2.0 DiT in bf16 on the GPU (this build's CUDA backend)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   opt.command = c;
 }
 
@@ -178,6 +183,14 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
     }
   }
 
+  const models::Device device = models::parse_device(opt.device);
+  if (device != models::Device::kCpu) {
+    if (v21) throw pipeline::ConfigError("bench dit: --device cuda runs the 2.0 DiT only");
+    if (opt.roof || opt.alongside)
+      throw pipeline::ConfigError("bench dit: --roof and --alongside time the CPU only");
+    use_device(device);
+  }
+
   std::vector<Run> runs;
   {
     std::stringstream ss(opt.precision);
@@ -189,6 +202,8 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
       } catch (const std::exception& e) {
         throw pipeline::ConfigError(std::string("bench dit: --precision: ") + e.what());
       }
+      if (device != models::Device::kCpu && p != Precision::kBf16)
+        throw pipeline::ConfigError("bench dit: the CUDA backend runs bf16 (--precision bf16)");
       runs.emplace_back().precision = p;
     }
   }
@@ -213,8 +228,12 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
         r.weight_bytes = m->weight_bytes();
         r.model = m;
       } else {
+        // On a device the host copy stays float32 (the backend rounds it to bf16 on upload).
+        const models::WeightStorage storage = device == models::Device::kCpu
+                                                  ? models::storage_for(r.precision)
+                                                  : models::WeightStorage::kF32;
         auto m = std::make_shared<const models::Hunyuan3DDiT>(
-            models::Hunyuan3DDiT::random(cfg, 42, {models::storage_for(r.precision)}));
+            models::Hunyuan3DDiT::random(cfg, 42, {storage, device}));
         r.forward = [&x, &t, &ctx, m = m.get()] { return m->forward(x, t, ctx); };
         r.weight_bytes = m->weight_bytes();
         r.model = m;
@@ -327,6 +346,8 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
           dense > 0 ? (routed + tokens) / (dense + tokens) : 0.0;
     }
     j["precision"] = std::string(models::precision_name(r.precision));
+    j["device"] = opt.device;
+    if (device != models::Device::kCpu) j["gpu"] = device_description(device);
     j["hidden"] = opt.hidden;
     j["heads"] = opt.heads;
     j["depth"] = opt.depth;
@@ -340,6 +361,7 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
     j["reps"] = opt.reps;
     j["ms_per_forward"] = median;
     j["ms_min"] = s.front();
+    j["ms_max"] = s.back();
     j["gflop_per_forward"] = r.flops * 1e-9;
     j["gflops"] = r.flops * 1e-9 / (median * 1e-3);
     if (!r.roof_gflops.empty()) {

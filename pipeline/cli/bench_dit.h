@@ -28,6 +28,8 @@ struct BenchDitOptions {
   // ([B·L, H] x [H, 4H], the FFN's first product) per precision, interleaved with the forwards,
   // and report the forward's GFLOP/s as a fraction of it.
   bool roof = false;
+  // cpu, or cuda (the 2.0 DiT in bf16 on the GPU).
+  std::string device = "cpu";
   CLI::App* command = nullptr;
 };
 

@@ -1,0 +1,236 @@
+#include "models/cuda/backend.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "models/core/dtype.h"
+#include "models/core/error.h"
+#include "models/cuda/gemm.h"
+#include "models/cuda/kernels.h"
+#include "models/cuda/runtime.h"
+#include "models/kernels/flops.h"
+#include "models/nn/device_ops.h"
+#include "models/nn/layers.h"
+
+namespace gen3d::models::cuda {
+
+namespace {
+
+cudaStream_t g_stream = nullptr;
+cublasLtHandle_t g_lt = nullptr;
+
+// Device tensors come from the stream-ordered pool, which keeps freed blocks for reuse, so a
+// forward pass's many temporaries cost no cudaMalloc / cudaFree (and no device-wide sync).
+class CudaMemory final : public DeviceMemory {
+ public:
+  void* allocate(std::size_t bytes) const override {
+    void* p = nullptr;
+    check(cudaMallocAsync(&p, bytes == 0 ? 256 : bytes, g_stream), "cudaMallocAsync");
+    check(cudaMemsetAsync(p, 0, bytes == 0 ? 256 : bytes, g_stream), "cudaMemsetAsync");
+    return p;
+  }
+  void release(void* p) const override { cudaFreeAsync(p, g_stream); }
+  void copy(void* dst, Device dd, const void* src, Device sd, std::size_t bytes) const override {
+    check(cudaMemcpyAsync(dst, src, bytes, kind(dd, sd), g_stream), "cudaMemcpyAsync");
+    if (dd == Device::kCpu) check(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize");
+  }
+  void copy_2d(void* dst, std::size_t dpitch, Device dd, const void* src, std::size_t spitch,
+               Device sd, std::size_t width, std::size_t rows) const override {
+    check(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, kind(dd, sd), g_stream),
+          "cudaMemcpy2DAsync");
+    if (dd == Device::kCpu) check(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize");
+  }
+
+ private:
+  static cudaMemcpyKind kind(Device dst, Device src) {
+    if (dst == Device::kCpu && src == Device::kCpu) return cudaMemcpyHostToHost;
+    if (dst == Device::kCpu) return cudaMemcpyDeviceToHost;
+    if (src == Device::kCpu) return cudaMemcpyHostToDevice;
+    return cudaMemcpyDeviceToDevice;
+  }
+};
+
+// A layer's parameters on the GPU: bf16 weight [out, in], float32 bias.
+struct DeviceLinear {
+  std::uint16_t* weight = nullptr;
+  float* bias = nullptr;
+  ~DeviceLinear() {
+    cudaFree(weight);
+    cudaFree(bias);
+  }
+};
+
+template <typename T>
+T* upload(const T* host, std::size_t n, const char* what) {
+  T* p = nullptr;
+  check(cudaMalloc(&p, n * sizeof(T)), what);
+  check(cudaMemcpy(p, host, n * sizeof(T), cudaMemcpyHostToDevice), what);
+  return p;
+}
+
+std::shared_ptr<const DeviceLinear> device_linear(const nn::Linear& l) {
+  auto made = l.device_copy.get([&]() -> std::shared_ptr<const void> {
+    // Whatever the host storage, the GPU holds bf16 rounded from it (the CPU's bf16 rounding).
+    std::vector<std::uint16_t> w;
+    if (l.weight_bf16) {
+      w = l.weight_bf16->plain();
+    } else {
+      const auto n = static_cast<std::size_t>(l.in * l.out);
+      w.resize(n);
+      for (std::size_t i = 0; i < n; ++i)
+        w[i] =
+            float_to_bf16(l.weight16.empty() ? l.weight.data()[i] : half_to_float(l.weight16[i]));
+    }
+    auto d = std::make_shared<DeviceLinear>();
+    d->weight = upload(w.data(), w.size(), "uploading a Linear weight");
+    if (!l.bias.empty())
+      d->bias = upload(l.bias.data(), static_cast<std::size_t>(l.bias.numel()),
+                       "uploading a Linear bias");
+    return d;
+  });
+  return std::static_pointer_cast<const DeviceLinear>(made);
+}
+
+std::shared_ptr<const float> device_scale(const nn::RMSNorm& n) {
+  auto made = n.device_copy.get([&]() -> std::shared_ptr<const void> {
+    float* p = upload(n.scale.data(), static_cast<std::size_t>(n.scale.numel()),
+                      "uploading an RMSNorm scale");
+    return std::shared_ptr<const float>(p, [](const float* q) { cudaFree(const_cast<float*>(q)); });
+  });
+  return std::static_pointer_cast<const float>(made);
+}
+
+class CudaOps final : public nn::DeviceOps {
+ public:
+  Device device() const override { return Device::kCuda; }
+  void linear(const nn::Linear& layer, float* y, i64 ldy, const float* x, i64 ldx, i64 rows,
+              kernels::Act act) const override {
+    if (rows == 0) return;
+    const auto w = device_linear(layer);
+    std::lock_guard lock(gemm_mutex_);  // the bf16 staging buffer is shared
+    gemm_bf16(y, ldy, x, ldx, w->weight, w->bias, rows, layer.in, layer.out, act);
+    kernels::count_flops(2.0 * static_cast<double>(rows) * static_cast<double>(layer.in) *
+                         static_cast<double>(layer.out));
+  }
+  void ln_modulate(float* y, i64 ysb, const float* x, i64 xsb, i64 batch, i64 tokens, i64 dim,
+                   const float* shift, const float* scale, i64 mod_stride,
+                   float eps) const override {
+    cuda::ln_modulate(y, ysb, x, xsb, batch, tokens, dim, shift, scale, mod_stride, eps);
+  }
+  void gated_residual(float* h, i64 hsb, const float* y, i64 ysb, i64 batch, i64 tokens, i64 dim,
+                      const float* gate, i64 gate_stride) const override {
+    cuda::gated_residual(h, hsb, y, ysb, batch, tokens, dim, gate, gate_stride);
+  }
+  void qk_rmsnorm(float* qkv, i64 rows, i64 ld, i64 heads, i64 head_dim, i64 head_stride,
+                  i64 q_offset, i64 k_offset, const nn::RMSNorm& q_norm,
+                  const nn::RMSNorm& k_norm) const override {
+    const auto qs = device_scale(q_norm), ks = device_scale(k_norm);
+    cuda::qk_rmsnorm(qkv, rows, ld, heads, head_dim, head_stride, q_offset, k_offset, qs.get(),
+                     ks.get(), q_norm.eps);
+  }
+  void attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
+                 const kernels::HeadsView& k, const kernels::HeadsView& v,
+                 const kernels::AttentionShape& s) const override {
+    cuda::attention(out, q, k, v, s);
+    kernels::count_flops(4.0 * static_cast<double>(s.batch * s.heads) *
+                         static_cast<double>(s.q_len) * static_cast<double>(s.kv_len) *
+                         static_cast<double>(s.head_dim));
+  }
+  void act_inplace(kernels::Act a, float* x, i64 n) const override {
+    cuda::act_copy(a, x, n, x, n, 1, n);
+  }
+  void act_copy(kernels::Act a, float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
+                i64 cols) const override {
+    cuda::act_copy(a, dst, ld_dst, src, ld_src, rows, cols);
+  }
+  void add(float* y, const float* x, i64 n) const override { cuda::add(y, x, n); }
+  void copy_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
+                 i64 cols) const override {
+    if (rows * cols == 0) return;
+    check(cudaMemcpy2DAsync(dst, static_cast<std::size_t>(ld_dst) * sizeof(float), src,
+                            static_cast<std::size_t>(ld_src) * sizeof(float),
+                            static_cast<std::size_t>(cols) * sizeof(float),
+                            static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice, g_stream),
+          "copy_rows");
+  }
+  void synchronize() const override {
+    check(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize");
+  }
+
+ private:
+  mutable std::mutex gemm_mutex_;
+};
+
+const CudaMemory kMemory;
+const CudaOps kOps;
+
+}  // namespace
+
+cudaStream_t stream() {
+  return g_stream;
+}
+cublasLtHandle_t lt_handle() {
+  return g_lt;
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw ModelError(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+
+void check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw ModelError(std::string("cuBLASLt: ") + what + ": status " +
+                     std::to_string(static_cast<int>(s)));
+}
+
+void check_launch(const char* what) {
+  check(cudaGetLastError(), what);
+}
+
+bool gpu_visible() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+std::string describe_gpu() {
+  if (!gpu_visible()) return {};
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return {};
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  return fmt::format("{}, {} SMs, {:.1f} GiB, driver {}.{}, runtime {}.{}", p.name,
+                     p.multiProcessorCount, static_cast<double>(p.totalGlobalMem) / (1u << 30),
+                     driver / 1000, (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10);
+}
+
+void install() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0)
+      throw ModelError(std::string("no CUDA GPU is visible to this process") +
+                       (e != cudaSuccess ? std::string(" (") + cudaGetErrorString(e) + ")" : ""));
+    check(cudaSetDevice(0), "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    // Keep freed pool memory for reuse instead of returning it at each synchronization.
+    cudaMemPool_t pool = nullptr;
+    check(cudaDeviceGetDefaultMemPool(&pool, 0), "cudaDeviceGetDefaultMemPool");
+    std::uint64_t keep = UINT64_MAX;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+          "cudaMemPoolSetAttribute");
+    check(cublasLtCreate(&g_lt), "cublasLtCreate");
+    register_device_memory(Device::kCuda, &kMemory);
+    nn::register_device_ops(Device::kCuda, &kOps);
+    spdlog::info("CUDA backend: {}", describe_gpu());
+  });
+}
+
+}  // namespace gen3d::models::cuda

@@ -1,0 +1,37 @@
+#pragma once
+// The CUDA backend's own kernels (kernels.cu), launched on the backend's stream. Shapes and
+// strides mean what they mean in models/kernels (fused.h, attention.h, activations.h); every
+// kernel computes in float32, with the bf16 roundings of the CPU's bf16 path where it has them.
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "models/kernels/activations.h"
+#include "models/kernels/attention.h"
+
+namespace gen3d::models::cuda {
+
+using i64 = std::int64_t;
+
+// dst[r, c] (packed rows x cols) = bf16(src[r, c]) (row stride ld_src).
+void to_bf16(__nv_bfloat16* dst, const float* src, i64 ld_src, i64 rows, i64 cols);
+// y[r, c] = act(y[r, c] + bias[c]) (bias may be null).
+void bias_act(float* y, i64 ldy, i64 rows, i64 cols, const float* bias, kernels::Act act);
+void act_copy(kernels::Act act, float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
+              i64 cols);
+void add(float* y, const float* x, i64 n);
+void ln_modulate(float* y, i64 ysb, const float* x, i64 xsb, i64 batch, i64 tokens, i64 dim,
+                 const float* shift, const float* scale, i64 mod_stride, float eps);
+void gated_residual(float* h, i64 hsb, const float* y, i64 ysb, i64 batch, i64 tokens, i64 dim,
+                    const float* gate, i64 gate_stride);
+void qk_rmsnorm(float* qkv, i64 rows, i64 ld, i64 heads, i64 head_dim, i64 head_stride,
+                i64 q_offset, i64 k_offset, const float* q_scale, const float* k_scale, float eps);
+// Softmax attention with bf16 operands and float32 accumulation and softmax. Head dims 64 and
+// 128 run a tiled kernel on the tensor cores (never materialising q_len x kv_len); other head
+// dims a plain kernel that keeps one query's scores in shared memory.
+void attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
+               const kernels::HeadsView& k, const kernels::HeadsView& v,
+               const kernels::AttentionShape& s);
+
+}  // namespace gen3d::models::cuda

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU: the cuda-labelled tests, then `gen3d bench dit --device cuda`
+# at the official 2.0 DiT size beside PyTorch (eager and torch.compile, bf16, the same shapes and
+# random weights; bench/dit_torch_bench.py) on the same card. Runs the binaries that
+# scripts/device_pack.sh packed into .device/ (the machine needs only its driver, the CUDA
+# runtime libraries and, for the comparison, PyTorch). Logs go to $OUT (or /tmp/gen3d-device);
+# a short table is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/gen3d-device}
+mkdir -p "$out"
+root=$(mktemp -d)
+tar -xJf .device/gen3d-device.tar.xz -C "$root" || { echo "no .device/gen3d-device.tar.xz"; exit 2; }
+cublas=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||
+  find / -xdev -name 'libcublasLt.so.13' 2>/dev/null | head -1)
+libs="$root/lib:$(dirname "$cublas")"
+run() { LD_LIBRARY_PATH="$libs" "$@"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+export GEN3D_GOLDEN_DIR=$PWD/tests/data/golden GEN3D_LOG_LEVEL=warn
+
+timeout 180 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d_cuda_tests" --gtest_color=no 2>&1 |
+  tee "$out/cuda_tests.log"
+tests_rc=${PIPESTATUS[0]}
+
+reps=${REPS:-10}
+sizes="--hidden 1024 --heads 16 --depth 16 --single 32 --tokens 3072 --context-tokens 1370
+       --context-dim 1536 --in-channels 64 --batch 2"
+timeout 240 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" bench dit --device cuda \
+  --precision bf16 $sizes --reps "$reps" 2>&1 | tee "$out/bench_gen3d.json"
+timeout 120 python3 bench/dit_torch_bench.py --device cuda $sizes --reps "$reps" 2>&1 |
+  tee "$out/bench_eager.json"
+timeout 240 python3 bench/dit_torch_bench.py --device cuda --compile $sizes --reps "$reps" 2>&1 |
+  tail -3 | tee "$out/bench_compile.json"
+
+python3 - "$out" "$tests_rc" <<'PY'
+import json, pathlib, re, sys
+out, rc = pathlib.Path(sys.argv[1]), sys.argv[2]
+log = (out / "cuda_tests.log").read_text(errors="replace")
+passed = re.search(r"\[  PASSED  \] (\d+)", log)
+failed = re.findall(r"\[  FAILED  \] (\S+)", log)
+print("\n== device check ==")
+print("gpu:", (out / "gpu.txt").read_text().strip())
+print(f"cuda tests: rc {rc}, passed {passed.group(1) if passed else 0}, failed {sorted(set(failed))}")
+rows = []
+for name in ("bench_gen3d", "bench_eager", "bench_compile"):
+    for line in (out / f"{name}.json").read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue
+            rows.append((j.get("runtime", "gen3d " + j.get("device", "")), j["ms_per_forward"],
+                         j.get("ms_min"), j.get("ms_max"), j.get("gflops")))
+print(f"{'runtime':32} {'median ms':>10} {'min':>8} {'max':>8} {'TFLOP/s':>8}")
+for r in rows:
+    tf = f"{r[4] / 1e3:.0f}" if r[4] else "-"
+    print(f"{r[0]:32} {r[1]:10.2f} {r[2] or 0:8.2f} {r[3] or 0:8.2f} {tf:>8}")
+PY

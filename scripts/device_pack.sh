@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Packs what scripts/device_check.sh runs into .device/gen3d-device.tar.xz (git-ignored): the gen3d
+# executable, the cuda test binary, and the shared libraries they load that a bare CUDA machine
+# lacks (its driver, CUDA runtime and cuBLAS are used as found there). xz keeps it inside a
+# device machine's transfer limit.
+#   scripts/device_pack.sh [build-dir]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib"
+cp "$build/gen3d" "$build/tests/gen3d_cuda_tests" "$stage/bin/"
+strip "$stage"/bin/*
+for b in "$stage"/bin/*; do ldd "$b" | awk '/=>/ {print $3}'; done | sort -u |
+  grep -v -E '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcuda|libcublas|libcublasLt|libcudart)\.so' |
+  grep -v -E '/ld-linux' | xargs -r -I{} cp -L {} "$stage/lib/"
+mkdir -p .device
+tar -cJf .device/gen3d-device.tar.xz -C "$stage" bin lib
+ls -l .device/gen3d-device.tar.xz

@@ -1,0 +1,212 @@
+// Each CUDA operation against its CPU twin on random inputs (fresh per test, odd sizes, strided
+// rows), with the output poisoned (NaN) before the run so an unwritten element fails.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "cuda_fixture.h"
+#include "models/core/dtype.h"
+#include "models/core/error.h"
+#include "models/kernels/attention.h"
+#include "models/kernels/fused.h"
+#include "models/nn/device_ops.h"
+#include "models/nn/layers.h"
+#include "models/nn/params.h"
+
+namespace gen3d::models {
+namespace {
+
+using i64 = std::int64_t;
+using kernels::Act;
+
+Tensor random(const Shape& s, std::uint64_t seed, float stddev = 1.0f, float mean = 0.0f) {
+  Tensor t(s);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(mean, stddev);
+  for (float& v : t.span()) v = d(rng);
+  return t;
+}
+
+Tensor poisoned(const Shape& s) {
+  Tensor t(s);
+  for (float& v : t.span()) v = std::numeric_limits<float>::quiet_NaN();
+  return t;
+}
+
+// sum (a - b)^2 / sum b^2 over the first n elements; NaN anywhere gives infinity.
+double nmse(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.numel(), b.numel());
+  double num = 0, den = 0;
+  for (i64 i = 0; i < b.numel(); ++i) {
+    const double x = a.data()[i], y = b.data()[i];
+    if (std::isnan(x) || std::isnan(y)) return INFINITY;
+    num += (x - y) * (x - y);
+    den += y * y;
+  }
+  return den > 0 ? num / den : num;
+}
+
+const nn::DeviceOps& gpu() {
+  return nn::device_ops(Device::kCuda);
+}
+
+TEST(CudaTensor, RoundTripAndDeviceClone) {
+  GEN3D_REQUIRE_GPU();
+  const Tensor h = random({3, 5, 7}, 1);
+  const Tensor d = h.to(Device::kCuda);
+  EXPECT_EQ(d.device(), Device::kCuda);
+  const Tensor d2 = d.clone();  // device to device
+  const Tensor back = d2.to(Device::kCpu);
+  ASSERT_EQ(back.shape(), h.shape());
+  for (i64 i = 0; i < h.numel(); ++i) ASSERT_EQ(back.data()[i], h.data()[i]) << i;
+  const Tensor zeros = Tensor({4, 4}, Device::kCuda).to(Device::kCpu);
+  for (float v : zeros.span()) EXPECT_EQ(v, 0.0f);
+}
+
+// The GPU's GEMM against oneDNN's bf16 GEMM: both round x and W to bf16 and accumulate in
+// float32, so they differ only in summation order.
+void check_linear(i64 rows, i64 in, i64 out, bool bias, Act act, std::uint64_t seed) {
+  nn::RandomParams params([](const std::string&, Tensor&) {}, WeightStorage::kBF16);
+  nn::Linear layer;
+  layer.set(params, random({out, in}, seed, 1.0f / std::sqrt(static_cast<float>(in))),
+            bias ? random({out}, seed + 1, 0.1f) : Tensor(), in, out);
+  const i64 ldx = in + 3, ldy = out + 5;  // strided rows, as the networks use
+  const Tensor x = random({rows, ldx}, seed + 2);
+  Tensor y_cpu = poisoned({rows, ldy});
+  layer(y_cpu.data(), ldy, x.data(), ldx, rows, act);
+  const Tensor xd = x.to(Device::kCuda);
+  Tensor yd = poisoned({rows, ldy}).to(Device::kCuda);
+  gpu().linear(layer, yd.data(), ldy, xd.data(), ldx, rows, act);
+  const Tensor y_gpu = yd.to(Device::kCpu);
+  Tensor a({rows, out}), b({rows, out});
+  for (i64 r = 0; r < rows; ++r)
+    for (i64 c = 0; c < out; ++c) {
+      a.data()[r * out + c] = y_gpu.data()[r * ldy + c];
+      b.data()[r * out + c] = y_cpu.data()[r * ldy + c];
+    }
+  const double e = nmse(a, b);
+  EXPECT_LE(e, 1e-9) << rows << "x" << in << "->" << out << " bias " << bias << " act "
+                     << static_cast<int>(act);
+  // The padding columns of y are left alone.
+  for (i64 r = 0; r < rows; ++r) ASSERT_TRUE(std::isnan(y_gpu.data()[r * ldy + out]));
+}
+
+TEST(CudaOps, LinearMatchesOneDnnBf16) {
+  GEN3D_REQUIRE_GPU();
+  check_linear(37, 64, 96, true, Act::kNone, 10);
+  check_linear(129, 256, 40, false, Act::kNone, 20);
+  check_linear(300, 128, 512, true, Act::kGeluTanh, 30);
+  check_linear(5, 96, 64, true, Act::kSilu, 40);
+}
+
+TEST(CudaOps, LnModulateGatedResidualAndQkNorm) {
+  GEN3D_REQUIRE_GPU();
+  const i64 B = 2, T = 45, Dm = 96, ld = T * Dm + 17;
+  const Tensor x = random({B * ld}, 1);
+  const Tensor mod = random({B, 6 * Dm}, 2, 0.5f);
+  Tensor y_cpu = poisoned({B * ld});
+  kernels::ln_modulate(y_cpu.data(), ld, x.data(), ld, B, T, Dm, mod.data(), mod.data() + Dm,
+                       6 * Dm, 1e-6f);
+  const Tensor xd = x.to(Device::kCuda), md = mod.to(Device::kCuda);
+  Tensor yd = poisoned({B * ld}).to(Device::kCuda);
+  gpu().ln_modulate(yd.data(), ld, xd.data(), ld, B, T, Dm, md.data(), md.data() + Dm, 6 * Dm,
+                    1e-6f);
+  Tensor y_gpu = yd.to(Device::kCpu);
+  for (i64 b = 0; b < B; ++b)
+    for (i64 i = 0; i < T * Dm; ++i)
+      ASSERT_NEAR(y_gpu.data()[b * ld + i], y_cpu.data()[b * ld + i],
+                  1e-5 * (1 + std::abs(y_cpu.data()[b * ld + i])))
+          << b << " " << i;
+
+  // h += gate * y
+  Tensor h_cpu = random({B * ld}, 3);
+  Tensor hd = h_cpu.to(Device::kCuda);
+  kernels::gated_residual(h_cpu.data(), ld, x.data(), ld, B, T, Dm, mod.data() + 2 * Dm, 6 * Dm);
+  gpu().gated_residual(hd.data(), ld, xd.data(), ld, B, T, Dm, md.data() + 2 * Dm, 6 * Dm);
+  const Tensor h_gpu = hd.to(Device::kCpu);
+  for (i64 i = 0; i < B * ld; ++i)
+    ASSERT_NEAR(h_gpu.data()[i], h_cpu.data()[i], 1e-5 * (1 + std::abs(h_cpu.data()[i]))) << i;
+
+  // RMSNorm of q and k heads inside packed [q | k | v] rows.
+  const i64 rows = 77, heads = 3, hd_ = 32, W = 3 * heads * hd_ + 8;
+  nn::RMSNorm qn, kn;
+  qn.scale = random({hd_}, 4, 0.15f, 1.0f);
+  kn.scale = random({hd_}, 5, 0.15f, 1.0f);
+  qn.dim = kn.dim = hd_;
+  qn.eps = kn.eps = 1e-6f;
+  Tensor qkv_cpu = random({rows * W}, 6);
+  Tensor qkv_d = qkv_cpu.to(Device::kCuda);
+  kernels::qk_rmsnorm(qkv_cpu.data(), rows, W, heads, hd_, hd_, 0, heads * hd_, qn.scale.data(),
+                      kn.scale.data(), 1e-6f);
+  gpu().qk_rmsnorm(qkv_d.data(), rows, W, heads, hd_, hd_, 0, heads * hd_, qn, kn);
+  const Tensor qkv_gpu = qkv_d.to(Device::kCpu);
+  for (i64 i = 0; i < rows * W; ++i)
+    ASSERT_NEAR(qkv_gpu.data()[i], qkv_cpu.data()[i], 1e-5 * (1 + std::abs(qkv_cpu.data()[i])))
+        << i;
+
+  // GELU into a strided block, and add.
+  Tensor g_cpu = poisoned({rows * W});
+  kernels::act_copy(Act::kGeluTanh, g_cpu.data(), W, x.data(), 50, rows, 40);
+  Tensor gd = poisoned({rows * W}).to(Device::kCuda);
+  gpu().act_copy(Act::kGeluTanh, gd.data(), W, xd.data(), 50, rows, 40);
+  const Tensor g_gpu = gd.to(Device::kCpu);
+  for (i64 r = 0; r < rows; ++r)
+    for (i64 c = 0; c < 40; ++c)
+      ASSERT_NEAR(g_gpu.data()[r * W + c], g_cpu.data()[r * W + c],
+                  1e-5 * (1 + std::abs(g_cpu.data()[r * W + c])));
+}
+
+// Attention over packed (3, heads, D) rows, against the CPU's bf16 path (the same bf16 roundings
+// of q, k, v and the softmax weights) and its float32 reference.
+void check_attention(i64 B, i64 heads, i64 Lq, i64 Lk, i64 D, std::uint64_t seed) {
+  const i64 H = heads * D, W = 3 * H;
+  const Tensor q = random({B, Lq, W}, seed);
+  const Tensor kv = random({B, Lk, W}, seed + 1);
+  const kernels::HeadsView qv{q.data(), Lq * W, W, D};
+  const kernels::HeadsView kv_k{kv.data() + H, Lk * W, W, D};
+  const kernels::HeadsView kv_v{kv.data() + 2 * H, Lk * W, W, D};
+  Tensor o_bf = poisoned({B, Lq, H}), o_ref = poisoned({B, Lq, H});
+  kernels::attention({o_bf.data(), Lq * H, H, D}, qv, kv_k, kv_v,
+                     {B, heads, Lq, Lk, D, 0.0f, true});
+  kernels::ref::attention({o_ref.data(), Lq * H, H, D}, qv, kv_k, kv_v,
+                          {B, heads, Lq, Lk, D, 0.0f, false});
+  const Tensor qd = q.to(Device::kCuda), kvd = kv.to(Device::kCuda);
+  Tensor od = poisoned({B, Lq, H}).to(Device::kCuda);
+  gpu().attention({od.data(), Lq * H, H, D}, {qd.data(), Lq * W, W, D},
+                  {kvd.data() + H, Lk * W, W, D}, {kvd.data() + 2 * H, Lk * W, W, D},
+                  {B, heads, Lq, Lk, D, 0.0f, true});
+  const Tensor o = od.to(Device::kCpu);
+  const double e_bf = nmse(o, o_bf), e_ref = nmse(o, o_ref), e_cpu = nmse(o_bf, o_ref);
+  std::printf(
+      "[ info ] attention B%lld h%lld Lq%lld Lk%lld D%lld: nmse vs CPU bf16 %.3g, vs "
+      "float32 %.3g (CPU bf16 vs float32 %.3g)\n",
+      static_cast<long long>(B), static_cast<long long>(heads), static_cast<long long>(Lq),
+      static_cast<long long>(Lk), static_cast<long long>(D), e_bf, e_ref, e_cpu);
+  EXPECT_LE(e_bf, 1e-4);
+  EXPECT_LE(e_ref, 2 * e_cpu + 1e-5);
+}
+
+TEST(CudaOps, AttentionTiledHeadDims) {
+  GEN3D_REQUIRE_GPU();
+  check_attention(2, 3, 200, 333, 64, 100);  // partial query and key tiles
+  check_attention(1, 2, 64, 64, 128, 200);
+  check_attention(2, 2, 131, 70, 128, 300);
+  check_attention(1, 4, 1, 500, 64, 400);  // one query
+}
+
+TEST(CudaOps, AttentionPlainHeadDims) {
+  GEN3D_REQUIRE_GPU();
+  check_attention(2, 2, 17, 29, 8, 500);
+  check_attention(1, 3, 40, 300, 48, 600);
+}
+
+TEST(CudaOps, UnknownDeviceAndMissingBackendAreNamed) {
+  EXPECT_THROW(parse_device("tpu"), ModelError);
+  EXPECT_EQ(parse_device("cuda"), Device::kCuda);
+}
+
+}  // namespace
+}  // namespace gen3d::models
