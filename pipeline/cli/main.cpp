@@ -29,6 +29,7 @@ extern "C" void on_sigint(int) {
 bool may_run_networks(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view word = argv[i];
+    if (word == "--progress") ++i;  // its value is no command
     if (word.starts_with('-')) continue;
     if (word == "texture") {
       for (int j = i + 1; j < argc; ++j)
