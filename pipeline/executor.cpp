@@ -11,6 +11,7 @@
 
 #include "pipeline/error.h"
 #include "pipeline/stage_cache.h"
+#include "progress/progress.h"
 
 namespace gen3d::pipeline {
 
@@ -118,7 +119,46 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
   std::mutex error_mutex;
   std::mutex progress_mutex;
   size_t finished = 0;
+  const size_t planned = static_cast<size_t>(
+      std::count_if(action.begin(), action.end(), [](Action a) { return a != Action::Elide; }));
   const int64_t run_start = profiler.now_ns();
+  progress::Hub& events = progress::hub();
+  if (events.active()) {
+    progress::Event e;
+    e.kind = progress::EventKind::kRunStarted;
+    e.run = options.run_id;
+    e.stage = graph.name;
+    e.n = static_cast<int64_t>(planned);
+    events.emit(std::move(e));
+  }
+  const auto node_started = [&](size_t i) {
+    if (!events.active()) return;
+    progress::Event e;
+    e.kind = progress::EventKind::kNodeStarted;
+    e.run = options.run_id;
+    e.node = graph.nodes[i].id;
+    e.stage = graph.nodes[i].contract->name;
+    e.n = static_cast<int64_t>(planned);
+    events.emit(std::move(e));
+  };
+  // One call per node that ran or loaded, in the order they finish.
+  const auto node_finished = [&](size_t i, const char* status, const std::string& failure) {
+    std::lock_guard lock(progress_mutex);
+    ++finished;
+    if (options.on_node_done) options.on_node_done(result.nodes[i], finished, planned);
+    if (!events.active()) return;
+    progress::Event e;
+    e.kind = progress::EventKind::kNodeFinished;
+    e.run = options.run_id;
+    e.node = graph.nodes[i].id;
+    e.stage = graph.nodes[i].contract->name;
+    e.status = status;
+    e.seconds = result.nodes[i].wall_ms / 1e3;
+    e.i = static_cast<int64_t>(finished);
+    e.n = static_cast<int64_t>(planned);
+    e.message = failure;
+    events.emit(std::move(e));
+  };
 
   // After node i ran: store its outputs when its policy says so, on a task of their own (the
   // values are immutable and shared, so consumers go on meanwhile).
@@ -174,6 +214,7 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
       return true;
     }
     if (action[i] == Action::Load) {
+      node_started(i);
       const int64_t l0 = profiler.now_ns();
       auto span = profiler.span(node.id, "cached", node.id);
       bool damaged = false;
@@ -196,10 +237,7 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
         rec.saved_ms = std::max(0.0, loaded->compute_ms - rec.wall_ms);
         rec.status = NodeStatus::Cached;
         stored[i] = 1;
-        if (options.on_node_done) {
-          std::lock_guard lock(progress_mutex);
-          options.on_node_done(rec, ++finished, n);
-        }
+        node_finished(i, "cached", {});
         return true;
       }
       // Gone or damaged: run it when what it needs is at hand, else plan the run again.
@@ -225,6 +263,9 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
     StageContext ctx(std::move(w));
 
     rec.thread = Profiler::thread_index();
+    // Steps and log messages from this thread name the node until it ends.
+    const progress::NodeScope scope(options.run_id, node.id);
+    if (action[i] != Action::Load) node_started(i);  // a failed load already said it started
     const int64_t t0 = profiler.now_ns();
     auto span = profiler.span(node.id, "node", node.id);
     spdlog::debug("node {} ({}) started", node.id, node.contract->name);
@@ -245,10 +286,7 @@ RunResult execute_once(const Graph& graph, Profiler& profiler, const ExecutorOpt
     const int64_t t1 = profiler.now_ns();
     rec.start_ms = static_cast<double>(t0 - run_start) / 1e6;
     rec.wall_ms = static_cast<double>(t1 - t0) / 1e6;
-    if (options.on_node_done) {
-      std::lock_guard lock(progress_mutex);
-      options.on_node_done(rec, ++finished, n);
-    }
+    node_finished(i, failure.empty() ? "done" : "failed", failure);
     if (options.interrupt && options.interrupt->load()) cancel = true;
     if (failure.empty()) {
       rec.status = NodeStatus::Done;
@@ -336,7 +374,19 @@ RunResult execute(const Graph& graph, Profiler& profiler, const ExecutorOptions&
     if (attempt == last) o.cache = nullptr;
     bool replan = false;
     RunResult result = execute_once(graph, profiler, o, state, replan);
-    if (!replan || attempt == last) return result;
+    if (!replan || attempt == last) {
+      progress::Hub& events = progress::hub();
+      if (events.active()) {
+        progress::Event e;
+        e.kind = progress::EventKind::kRunFinished;
+        e.run = options.run_id;
+        e.stage = graph.name;
+        e.status = result.interrupted ? "interrupted" : result.error ? "failed" : "ok";
+        e.seconds = result.wall_ms / 1e3;
+        events.emit(std::move(e));
+      }
+      return result;
+    }
     spdlog::debug("stage cache: planning again (an entry went missing, or another run settled)");
   }
 }

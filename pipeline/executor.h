@@ -22,8 +22,12 @@ struct ExecutorOptions {
   int model_concurrency = 1;  // how many model-class stages may run at once
   // Set from outside (e.g. a SIGINT handler) to cancel: nodes not yet started are skipped.
   const std::atomic<bool>* interrupt = nullptr;
-  // Called after each node finishes (any thread, one call at a time): for progress displays.
+  // Called after each node finishes (any thread, one call at a time), with how many of the
+  // nodes this run runs or loads have finished. The same moments (and node starts) also go to
+  // the progress hub (progress/progress.h) as events, for whoever subscribed there.
   std::function<void(const struct NodeRun& node, size_t finished, size_t total)> on_node_done;
+  // Names this run in its progress events (a batch or server job); empty for a lone run.
+  std::string run_id;
   // Stage cache (stage_cache.h): nodes whose key has an entry are loaded instead of run, and
   // nodes that ran are stored by their contract's policy. Null: every node runs.
   StageCache* cache = nullptr;

@@ -13,6 +13,7 @@
 #include "image/resize.h"
 #include "models/core/precision.h"
 #include "models/paint/realesrgan.h"
+#include "progress/progress.h"
 #include "stages/register.h"
 #include "stages/shared.h"
 #include "stages/types.h"
@@ -104,6 +105,9 @@ class SuperResolve final : public pipeline::Stage {
     const int size = ctx.param<int>("resolution");
     const int scale = net->config().scale;
     auto out = std::make_shared<ImageList>(in->size());
+    progress::Steps steps(
+        "upscale view",
+        std::count_if(in->begin(), in->end(), [](const image::Image& i) { return !i.empty(); }));
     // One view at a time: each convolution already spreads over every core.
     for (std::size_t v = 0; v < in->size(); ++v) {
       const image::Image& img = (*in)[v];
@@ -132,6 +136,7 @@ class SuperResolve final : public pipeline::Stage {
       (*out)[v] = size > 0 && (size != res.width || size != res.height)
                       ? image::resize_image(res, size, size, "cubic")
                       : std::move(res);
+      steps.next();
     }
     spdlog::info("{}: {} views upscaled x{} ({})", ctx.node_id(),
                  std::count_if(out->begin(), out->end(), [](const auto& i) { return !i.empty(); }),

@@ -305,6 +305,11 @@ const TensorInfo* WeightMap::take_info(const std::string& name, const Shape& exp
     return nullptr;
   }
   claimed_.insert(name);
+  // Reading a tensor is what pages its bytes in from the mapped file: progress per tensor, at
+  // most ten reports a second.
+  if (progress_.total() == 0)
+    progress_ = progress::Steps("loading weights", static_cast<std::int64_t>(entries_.size()), 0.1);
+  progress_.done(static_cast<std::int64_t>(claimed_.size()));
   const TensorInfo* info = it->second;
   if (info->shape != std::vector<std::int64_t>(expected.dims().begin(), expected.dims().end())) {
     problems_.push_back("mis-shaped " + info->name + ": expected " + expected.str() + ", got " +

@@ -20,6 +20,7 @@
 
 #include "models/core/dtype.h"
 #include "models/core/tensor.h"
+#include "progress/progress.h"
 
 namespace gen3d::models {
 
@@ -122,6 +123,7 @@ class WeightMap {
   std::map<std::string, const TensorInfo*, std::less<>> entries_;  // relative name -> info
   std::set<std::string, std::less<>> claimed_;
   std::vector<std::string> problems_;
+  progress::Steps progress_;  // "loading weights": tensors claimed of all, from the first claim
 };
 
 }  // namespace gen3d::models

@@ -16,6 +16,7 @@
 #include "models/paint/clip_text.h"
 #include "models/paint/sd_vae.h"
 #include "models/paint/unet.h"
+#include "progress/progress.h"
 
 namespace gen3d::models {
 
@@ -96,6 +97,7 @@ Tensor delight_network(const DelightModel& model, const Tensor& image,
   Tensor input(Shape{batch, h, w, 2 * c});
   Tensor eps(Shape{1, h, w, c});
   const i64 pixels = h * w;
+  progress::Steps steps("delight step", sched.size());
   for (int i = 0; i < sched.size(); ++i) {
     const float t = sched.timesteps()[static_cast<std::size_t>(i)];
     sched.scale_model_input(x.data(), count, i, scaled.data());
@@ -125,6 +127,7 @@ Tensor delight_network(const DelightModel& model, const Tensor& image,
         nn::gaussian_noise(Shape{1, h, w, c}, opt.seed + 1 + static_cast<std::uint64_t>(i));
     sched.step(x.data(), eps.data(), noise.data(), count, i);
     if (observer) observer(i, sched.size());
+    steps.done(i + 1);
   }
 
   // The pipeline's PIL output: 8-bit.

@@ -12,6 +12,7 @@
 #include "models/nn/weight_files.h"
 #include "models/paint/mvunet.h"
 #include "models/paint/sd_vae.h"
+#include "progress/progress.h"
 
 namespace gen3d::models {
 
@@ -149,6 +150,7 @@ Tensor paint_views(const PaintModel& model, const PaintInputs& in, const PaintOp
   Tensor model_input(Shape{batch * n, lat_shape[1], lat_shape[2], lat_shape[3]});
   Tensor guided(lat_shape);
 
+  progress::Steps steps;  // "paint step" i of N, to the progress hub
   const auto run_step = [&](int i, float t, const auto& scale_input, const auto& update) {
     for (int b = 0; b < batch; ++b) scale_input(model_input.data() + b * count);
     Tensor raw =
@@ -163,6 +165,7 @@ Tensor paint_views(const PaintModel& model, const PaintInputs& in, const PaintOp
     }
     update(i);
     if (observer) observer(PaintStep{i, t, &model_input, &raw, &guided, &x});
+    steps.done(i + 1);
   };
 
   const auto step_noise = [&](int i) {
@@ -176,6 +179,7 @@ Tensor paint_views(const PaintModel& model, const PaintInputs& in, const PaintOp
     sc.timestep_spacing = "trailing";  // the paint pipeline's override
     EulerAncestralScheduler sched(sc);
     sched.set_timesteps(opt.steps);
+    steps = progress::Steps("paint step", sched.size());
     const float sigma0 = sched.init_noise_sigma();
     for (std::int64_t k = 0; k < count; ++k) x.data()[k] *= sigma0;
     for (int i = 0; i < sched.size(); ++i) {
@@ -192,13 +196,14 @@ Tensor paint_views(const PaintModel& model, const PaintInputs& in, const PaintOp
     sc.timestep_spacing = "trailing";
     LcmScheduler sched(sc);
     sched.set_timesteps(LcmScheduler::turbo_timesteps(10));
-    const int steps = static_cast<int>(sched.timesteps().size());
-    for (int i = 0; i < steps; ++i) {
+    const int turbo_steps = static_cast<int>(sched.timesteps().size());
+    steps = progress::Steps("paint step", turbo_steps);
+    for (int i = 0; i < turbo_steps; ++i) {
       const float t = sched.timesteps()[static_cast<std::size_t>(i)];
       run_step(
           i, t, [&](float* dst) { std::memcpy(dst, x.data(), sizeof(float) * count); },
           [&](int s) {
-            if (s + 1 < steps) {
+            if (s + 1 < turbo_steps) {
               const Tensor eps = step_noise(s);
               sched.step(x.data(), guided.data(), eps.data(), count, s, nullptr);
             } else {

@@ -20,6 +20,7 @@
 #include "models/paint/pbr_unet.h"
 #include "models/paint/sd_vae.h"
 #include "models/shape/dinov2.h"
+#include "progress/progress.h"
 
 namespace gen3d::models {
 
@@ -432,12 +433,14 @@ PbrPaintResult paint_pbr_views(const PbrPaintModel& model, const PbrPaintInputs&
   for (std::int64_t k = 0; k < count; ++k) x.data()[k] *= sigma0;
 
   Tensor raw;
+  progress::Steps steps("PBR paint step", sched.size());
   for (int i = 0; i < sched.size(); ++i) {
     const float t = sched.timesteps()[static_cast<std::size_t>(i)];
     const Tensor guided =
         pbr_guided_prediction(unet, cond, x, normal_lat, position_lat, t, opt.guidance, rows, &raw);
     sched.step(x.data(), guided.data(), count, i);
     if (observer) observer(PbrPaintStep{i, sched.size(), t, &raw, &guided, &x});
+    steps.done(i + 1);
   }
 
   // Decode per material: image = clamp(decode(latents / sf) / 2 + 0.5, 0, 1).

@@ -19,6 +19,7 @@
 #include "models/nn/model_cache.h"
 #include "models/nn/params.h"
 #include "models/nn/weight_files.h"
+#include "progress/progress.h"
 
 namespace gen3d::models {
 
@@ -432,6 +433,7 @@ Tensor RrdbNet::forward_tiled(const Tensor& x, const TileOptions& tiles,
   const i64 s = cfg_.scale, OC = cfg_.num_out_ch, T = tiles.tile, pad = tiles.tile_pad;
   Tensor out(Shape{B, s * H, s * W, OC});
   const i64 tiles_x = (W + T - 1) / T, tiles_y = (H + T - 1) / T;
+  progress::Steps steps("upscale tile", B * tiles_y * tiles_x);
   for (i64 b = 0; b < B; ++b) {
     const float* img = x.data() + b * H * W * C;
     float* dst = out.data() + b * s * H * s * W * OC;
@@ -453,6 +455,7 @@ Tensor RrdbNet::forward_tiled(const Tensor& x, const TileOptions& tiles,
           std::memcpy(dst + ((s * y0 + r) * s * W + s * x0) * OC,
                       o.data() + ((oy + r) * ow + ox) * OC,
                       static_cast<std::size_t>(s * (x1 - x0) * OC) * sizeof(float));
+        steps.next();
         if (on_tile)
           on_tile(static_cast<int>((b * tiles_y + ty) * tiles_x + tx + 1),
                   static_cast<int>(B * tiles_y * tiles_x));

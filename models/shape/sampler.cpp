@@ -115,6 +115,7 @@ void FlowMatchSampler::start(Tensor initial_latents, const Tensor& cond, const T
   }
   step_ = 0;
   cache_->reset(schedule_.size());
+  progress_ = progress::Steps("denoise step", schedule_.size());
 }
 
 StepDecision FlowMatchSampler::step(const StepObserver* observer) {
@@ -132,6 +133,7 @@ StepDecision FlowMatchSampler::step(const StepObserver* observer) {
     obs.decision = StepDecision::kElided;
     obs.latents = &x_;
     if (observer && *observer) (*observer)(obs);
+    progress_.done(step_);
     return obs.decision;
   }
   const i64 B = x_.dim(0), L = x_.dim(1), C = x_.dim(2), n = x_.numel();
@@ -170,6 +172,7 @@ StepDecision FlowMatchSampler::step(const StepObserver* observer) {
   obs.latents = &x_;
   obs.v = &v;
   if (observer && *observer) (*observer)(obs);
+  progress_.done(step_);
   return obs.decision;
 }
 

@@ -11,6 +11,7 @@
 
 #include "models/core/tensor.h"
 #include "models/shape/step_cache.h"
+#include "progress/progress.h"
 
 namespace gen3d::models {
 
@@ -85,6 +86,8 @@ class FlowMatchSampler {
   Tensor x_;         // [B, L, C]
   Tensor context_;   // [B, Lc, Cc] or [2B, Lc, Cc] ([cond; uncond])
   Tensor guidance_;  // [B] (guidance-embedded models)
+
+  progress::Steps progress_;  // "denoise step" i of N, to the progress hub
 };
 
 // Runs all steps; returns the final latents.

@@ -9,6 +9,7 @@
 
 #include "models/core/error.h"
 #include "models/shape/shape_vae.h"
+#include "progress/progress.h"
 
 namespace gen3d::models {
 
@@ -45,13 +46,20 @@ VolumeGrid make_grid(int r, const VolumeDecodeOptions& o, float fill) {
   return g;
 }
 
-// Dense level: all (r+1)^3 vertices in row-major order, `chunk` points per field call.
-VolumeGrid decode_dense(const Field& field, int r, const VolumeDecodeOptions& o) {
+i64 ceil_div(i64 a, i64 b) {
+  return (a + b - 1) / b;
+}
+
+// Dense level: all (r+1)^3 vertices in row-major order, `chunk` points per field call. `label`
+// names the field calls in progress events.
+VolumeGrid decode_dense(const Field& field, int r, const VolumeDecodeOptions& o,
+                        const std::string& label) {
   VolumeGrid g = make_grid(r, o, 0.0f);
   const i64 n = g.n(), total = n * n * n;
   std::array<std::vector<float>, 3> axis;
   for (int a = 0; a < 3; ++a) axis[a] = grid_axis(o.bbox_min[a], o.bbox_max[a], r);
   std::vector<float> xyz;
+  progress::Steps steps(label, ceil_div(total, o.num_chunks));
   for (i64 c0 = 0; c0 < total; c0 += o.num_chunks) {
     const i64 c1 = std::min(total, c0 + o.num_chunks);
     xyz.resize(static_cast<std::size_t>(3 * (c1 - c0)));
@@ -63,12 +71,14 @@ VolumeGrid decode_dense(const Field& field, int r, const VolumeDecodeOptions& o)
       p[2] = axis[2][static_cast<std::size_t>(k)];
     }
     field.evaluate(xyz.data(), c1 - c0, g.values.data() + c0);
+    steps.next();
   }
   return g;
 }
 
 // FlashVDM level 0: G^3 blocks of m^3 points, each block one attention group.
-VolumeGrid decode_blocks(const Field& field, int r, const VolumeDecodeOptions& o, i64 top_k) {
+VolumeGrid decode_blocks(const Field& field, int r, const VolumeDecodeOptions& o, i64 top_k,
+                         const std::string& label) {
   const i64 n = r + 1, G = o.mini_grid_num;
   if (n % G != 0)
     throw ModelError("FlashVDM: level-0 grid " + std::to_string(n) + " is not divisible by " +
@@ -80,6 +90,7 @@ VolumeGrid decode_blocks(const Field& field, int r, const VolumeDecodeOptions& o
   for (int a = 0; a < 3; ++a) axis[a] = grid_axis(o.bbox_min[a], o.bbox_max[a], r);
   std::vector<float> xyz, vals;
   std::vector<i64> where, offsets;
+  progress::Steps steps(label, ceil_div(blocks, per_call));
   for (i64 b0 = 0; b0 < blocks; b0 += per_call) {
     const i64 b1 = std::min(blocks, b0 + per_call);
     const i64 P = (b1 - b0) * m3;
@@ -107,6 +118,7 @@ VolumeGrid decode_blocks(const Field& field, int r, const VolumeDecodeOptions& o
     for (i64 q = 0; q < P; ++q)
       g.values[static_cast<std::size_t>(where[static_cast<std::size_t>(q)])] =
           vals[static_cast<std::size_t>(q)];
+    steps.next();
   }
   return g;
 }
@@ -214,9 +226,10 @@ void fine_coords(const std::vector<i64>& sel, int r, const VolumeDecodeOptions& 
 
 // Hierarchical refinement: query the selected vertices in row-major chunks.
 void query_rows(const Field& field, const std::vector<i64>& sel, const std::vector<float>& xyz,
-                i64 chunk, VolumeGrid& g) {
+                i64 chunk, VolumeGrid& g, const std::string& label) {
   std::vector<float> vals;
   const i64 P = static_cast<i64>(sel.size());
+  progress::Steps steps(label, ceil_div(P, chunk));
   for (i64 c0 = 0; c0 < P; c0 += chunk) {
     const i64 c1 = std::min(P, c0 + chunk);
     vals.resize(static_cast<std::size_t>(c1 - c0));
@@ -224,13 +237,15 @@ void query_rows(const Field& field, const std::vector<i64>& sel, const std::vect
     for (i64 q = c0; q < c1; ++q)
       g.values[static_cast<std::size_t>(sel[static_cast<std::size_t>(q)])] =
           vals[static_cast<std::size_t>(q - c0)];
+    steps.next();
   }
 }
 
 // FlashVDM refinement: 6x6x6 buckets over the points' box, stable order, bucket-aligned chunks,
 // one attention group per bucket (spec 6.3).
 void query_buckets(const Field& field, const std::vector<i64>& sel, const std::vector<float>& xyz,
-                   const VolumeDecodeOptions& o, i64 top_k, VolumeGrid& g) {
+                   const VolumeDecodeOptions& o, i64 top_k, VolumeGrid& g,
+                   const std::string& label) {
   const std::size_t P = sel.size();
   float lo[3], hi[3];
   for (int a = 0; a < 3; ++a) {
@@ -268,14 +283,11 @@ void query_buckets(const Field& field, const std::vector<i64>& sel, const std::v
     for (std::size_t q = 0; q < P; ++q)
       order[static_cast<std::size_t>(fill[static_cast<std::size_t>(bucket[q])]++)] = q;
   }
-  // Chunks of whole buckets.
-  std::vector<float> cx, vals;
-  std::vector<i64> offsets;
-  int b = 0;
-  while (b < nb) {
+  // Chunks of whole buckets: the next one from bucket `b` on (its size and group offsets;
+  // advances `b`).
+  const auto next_chunk = [&](int& b, std::vector<i64>& offsets) {
     i64 size = 0;
     offsets.assign(1, 0);
-    const int first = b;
     for (; b < nb; ++b) {
       const i64 bs = start[static_cast<std::size_t>(b + 1)] - start[static_cast<std::size_t>(b)];
       if (bs == 0) continue;
@@ -283,6 +295,17 @@ void query_buckets(const Field& field, const std::vector<i64>& sel, const std::v
       size += bs;
       offsets.push_back(size);
     }
+    return size;
+  };
+  std::vector<float> cx, vals;
+  std::vector<i64> offsets;
+  i64 chunks = 0;
+  for (int b = 0; b < nb && next_chunk(b, offsets) > 0;) ++chunks;
+  progress::Steps steps(label, chunks);
+  int b = 0;
+  while (b < nb) {
+    const int first = b;
+    const i64 size = next_chunk(b, offsets);
     if (size == 0) break;
     const i64 base = start[static_cast<std::size_t>(first)];
     cx.resize(static_cast<std::size_t>(3 * size));
@@ -293,6 +316,7 @@ void query_buckets(const Field& field, const std::vector<i64>& sel, const std::v
     for (i64 t = 0; t < size; ++t)
       g.values[static_cast<std::size_t>(sel[order[static_cast<std::size_t>(base + t)]])] =
           vals[static_cast<std::size_t>(t)];
+    steps.next();
   }
 }
 
@@ -363,7 +387,7 @@ VolumeGrid decode_volume(const Field& field, const VolumeDecodeOptions& o,
     if (o.keep_levels) st.level_grids.push_back(g);
   };
   if (o.method == VolumeMethod::kDense) {
-    VolumeGrid g = decode_dense(field, o.resolution, o);
+    VolumeGrid g = decode_dense(field, o.resolution, o, "decode chunk");
     record(o.resolution, g.n() * g.n() * g.n(), g);
     return g;
   }
@@ -377,7 +401,12 @@ VolumeGrid decode_volume(const Field& field, const VolumeDecodeOptions& o,
   i64 top_k = 0;
   if (flash && field.key_count() > 0)
     top_k = o.top_k >= 0 ? o.top_k : flashvdm_top_k(field.key_count());
-  VolumeGrid g = flash ? decode_blocks(field, lv[0], o, top_k) : decode_dense(field, lv[0], o);
+  // Progress: field calls per level ("decode chunk (level 2/3)").
+  const auto label = [&](std::size_t l) {
+    return "decode chunk (level " + std::to_string(l + 1) + "/" + std::to_string(lv.size()) + ")";
+  };
+  VolumeGrid g = flash ? decode_blocks(field, lv[0], o, top_k, label(0))
+                       : decode_dense(field, lv[0], o, label(0));
   record(lv[0], g.n() * g.n() * g.n(), g);
   for (std::size_t l = 1; l < lv.size(); ++l) {
     const bool last = l + 1 == lv.size();
@@ -393,9 +422,9 @@ VolumeGrid decode_volume(const Field& field, const VolumeDecodeOptions& o,
     std::vector<float> xyz;
     fine_coords(sel, lv[l], o, xyz);
     if (flash)
-      query_buckets(field, sel, xyz, o, top_k, fine);
+      query_buckets(field, sel, xyz, o, top_k, fine, label(l));
     else
-      query_rows(field, sel, xyz, o.num_chunks, fine);
+      query_rows(field, sel, xyz, o.num_chunks, fine, label(l));
     record(lv[l], static_cast<i64>(sel.size()), fine);
     g = std::move(fine);
   }

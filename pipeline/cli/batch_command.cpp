@@ -1,7 +1,5 @@
 #include "pipeline/cli/batch_command.h"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -17,6 +15,7 @@
 
 #include "io/atomic_file.h"
 #include "pipeline/cli/commands.h"
+#include "pipeline/cli/progress_display.h"
 #include "pipeline/cli/registry.h"
 #include "pipeline/cli/texgen_config.h"
 #include "pipeline/error.h"
@@ -120,7 +119,7 @@ int cmd_batch(const BatchOptions& o) {
   std::atomic<size_t> next{0}, finished{0};
   std::mutex report_mutex;
   const auto start = std::chrono::steady_clock::now();
-  const bool progress = !o.quiet && isatty(STDERR_FILENO);
+  const bool progress = !o.quiet && status_line_enabled();
 
   const auto run_job = [&](size_t k) {
     const BatchJob& job = jobs[k];
@@ -140,6 +139,7 @@ int cmd_batch(const BatchOptions& o) {
         ExecutorOptions exec;
         exec.interrupt = &interrupt_flag();
         exec.cache = cache.get();
+        exec.run_id = job.id;
         // The built-in texgen job writes no report: what only a report shows is not run.
         exec.elide_unused = o.pipeline.empty();
         const RunResult run = execute(graph, profiler, exec, &shared);
@@ -171,7 +171,9 @@ int cmd_batch(const BatchOptions& o) {
                     r.node.empty() ? "" : " at node " + r.node, r.error);
     else if (!progress)
       spdlog::info("job {} {} ({:.0f} ms)", job.id, r.status, r.wall_ms);
-    if (progress) fmt::print(stderr, "\r\033[K[{}/{}] {} {}", done, jobs.size(), job.id, r.status);
+    if (progress)
+      StatusLine::on_stderr().show(
+          fmt::format("[{}/{}] {} {}", done, jobs.size(), job.id, r.status));
   };
 
   std::vector<std::thread> workers;
@@ -180,7 +182,7 @@ int cmd_batch(const BatchOptions& o) {
       for (size_t k; (k = next.fetch_add(1)) < jobs.size();) run_job(k);
     });
   for (std::thread& t : workers) t.join();
-  if (progress) fmt::print(stderr, "\r\033[K");
+  if (progress) StatusLine::on_stderr().clear();
 
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

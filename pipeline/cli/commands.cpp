@@ -1,13 +1,13 @@
 #include "pipeline/cli/commands.h"
 
-#include <unistd.h>
-
 #include <functional>
+#include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "io/atomic_file.h"
+#include "pipeline/cli/progress_display.h"
 #include "pipeline/cli/registry.h"
 #include "pipeline/cli/texgen_config.h"
 #include "pipeline/cli/texgen_report.h"
@@ -66,16 +66,11 @@ int run_graph(const Graph& graph, const RunOptions& o, const AfterRun& after) {
   const auto cache = cacheable ? open_stage_cache(o.cache) : nullptr;
   exec.cache = cache.get();
   exec.elide_unused = o.elide_unused;
-  const bool progress = !o.quiet && isatty(STDERR_FILENO);
-  if (progress) {
-    exec.on_node_done = [&profiler](const NodeRun& node, size_t done, size_t total) {
-      fmt::print(stderr, "\r\033[K[{}/{}] {} done, {:.1f} s", done, total, node.id,
-                 static_cast<double>(profiler.now_ns()) / 1e9);
-    };
-  }
   spdlog::info("running {} ({} nodes)", graph.name, graph.nodes.size());
+  std::optional<RunStatus> status;  // the status line, while the run goes on
+  if (!o.quiet && status_line_enabled()) status.emplace(StatusLine::on_stderr());
   const RunResult run = execute(graph, profiler, exec);
-  if (progress) fmt::print(stderr, "\r\033[K");
+  status.reset();
 
   if (!o.quiet) fmt::print(stderr, "\n{}", format_summary(graph, run, profiler));
   // Trace and metrics are written for failed runs too: they show where it stopped.

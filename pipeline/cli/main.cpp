@@ -12,9 +12,9 @@
 #include "pipeline/cli/cache_study.h"
 #include "pipeline/cli/check_models.h"
 #include "pipeline/cli/commands.h"
+#include "pipeline/cli/progress_display.h"
 #include "pipeline/cli/shape_command.h"
 #include "pipeline/error.h"
-#include "pipeline/log.h"
 
 namespace {
 
@@ -29,6 +29,7 @@ extern "C" void on_sigint(int) {
 bool may_run_networks(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view word = argv[i];
+    if (word == "--progress") ++i;  // its value is no command
     if (word.starts_with('-')) continue;
     if (word == "texture") {
       for (int j = i + 1; j < argc; ++j)
@@ -53,6 +54,13 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbosity,
                "more logging (-vv for trace); GEN3D_LOG_LEVEL overrides");
   app.add_flag("-q,--quiet", quiet, "warnings and errors only, no summary table");
+  std::string progress = "auto";
+  app.add_option("--progress", progress,
+                 "progress display: auto (a status line with the running nodes, step i/N and "
+                 "time left, when stderr is a terminal), none, or json (one JSON event per line "
+                 "on stderr: node_started, step, node_finished, warning, ...)")
+      ->check(CLI::IsMember({"auto", "none", "json"}))
+      ->capture_default_str();
   app.fallthrough();
 
   gen3d::cli::RunOptions run;
@@ -280,7 +288,10 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-  gen3d::pipeline::init_logging(quiet ? -1 : verbosity);
+  const gen3d::cli::ProgressOutput output(gen3d::cli::parse_progress_mode(progress), quiet,
+                                          verbosity);
+  // With JSON events on stderr the tables and status lines stay off it.
+  if (output.json()) quiet = true;
   run.quiet = quiet;
   if (!run_precision.empty()) run.sets.push_back("precision=" + run_precision);
   tex.run.quiet = quiet;

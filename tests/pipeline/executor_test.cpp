@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <mutex>
+
 #include "pipeline/executor.h"
+#include "pipeline/log.h"
+#include "progress/progress.h"
 #include "test_stages.h"
 
 namespace gen3d::test {
@@ -129,6 +134,93 @@ TEST(Executor, ThreadCapOfOneSerializes) {
                      options);
   ASSERT_TRUE(r.result.ok());
   EXPECT_FALSE(overlap(node(r, "a"), node(r, "b")));
+}
+
+// What the progress hub delivered during one run.
+std::vector<progress::Event> run_events(const std::string& config,
+                                        pipeline::ExecutorOptions options = {}) {
+  std::mutex mutex;
+  std::vector<progress::Event> events;
+  auto subscription = progress::hub().subscribe([&](const progress::Event& e) {
+    std::lock_guard lock(mutex);
+    events.push_back(e);
+  });
+  run(config, options);
+  subscription.reset();
+  return events;
+}
+
+TEST(Executor, ReportsRunsNodesStepsAndLogsToTheProgressHub) {
+  pipeline::init_logging(0);  // log messages become events too
+  pipeline::ExecutorOptions options;
+  options.run_id = "job7";
+  const auto events = run_events(R"({"nodes": [
+      {"id": "a", "stage": "test_const"},
+      {"id": "count", "stage": "test_steps", "inputs": {"in": "a.value"}, "params": {"steps": 4}},
+      {"id": "b", "stage": "test_sleep", "params": {"sleep_ms": 20}},
+      {"id": "unused", "stage": "test_const", "params": {"value": 2}}]})",
+                                 options);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.front().kind, progress::EventKind::kRunStarted);
+  EXPECT_EQ(events.front().n, 4);
+  EXPECT_EQ(events.back().kind, progress::EventKind::kRunFinished);
+  EXPECT_EQ(events.back().status, "ok");
+  std::map<std::string, std::vector<std::string>> per_node;  // what each node reported, in order
+  std::int64_t finished = 0;
+  std::vector<std::int64_t> steps;
+  for (const auto& e : events) {
+    EXPECT_EQ(e.run, "job7");
+    switch (e.kind) {
+      case progress::EventKind::kNodeStarted:
+        per_node[e.node].push_back("started");
+        break;
+      case progress::EventKind::kNodeFinished:
+        per_node[e.node].push_back("finished " + e.status);
+        EXPECT_EQ(e.i, ++finished) << "finished counts go up one by one";
+        EXPECT_EQ(e.n, 4);
+        EXPECT_GE(e.seconds, 0.0);
+        break;
+      case progress::EventKind::kStep:
+        per_node[e.node].push_back("step");
+        EXPECT_EQ(e.label, "test step");
+        EXPECT_EQ(e.n, 4);
+        steps.push_back(e.i);
+        break;
+      case progress::EventKind::kLog:
+        if (e.level == progress::Level::kWarning) {
+          per_node[e.node].push_back("warning");
+          EXPECT_EQ(e.message, "count: counted 4 steps");
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  EXPECT_EQ(finished, 4);
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
+  const std::vector<std::string> plain{"started", "finished done"};
+  EXPECT_EQ(per_node["a"], plain);
+  EXPECT_EQ(per_node["b"], plain);
+  EXPECT_EQ(per_node["unused"], plain);
+  EXPECT_EQ(per_node["count"], (std::vector<std::string>{"started", "step", "step", "step", "step",
+                                                         "step", "warning", "finished done"}));
+}
+
+TEST(Executor, AFailedNodesEventCarriesItsCause) {
+  const auto events = run_events(R"({"nodes": [
+      {"id": "f", "stage": "test_fail", "params": {"message": "no luck"}}]})");
+  bool failed = false;
+  for (const auto& e : events)
+    if (e.kind == progress::EventKind::kNodeFinished) {
+      EXPECT_EQ(e.node, "f");
+      EXPECT_EQ(e.status, "failed");
+      EXPECT_EQ(e.message, "no luck");
+      failed = true;
+    }
+  EXPECT_TRUE(failed);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().kind, progress::EventKind::kRunFinished);
+  EXPECT_EQ(events.back().status, "failed");
 }
 
 }  // namespace

@@ -4,6 +4,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
+#include "progress/progress.h"
+
 namespace gen3d::test {
 
 using pipeline::Range;
@@ -119,6 +123,24 @@ class Check final : public pipeline::Stage {
   void run(StageContext& ctx) const override { ctx.out("out", std::make_shared<Number>()); }
 };
 
+// Counts `steps` progress steps and logs a warning from inside the node.
+class Steps final : public pipeline::Stage {
+ public:
+  StageContract contract() const override {
+    return StageContract("test_steps", "report progress steps and a warning")
+        .optional_input<Number>("in")
+        .output<Number>("out")
+        .param<int>("steps", 3, Range{0, 1000}, "steps to count");
+  }
+  void run(StageContext& ctx) const override {
+    const int n = ctx.param<int>("steps");
+    progress::Steps steps("test step", n);
+    for (int i = 0; i < n; ++i) steps.next();
+    spdlog::warn("{}: counted {} steps", ctx.node_id(), n);
+    ctx.out("out", std::make_shared<Number>(Number{static_cast<double>(n)}));
+  }
+};
+
 class NoOutput final : public pipeline::Stage {
  public:
   StageContract contract() const override {
@@ -139,6 +161,7 @@ void register_test_stages(pipeline::Registry& r) {
   r.add<Params>();
   r.add<Check>();
   r.add<NoOutput>();
+  r.add<Steps>();
 }
 
 const pipeline::Registry& test_registry() {

@@ -17,7 +17,7 @@ struct Text {
 };
 
 // test_const, test_add, test_sleep, test_model_sleep, test_fail, test_text, test_params,
-// test_check, test_no_output.
+// test_check, test_no_output, test_steps.
 void register_test_stages(pipeline::Registry& registry);
 
 // A registry holding only the test stages.
