@@ -1,6 +1,6 @@
 #pragma once
-// Encoded image bytes (PNG, JPEG, ... through OpenCV) <-> Image, for files and for textures
-// embedded in mesh files.
+// Encoded image bytes <-> Image, for files and for textures embedded in mesh files: PNG (libpng in,
+// zlib out), JPEG (TurboJPEG) and WebP (libwebp, in only); other formats are refused by name.
 
 #include <cstdint>
 #include <string>
@@ -9,7 +9,7 @@
 
 namespace gen3d::image {
 
-// Decodes PNG/JPEG/... bytes to float RGB(A) or grey in [0, 1] (grey + alpha widens to RGBA);
+// Decodes PNG/JPEG/WebP bytes to float RGB(A) or grey in [0, 1] (grey + alpha widens to RGBA);
 // `what` names the source in errors. Throws ImageError for empty, corrupt or unsupported data.
 Image decode_image(const std::uint8_t* data, size_t size, const std::string& what);
 

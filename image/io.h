@@ -1,5 +1,5 @@
 #pragma once
-// Image files in and out (PNG, JPEG, ... through OpenCV).
+// Image files in and out: PNG, JPEG and WebP in, PNG and JPEG out (image/codec.h).
 
 #include <string>
 

@@ -30,7 +30,9 @@ using pipeline::StageContract;
 class LoadImage final : public pipeline::Stage {
  public:
   StageContract contract() const override {
-    return StageContract("load_image", "Read a PNG/JPEG/WebP image with OpenCV; alpha is kept.")
+    return StageContract(
+               "load_image",
+               "Read a PNG, JPEG or WebP image (libpng, TurboJPEG, libwebp); alpha is kept.")
         .output<image::Image>("image", "float RGB(A) in [0, 1]")
         .required<std::string>("path", "image file")
         .cache_policy(pipeline::CachePolicy::Never)

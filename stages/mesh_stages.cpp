@@ -29,7 +29,8 @@ class LoadMesh final : public pipeline::Stage {
  public:
   StageContract contract() const override {
     return StageContract("load_mesh",
-                         "Read a mesh file (OBJ, GLB/glTF, PLY, STL, FBX, OFF) with assimp.")
+                         "Read a mesh file: glTF/GLB with tinygltf (Draco with libdraco), OBJ/MTL, "
+                         "PLY, STL, FBX and OFF with assimp after a pre-check.")
         .output<mesh::Mesh>("mesh", "all meshes of the file merged, node transforms applied")
         .required<std::string>("path", "mesh file to read")
         .cache_policy(pipeline::CachePolicy::Never)

@@ -130,7 +130,8 @@ class Denoise final : public pipeline::Stage {
     const models::TaylorSeerOptions ts;
     return StageContract("denoise",
                          "Flow-matching sampling (Euler, CFG [cond; uncond]) of shape latents with "
-                         "the Hunyuan3D DiT and an optional step cache (specs/dit-cache.md).")
+                         "the Hunyuan3D DiT and an optional step cache (FBCache, TeaCache or "
+                         "TaylorSeer).")
         .model_class()
         .reads_files("model", true)
         .reads_files("config")

@@ -129,8 +129,18 @@ int cmd_validate(const std::string& config, const std::vector<std::string>& sets
   return 0;
 }
 
-int cmd_stages(bool as_json) {
-  fmt::print("{}", as_json ? stages_json(registry()) + "\n" : stages_text(registry()));
+int cmd_stages(StagesFormat format) {
+  switch (format) {
+    case StagesFormat::kJson:
+      fmt::print("{}\n", stages_json(registry()));
+      break;
+    case StagesFormat::kMarkdown:
+      fmt::print("{}", stages_markdown(registry()));
+      break;
+    case StagesFormat::kText:
+      fmt::print("{}", stages_text(registry()));
+      break;
+  }
   return 0;
 }
 

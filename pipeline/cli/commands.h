@@ -63,7 +63,9 @@ int run_graph(const pipeline::Graph& graph, const RunOptions& options, const Aft
 int cmd_run(const RunOptions& options);
 int cmd_texture(const TextureOptions& options);
 int cmd_validate(const std::string& config, const std::vector<std::string>& sets, bool dump);
-int cmd_stages(bool as_json);
+// How `gen3d stages` prints the contracts.
+enum class StagesFormat { kText, kJson, kMarkdown };
+int cmd_stages(StagesFormat format);
 int cmd_schema();
 int cmd_graph(const std::string& config, const std::vector<std::string>& sets);
 

@@ -272,8 +272,14 @@ int main(int argc, char** argv) {
   validate_cmd->add_flag("--dump", dump, "print the effective config after overrides");
 
   bool as_json = false;
+  bool as_markdown = false;
   auto* stages_cmd = app.add_subcommand("stages", "List every stage with its ports and parameters");
-  stages_cmd->add_flag("--json", as_json, "machine-readable output");
+  auto* json_flag = stages_cmd->add_flag("--json", as_json, "machine-readable output");
+  stages_cmd
+      ->add_flag("--markdown", as_markdown,
+                 "one Markdown page (docs/stages.md is this output: build/gen3d stages --markdown "
+                 "> docs/stages.md)")
+      ->excludes(json_flag);
 
   auto* schema_cmd = app.add_subcommand(
       "schema", "Print a JSON Schema for pipeline files (for editor completion)");
@@ -325,7 +331,10 @@ int main(int argc, char** argv) {
       return gen3d::cli::cmd_batch(batch);
     }
     if (*validate_cmd) return gen3d::cli::cmd_validate(config, sets, dump);
-    if (*stages_cmd) return gen3d::cli::cmd_stages(as_json);
+    if (*stages_cmd)
+      return gen3d::cli::cmd_stages(as_json       ? gen3d::cli::StagesFormat::kJson
+                                    : as_markdown ? gen3d::cli::StagesFormat::kMarkdown
+                                                  : gen3d::cli::StagesFormat::kText);
     if (*schema_cmd) return gen3d::cli::cmd_schema();
     if (*graph_cmd) return gen3d::cli::cmd_graph(config, sets);
   } catch (const gen3d::pipeline::ConfigError& e) {
