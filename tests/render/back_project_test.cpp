@@ -122,6 +122,29 @@ TEST(BackProject, EachMaterialHasItsTile) {
   EXPECT_GT(painted[1], 100u);
 }
 
+// UVs repeat: moved by whole repeats, they splat into the same texels.
+TEST(BackProject, UvsMovedByWholeRepeatsSplatAlike) {
+  const mesh::Mesh m = testing::as_loaded(testing::bumpy_sphere(30, 40));
+  mesh::Mesh moved = m;
+  for (mesh::Vec2& uv : moved.uvs) uv = {uv[0] + 2.0f, uv[1] - 3.0f};
+  const Camera cam{.elev = 10.0, .azim = 60.0};
+  const Raster r = rasterize(m, cam, 256, 256);
+  const image::Image view = ramp_view(256, 256);
+  BakeOptions o;
+  o.texture_size = 64;
+  const BackProjection a = back_project(m, r, cam, view, o);
+  const BackProjection b = back_project(moved, r, cam, view, o);
+  ASSERT_EQ(a.texture.pixels.size(), b.texture.pixels.size());
+  size_t painted = 0;
+  for (size_t t = 0; t < a.cos.pixels.size(); ++t) {
+    painted += a.cos.pixels[t] > 0;
+    EXPECT_NEAR(b.cos.pixels[t], a.cos.pixels[t], 1e-3f) << t;
+    for (int c = 0; c < 3; ++c)
+      EXPECT_NEAR(b.texture.pixels[t * 3 + c], a.texture.pixels[t * 3 + c], 1e-3f) << t;
+  }
+  EXPECT_GT(painted, 500u);
+}
+
 // gather and back_project sample the same smooth image at the same surface points, so where
 // both paint a texel with a trusted cosine, the colours agree closely.
 TEST(BackProject, GatherAgreesWithSplatOnSmoothImage) {
