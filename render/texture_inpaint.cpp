@@ -174,10 +174,12 @@ void push_pull_fill(image::Image& tex, const std::vector<uint8_t>& known) {
 // Colours per *position* vertex (welded, so propagation crosses UV seams and reaches charts no view
 // saw): a vertex is seeded by the painted texels around its UV vertices' texels (3 x 3), then
 // colours spread breadth-first over mesh edges, each new vertex taking the inverse-square-distance
-// average of its already coloured neighbours. Returns RGB per UV vertex and whether it has one.
+// average of its already coloured neighbours. Returns RGB per position vertex and whether it has
+// one (per position, not per UV vertex: a mesh's own UVs may give one UV vertex to several
+// positions, faces of different parts or materials that read the same texture coordinate).
 void propagate_vertex_colors(const mesh::Mesh& mesh, const image::Image& tex,
-                             const std::vector<uint8_t>& painted, std::vector<float>& uv_color,
-                             std::vector<uint8_t>& uv_known, size_t& unreached) {
+                             const std::vector<uint8_t>& painted, std::vector<float>& vertex_color,
+                             std::vector<uint8_t>& vertex_known, size_t& unreached) {
   // Weld equal positions: seam-split copies of a vertex are one vertex here.
   std::vector<uint32_t> weld(mesh.positions.size());
   {
@@ -285,15 +287,14 @@ void propagate_vertex_colors(const mesh::Mesh& mesh, const image::Image& tex,
         known[p] = 1;
       }
   }
-  uv_color.assign(mesh.uvs.size() * 3, 0.0f);
-  uv_known.assign(mesh.uvs.size(), 0);
-  for (size_t f = 0; f < mesh.faces.size(); ++f)
-    for (int k = 0; k < 3; ++k) {
-      const uint32_t p = weld[mesh.faces[f][k]], t = mesh.uv_faces[f][k];
-      if (!known[p]) continue;
-      uv_known[t] = 1;
-      for (int ch = 0; ch < 3; ++ch) uv_color[t * 3 + ch] = static_cast<float>(color[p * 3 + ch]);
-    }
+  vertex_color.assign(nv * 3, 0.0f);
+  vertex_known.assign(nv, 0);
+  for (size_t v = 0; v < nv; ++v) {
+    const uint32_t p = weld[v];
+    if (!known[p]) continue;
+    vertex_known[v] = 1;
+    for (int ch = 0; ch < 3; ++ch) vertex_color[v * 3 + ch] = static_cast<float>(color[p * 3 + ch]);
+  }
 }
 
 // A square texture, or the stacked square tiles of a mesh with materials (texture_tiles.h).
@@ -406,7 +407,7 @@ SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image
     propagate_vertex_colors(mesh, tex, known, vertex_color, vertex_known, out.vertices_unreached);
     for (size_t i = 0; i < texels; ++i) {
       if (known[i] || !uv.face_id[i]) continue;
-      const mesh::Tri& corners = mesh.uv_faces[static_cast<size_t>(uv.face_id[i] - 1)];
+      const mesh::Tri& corners = mesh.faces[static_cast<size_t>(uv.face_id[i] - 1)];
       if (!vertex_known[corners[0]] || !vertex_known[corners[1]] || !vertex_known[corners[2]])
         continue;
       float* q = tex.pixels.data() + i * 3;

@@ -192,6 +192,44 @@ TEST(TextureInpaint, PartsNoViewReachedTakeTheReachedMeanColour) {
   EXPECT_GT(right, 100u);
 }
 
+// Two quads of two materials read the same UV vertices, each in its own texture (a mesh's own
+// UVs often share texture coordinates between parts). Their left halves were seen, red and blue:
+// each right half takes its own part's colour, though the UV vertices are the same.
+TEST(TextureInpaint, PropagationColoursPositionsNotSharedUvVertices) {
+  mesh::Mesh m;
+  m.positions = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {0, 1, 0},
+                 {3, 0, 0}, {4, 0, 0}, {4, 1, 0}, {3, 1, 0}};
+  m.faces = {{0, 1, 2}, {0, 2, 3}, {4, 5, 6}, {4, 6, 7}};
+  m.uvs = {{0.1f, 0.1f}, {0.9f, 0.1f}, {0.9f, 0.9f}, {0.1f, 0.9f}};
+  m.uv_faces = {{0, 1, 2}, {0, 2, 3}, {0, 1, 2}, {0, 2, 3}};
+  m.materials.resize(2);
+  m.face_materials = {0, 0, 1, 1};
+  const int t = 32;
+  const Raster uv = rasterize_uv(m, t, 2 * t);
+  image::Image tex(t, 2 * t, 3);
+  std::vector<uint8_t> trust(2 * t * t, 0);
+  for (int y = 0; y < 2 * t; ++y)
+    for (int x = 0; x < t / 2; ++x) {
+      const size_t i = static_cast<size_t>(y) * t + x;
+      if (!uv.face_id[i]) continue;
+      tex.at(x, y)[y < t ? 0 : 2] = 1.0f;
+      trust[i] = 1;
+    }
+  InpaintOptions options;
+  options.fill = "propagate";
+  const image::Image out = inpaint_texture(m, tex, trust, &uv, options);
+  size_t right = 0;
+  for (int y = 0; y < 2 * t; ++y)
+    for (int x = t / 2 + 1; x < t; ++x) {
+      if (!uv.face_id[static_cast<size_t>(y) * t + x]) continue;
+      const float* p = out.at(x, y);
+      EXPECT_NEAR(p[0], y < t ? 1.0f : 0.0f, 1e-4f) << x << "," << y;
+      EXPECT_NEAR(p[2], y < t ? 0.0f : 1.0f, 1e-4f) << x << "," << y;
+      ++right;
+    }
+  EXPECT_GT(right, 100u);
+}
+
 // A texture per material, stacked (render/texture_tiles.h): each tile is filled from its own
 // charts. Tile 0 has a red chart along its bottom rows, tile 1 a blue one a few rows below its
 // top: the gutter and background of tile 1 take blue, though its first row touches tile 0's red.
