@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -173,6 +174,36 @@ TEST(TextureOwnUvs, OverlapAllowedKeepsEverySpiderMaterial) {
     kept += triangles.size();
   }
   EXPECT_EQ(kept, 1368u - 56u);
+}
+
+// A PBR run (--views, --mr-views) on kept UVs: each material gets its metallic-roughness texture
+// beside its base colour, both from its own tile.
+TEST(TextureOwnUvs, PbrGivesEachMaterialItsMetallicRoughnessTexture) {
+  const std::string dir = temp_dir("texture_uvs_pbr");
+  for (const char* sub : {"/views", "/mr"}) {
+    std::filesystem::create_directories(dir + sub);
+    for (int v = 0; v < 6; ++v)
+      std::filesystem::copy_file(source_dir() + "/assets/images/spider_front.png",
+                                 dir + sub + "/" + std::to_string(v) + ".png");
+  }
+  const auto r = run_gen3d("texture --mesh " + kParts + " --views " + dir + "/views --mr-views " +
+                           dir + "/mr" + kSmall + " -o " + dir + "/out.glb");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_textured_materials(dir + "/out.glb", 3);
+  expect_valid_gltf(dir + "/out.glb");
+  const json g = glb_json(dir + "/out.glb");
+  std::set<int> textures;
+  for (const json& m : g["materials"]) {
+    ASSERT_TRUE(m["pbrMetallicRoughness"].contains("metallicRoughnessTexture")) << m.dump();
+    textures.insert(m["pbrMetallicRoughness"]["metallicRoughnessTexture"]["index"].get<int>());
+  }
+  EXPECT_EQ(textures.size(), 3u);
+  const mesh::Mesh out = mesh::load_mesh(dir + "/out.glb");
+  ASSERT_EQ(out.materials.size(), 3u);
+  for (const mesh::Material& mat : out.materials) {
+    ASSERT_TRUE(mat.pbr.texture) << mat.name;
+    EXPECT_EQ(mat.pbr.texture->width, 256) << mat.name;
+  }
 }
 
 TEST(TextureOwnUvs, ReunwrapGivesOneAtlas) {
