@@ -275,7 +275,7 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
 
 // ---- check_uvs ----
 
-UvCheckResult check_uvs(const Mesh& mesh, int texture_size) {
+UvCheckResult check_uvs(const Mesh& mesh, int texture_size, double stop_above) {
   if (texture_size < 1 || texture_size > 65536) {
     throw MeshError("check_uvs: texture_size must be in [1, 65536]");
   }
@@ -304,9 +304,9 @@ UvCheckResult check_uvs(const Mesh& mesh, int texture_size) {
   const int T = texture_size;
   std::vector<uint8_t> count(size_t(T) * T);
   r.materials.resize(nm);
+  for (size_t m = 0; m < nm; ++m) r.materials[m].faces = faces_of[m].size();
   for (size_t m = 0; m < nm; ++m) {
     UvMaterialCheck& mc = r.materials[m];
-    mc.faces = faces_of[m].size();
     if (faces_of[m].empty()) continue;
     std::fill(count.begin(), count.end(), uint8_t{0});
     for (uint32_t f : faces_of[m]) {
@@ -359,6 +359,10 @@ UvCheckResult check_uvs(const Mesh& mesh, int texture_size) {
         (r.worst_material < 0 ||
          mc.overlap_fraction > r.materials[r.worst_material].overlap_fraction))
       r.worst_material = static_cast<int>(m);
+    if (mc.overlap_fraction > stop_above) {
+      r.stopped = true;
+      break;
+    }
   }
   r.overlap_fraction = r.covered_texels ? double(r.overlapping_texels) / r.covered_texels : 0.0;
   return r;

@@ -230,12 +230,6 @@ std::string uv_refusal(const mesh::Mesh& m, const mesh::UvCheckResult& check, do
     return fmt::format("{} UV coordinates are not finite", check.non_finite);
   if (check.wide_faces > 0)
     return fmt::format("{} faces span more than one repeat of their texture", check.wide_faces);
-  for (size_t k = 0; k < check.materials.size(); ++k) {
-    const mesh::UvMaterialCheck& c = check.materials[k];
-    if (c.faces > 0 && c.covered_texels == 0)
-      return several ? fmt::format("the faces of {} cover no texel", material(k))
-                     : std::string("they cover no texel");
-  }
   if (check.worst_material >= 0) {
     const mesh::UvMaterialCheck& c = check.materials[static_cast<size_t>(check.worst_material)];
     if (c.overlap_fraction > max_overlap)
@@ -244,6 +238,12 @@ std::string uv_refusal(const mesh::Mesh& m, const mesh::UvCheckResult& check, do
                                  : std::string(),
                          100.0 * c.overlap_fraction, several ? "its" : "the",
                          check.out_of_range > 0 ? " (UVs taken modulo 1)" : "");
+  }
+  for (size_t k = 0; k < check.materials.size(); ++k) {
+    const mesh::UvMaterialCheck& c = check.materials[k];
+    if (c.faces > 0 && c.covered_texels == 0)
+      return several ? fmt::format("the faces of {} cover no texel", material(k))
+                     : std::string("they cover no texel");
   }
   return {};
 }
@@ -279,7 +279,8 @@ class UvUnwrap final : public pipeline::Stage {
     auto in = ctx.in<mesh::Mesh>("mesh");
     const int size = ctx.param<int>("texture_size");
     if (in->has_uvs() && ctx.param<bool>("keep_existing")) {
-      const mesh::UvCheckResult check = mesh::check_uvs(*in, size);
+      const double max_overlap = ctx.param<double>("max_overlap");
+      const mesh::UvCheckResult check = mesh::check_uvs(*in, size, max_overlap);
       // A texture baked into UVs where two faces of one material share texels (mirrored halves,
       // a texture tiled over a face) or that cover nothing would come out wrong or blank: those
       // are replaced. UVs past [0, 1] repeat, as viewers read them, and each material has a
@@ -287,7 +288,7 @@ class UvUnwrap final : public pipeline::Stage {
       if (check.worst_material >= 0)
         ctx.gauge("uv.overlap_fraction",
                   check.materials[static_cast<size_t>(check.worst_material)].overlap_fraction);
-      const std::string refusal = uv_refusal(*in, check, ctx.param<double>("max_overlap"));
+      const std::string refusal = uv_refusal(*in, check, max_overlap);
       if (refusal.empty()) {
         const int tiles = render::texture_tiles(*in);
         const int tile = render::tile_size(size, tiles);

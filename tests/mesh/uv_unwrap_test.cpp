@@ -350,6 +350,18 @@ TEST(CheckUvs, OverlapIsPerMaterial) {
   EXPECT_EQ(r.worst_material, 1);
   EXPECT_EQ(r.materials[0].faces, 0u);
   EXPECT_DOUBLE_EQ(r.materials[1].overlap_fraction, 1.0);
+  EXPECT_FALSE(r.stopped);
+  // Enough to refuse them: the first material past stop_above ends the check.
+  m.faces.push_back({0, 1, 2});
+  m.uv_faces.push_back({0, 1, 2});
+  m.face_materials = {0, 0, 1};
+  r = check_uvs(m, 64, 0.05);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.worst_material, 0);
+  EXPECT_EQ(r.materials[1].faces, 1u);
+  EXPECT_EQ(r.materials[1].covered_texels, 0u) << "not measured";
+  EXPECT_FALSE(check_uvs(m, 64).stopped);
+  EXPECT_GT(check_uvs(m, 64).materials[1].covered_texels, 0u);
 }
 
 TEST(CheckUvs, FacesSpanningMoreThanARepeatAreReported) {
