@@ -105,8 +105,9 @@ void expect_textured_materials(const std::string& path, size_t materials) {
 // texture holds what the views saw through its own UVs.
 TEST(TextureOwnUvs, KeptWithATexturePerMaterialAndRepeatingPastTheEdge) {
   const std::string dir = temp_dir("texture_uvs_kept");
-  const auto r = run_gen3d("texture --mesh " + kParts + " --source-mesh " + kParts + kSmall +
-                           " -o " + dir + "/out.glb --metrics " + dir + "/m.json");
+  const auto r =
+      run_gen3d("texture --mesh " + kParts + " --source-mesh " + kParts + kSmall + " -o " + dir +
+                "/out.glb --metrics " + dir + "/m.json --report " + dir + "/r.html");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("keeping the mesh's own UVs: 3 materials, a 256 x 256 texture each; 4 "
                           "UV coordinates outside [0, 1] repeat"),
@@ -133,6 +134,17 @@ TEST(TextureOwnUvs, KeptWithATexturePerMaterialAndRepeatingPastTheEdge) {
   }
   // The layout is the mesh's own: every material's UV triangles, as loaded.
   EXPECT_EQ(uv_triangles(out), uv_triangles(in));
+
+  // The report shows where each view's surface came from, through every material's texture.
+  std::ifstream report(dir + "/r.html");
+  const std::string html((std::istreambuf_iterator<char>(report)), {});
+  const auto origin = html.find("<h2>Where the result came from");
+  ASSERT_NE(origin, std::string::npos);
+  size_t pictures = 0;
+  for (auto at = html.find("<img", origin); at < html.find("<h2>", origin + 1);
+       at = html.find("<img", at + 1))
+    ++pictures;
+  EXPECT_EQ(pictures, 8u);
 }
 
 TEST(TextureOwnUvs, UvsThatOverlapWithinAMaterialAreReplacedWithTheReason) {
