@@ -1,6 +1,7 @@
 // save_mesh: GLB through tinygltf (assimp's glTF2 exporter does not give control over the layout
 // and material we need), OBJ+MTL+PNG and binary PLY as plain text/bytes.
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -197,6 +198,9 @@ std::string build_glb(const Mesh& input, const std::string& path) {
       tinygltf::Sampler linear;
       linear.magFilter = TINYGLTF_TEXTURE_FILTER_LINEAR;
       linear.minFilter = TINYGLTF_TEXTURE_FILTER_LINEAR;
+      // UVs past [0, 1] repeat: the texture a mesh's own UVs address is laid out that way.
+      linear.wrapS = TINYGLTF_TEXTURE_WRAP_REPEAT;
+      linear.wrapT = TINYGLTF_TEXTURE_WRAP_REPEAT;
       model.samplers.push_back(linear);
     }
     tinygltf::Texture texture;
@@ -252,40 +256,78 @@ std::string build_glb(const Mesh& input, const std::string& path) {
   return std::move(glb).str();
 }
 
+// An MTL material name: no whitespace (MTL reads a name to the end of the line, many readers
+// to the first space), unique.
+std::vector<std::string> mtl_names(const std::vector<Material>& materials) {
+  std::vector<std::string> names;
+  for (size_t m = 0; m < materials.size(); ++m) {
+    std::string name = materials[m].name;
+    if (name.empty()) name = "material" + std::to_string(m);
+    for (char& c : name)
+      if (std::isspace(static_cast<unsigned char>(c)) || c == '#') c = '_';
+    while (std::find(names.begin(), names.end(), name) != names.end())
+      name.append(1, '_').append(std::to_string(m));
+    names.push_back(name);
+  }
+  return names;
+}
+
 std::vector<io::PendingFile> build_obj(const Mesh& mesh, const std::string& path) {
   const fs::path p(path);
   const std::string stem = p.stem().string();
-  const bool textured = mesh.texture && mesh.has_uvs();
-  const MetallicRoughness& pbr = mesh.pbr;
-  const bool mr_texture = pbr.texture && !pbr.texture->empty() && mesh.has_uvs();
   const std::vector<Vec3> normals = export_normals(mesh);
   std::string obj = "# written by gen3d\n";
   std::vector<io::PendingFile> files;
-  if (textured || !pbr.empty()) {
-    obj += "mtllib " + stem + ".mtl\nusemtl material0\n";
-    std::string mtl = "newmtl material0\nKa 1 1 1\nKd 1 1 1\nKs 0 0 0\nd 1\nillum 1\n";
+  // One MTL material per mesh material (or one for the whole mesh), each with its own PNGs:
+  // stem.png for a single material, stem_<k>.png for material k.
+  const bool several = mesh.has_materials();
+  const std::vector<Material> materials =
+      several ? mesh.materials
+              : std::vector<Material>{Material{"material0", mesh.texture, {1, 1, 1, 1}, mesh.pbr}};
+  const std::vector<std::string> names = mtl_names(materials);
+  const auto textured = [&](const Material& m) { return m.texture && mesh.has_uvs(); };
+  const bool mtl_needed = several || textured(materials[0]) || !materials[0].pbr.empty();
+  if (mtl_needed) {
+    obj += "mtllib " + stem + ".mtl\n";
+    if (!several) obj += "usemtl " + names[0] + "\n";
+    std::string mtl;
     const auto add_png = [&](const image::Image& im, const std::string& name) {
       const std::string png = (p.parent_path() / name).string();
       files.push_back({png, image::encode_image(im, ".png", png)});
     };
-    if (textured) {
-      mtl += "map_Kd " + stem + ".png\n";
-      add_png(*mesh.texture, stem + ".png");
-    }
-    if (!pbr.empty()) {
-      // The PBR extension of MTL: scalar Pm / Pr, and grayscale maps that they scale, as the
-      // glTF factors scale the glTF texture's channels.
-      std::string factors;
-      append_float(factors, pbr.metallic.value_or(mr_texture ? 1.0f : 0.0f));
-      mtl += "Pm " + factors + "\n";
-      factors.clear();
-      append_float(factors, pbr.roughness.value_or(1.0f));
-      mtl += "Pr " + factors + "\n";
-    }
-    if (mr_texture) {
-      mtl += "map_Pm " + stem + "_metallic.png\nmap_Pr " + stem + "_roughness.png\n";
-      add_png(metallic_channel(*pbr.texture), stem + "_metallic.png");
-      add_png(roughness_channel(*pbr.texture), stem + "_roughness.png");
+    for (size_t m = 0; m < materials.size(); ++m) {
+      const Material& mat = materials[m];
+      const std::string file = several ? stem + "_" + std::to_string(m) : stem;
+      // Without a texture the base colour is the material's; a texture is the colour itself
+      // (viewers multiply Kd into map_Kd).
+      std::string kd;
+      for (int k = 0; k < 3; ++k) {
+        if (k) kd += ' ';
+        append_float(kd, textured(mat) ? 1.0f : mat.base_color[k]);
+      }
+      mtl += (m ? "\n" : "") + std::string("newmtl ") + names[m] + "\nKa 1 1 1\nKd " + kd +
+             "\nKs 0 0 0\nd 1\nillum 1\n";
+      if (textured(mat)) {
+        mtl += "map_Kd " + file + ".png\n";
+        add_png(*mat.texture, file + ".png");
+      }
+      const MetallicRoughness& pbr = mat.pbr;
+      const bool mr_texture = pbr.texture && !pbr.texture->empty() && mesh.has_uvs();
+      if (!pbr.empty()) {
+        // The PBR extension of MTL: scalar Pm / Pr, and grayscale maps that they scale, as the
+        // glTF factors scale the glTF texture's channels.
+        std::string factors;
+        append_float(factors, pbr.metallic.value_or(mr_texture ? 1.0f : 0.0f));
+        mtl += "Pm " + factors + "\n";
+        factors.clear();
+        append_float(factors, pbr.roughness.value_or(1.0f));
+        mtl += "Pr " + factors + "\n";
+      }
+      if (mr_texture) {
+        mtl += "map_Pm " + file + "_metallic.png\nmap_Pr " + file + "_roughness.png\n";
+        add_png(metallic_channel(*pbr.texture), file + "_metallic.png");
+        add_png(roughness_channel(*pbr.texture), file + "_roughness.png");
+      }
     }
     files.insert(files.begin(), {(p.parent_path() / (stem + ".mtl")).string(), mtl});
   }
@@ -320,6 +362,8 @@ std::vector<io::PendingFile> build_obj(const Mesh& mesh, const std::string& path
     obj += '\n';
   }
   for (size_t f = 0; f < mesh.faces.size(); ++f) {
+    if (several && (f == 0 || mesh.face_materials[f] != mesh.face_materials[f - 1]))
+      obj += "usemtl " + names[mesh.face_materials[f]] + '\n';
     obj += 'f';
     for (int k = 0; k < 3; ++k) {
       const std::string v = std::to_string(mesh.faces[f][k] + 1);
@@ -380,9 +424,9 @@ void save_mesh(const Mesh& mesh, const std::string& path) {
   if (mesh.texture && !mesh.has_uvs()) {
     spdlog::warn("{}: the mesh has a texture but no UVs; writing it without the texture", path);
   }
-  if (mesh.has_materials() && ext != ".glb") {
-    spdlog::warn("{}: {} materials; only .glb keeps several, writing the geometry without them",
-                 path, mesh.materials.size());
+  if (mesh.has_materials() && ext == ".ply") {
+    spdlog::warn("{}: {} materials; .ply keeps none, writing the geometry without them", path,
+                 mesh.materials.size());
   }
   std::error_code ec;
   const fs::path dir = fs::path(path).parent_path();

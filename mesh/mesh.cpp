@@ -49,7 +49,10 @@ uint64_t Mesh::fingerprint() const {
 uint64_t Mesh::uv_fingerprint() const {
   uint64_t h = 0xcbf29ce484222325ull;
   h = hash_vector(h, uvs);
-  return hash_vector(h, uv_faces);
+  h = hash_vector(h, uv_faces);
+  // Each material is a texture space of its own: which face uses which one places it.
+  if (!face_materials.empty() && !shared_atlas) h = hash_vector(h, face_materials);
+  return h;
 }
 
 }  // namespace gen3d::mesh

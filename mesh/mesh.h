@@ -53,8 +53,13 @@ struct Mesh {
   MetallicRoughness pbr;  // the single material's metallic-roughness (`materials` hold their own)
   // Several materials (as loaded from a file that has them): face f uses
   // materials[face_materials[f]] and `texture` is null. Both empty for a single-material mesh.
+  // Each material's texture is its own texture space, read through the UVs modulo 1 (glTF's
+  // REPEAT): UVs may leave [0, 1], and faces of different materials may share UV space...
   std::vector<Material> materials;
   std::vector<uint32_t> face_materials;  // empty or F
+  // ... unless the UVs are one atlas over every face (uv_unwrap's): then the materials share one
+  // texture space, and a texture baked into it is one texture for all of them.
+  bool shared_atlas = false;
 
   size_t vertex_count() const { return positions.size(); }
   size_t face_count() const { return faces.size(); }
@@ -65,7 +70,7 @@ struct Mesh {
   // rasters by it, so a mesh that only gained UVs (an unwrap, a seam split that renumbers the
   // vertices) reuses the rasters of the mesh before it.
   uint64_t fingerprint() const;
-  // Content hash of the UVs and UV faces: the key of texel-space rasters.
+  // Content hash of the UVs, UV faces and face materials: the key of texel-space rasters.
   uint64_t uv_fingerprint() const;
 };
 

@@ -47,6 +47,7 @@ Mesh split_uv_seams(const Mesh& mesh, std::vector<uint32_t>* source_vertex) {
   out.texture = mesh.texture;
   out.pbr = mesh.pbr;
   out.materials = mesh.materials;
+  out.shared_atlas = mesh.shared_atlas;
   out.face_materials = mesh.face_materials;
   out.faces.resize(mesh.faces.size());
   std::vector<uint32_t> src;

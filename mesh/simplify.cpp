@@ -49,6 +49,7 @@ Mesh simplify(const Mesh& mesh, const SimplifyOptions& options, SimplifyReport* 
   out.texture = mesh.texture;
   out.pbr = mesh.pbr;
   out.materials = mesh.materials;
+  out.shared_atlas = mesh.shared_atlas;
   out.positions = mesh.positions;
   out.colors = mesh.colors;
   out.faces.resize(n / 3);

@@ -195,6 +195,8 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
     m.texture = nullptr;
     m.pbr.texture = nullptr;
   }
+  // One texture space for every face, where materials otherwise each read their own (mesh.h).
+  res.mesh.shared_atlas = true;
   res.mesh.uvs.clear();
   res.mesh.uv_faces.assign(nf, {});
   std::vector<uint32_t> uv_base(charts.size() + 1, 0);
@@ -273,7 +275,7 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
 
 // ---- check_uvs ----
 
-UvCheckResult check_uvs(const Mesh& mesh, int texture_size, bool stop_out_of_range) {
+UvCheckResult check_uvs(const Mesh& mesh, int texture_size, double stop_above) {
   if (texture_size < 1 || texture_size > 65536) {
     throw MeshError("check_uvs: texture_size must be in [1, 65536]");
   }
@@ -282,29 +284,85 @@ UvCheckResult check_uvs(const Mesh& mesh, int texture_size, bool stop_out_of_ran
   if (mesh.uv_faces.size() != mesh.faces.size()) {
     throw MeshError("check_uvs: uv_faces and faces differ in length");
   }
+  const bool materials = mesh.has_materials() && !mesh.shared_atlas;
+  if (materials && mesh.face_materials.size() != mesh.faces.size())
+    throw MeshError("check_uvs: face_materials and faces differ in length");
+  const size_t nm = materials ? std::max<size_t>(1, mesh.materials.size()) : 1;
   for (const Vec2& t : mesh.uvs)
-    for (float x : t) r.out_of_range += !(x >= 0.0f && x <= 1.0f);
-  if (stop_out_of_range && r.out_of_range > 0) return r;
-  const int T = texture_size;
-  std::vector<uint8_t> count(size_t(T) * T, 0);
-  for (const Tri& f : mesh.uv_faces) {
-    D2 p[3];
-    for (int k = 0; k < 3; ++k) {
-      if (f[k] >= mesh.uvs.size()) throw MeshError("check_uvs: a uv index is out of range");
-      p[k] = {double(mesh.uvs[f[k]][0]) * T, double(mesh.uvs[f[k]][1]) * T};
+    for (float x : t) {
+      r.non_finite += !std::isfinite(x);
+      r.out_of_range += !(x >= 0.0f && x <= 1.0f);
     }
-    if (cross2(p[0], p[1], p[2]) == 0) {
-      ++r.degenerate_faces;
-      continue;
-    }
-    raster_texel_centres(p[0], p[1], p[2], T, T, [&](int x, int y) {
-      uint8_t& n = count[size_t(y) * T + x];
-      if (n < 255) ++n;
-    });
+  std::vector<std::vector<uint32_t>> faces_of(nm);
+  for (size_t f = 0; f < mesh.uv_faces.size(); ++f) {
+    for (uint32_t k : mesh.uv_faces[f])
+      if (k >= mesh.uvs.size()) throw MeshError("check_uvs: a uv index is out of range");
+    const uint32_t m = materials ? mesh.face_materials[f] : 0u;
+    if (m >= nm) throw MeshError("check_uvs: a face's material is out of range");
+    faces_of[m].push_back(static_cast<uint32_t>(f));
   }
-  for (uint8_t n : count) {
-    r.covered_texels += n > 0;
-    r.overlapping_texels += n > 1;
+  const int T = texture_size;
+  std::vector<uint8_t> count(size_t(T) * T);
+  r.materials.resize(nm);
+  for (size_t m = 0; m < nm; ++m) r.materials[m].faces = faces_of[m].size();
+  for (size_t m = 0; m < nm; ++m) {
+    UvMaterialCheck& mc = r.materials[m];
+    if (faces_of[m].empty()) continue;
+    std::fill(count.begin(), count.end(), uint8_t{0});
+    for (uint32_t f : faces_of[m]) {
+      const Tri& t = mesh.uv_faces[f];
+      double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
+      bool finite = true;
+      for (uint32_t c : t)
+        for (int a = 0; a < 2; ++a) {
+          const double x = mesh.uvs[c][a];
+          finite = finite && std::isfinite(x);
+          lo[a] = std::min(lo[a], x);
+          hi[a] = std::max(hi[a], x);
+        }
+      if (!finite) continue;
+      if (hi[0] - lo[0] > 1.0 || hi[1] - lo[1] > 1.0) {
+        ++r.wide_faces;
+        continue;
+      }
+      // Whole repeats moved away: the face starts in [0, 1) and reaches below 2.
+      const double su = std::floor(lo[0]), sv = std::floor(lo[1]);
+      D2 p[3];
+      for (int k = 0; k < 3; ++k)
+        p[k] = {(mesh.uvs[t[k]][0] - su) * T, (mesh.uvs[t[k]][1] - sv) * T};
+      if (cross2(p[0], p[1], p[2]) == 0) {
+        ++r.degenerate_faces;
+        continue;
+      }
+      // The face, and once more moved back by a repeat along each axis it crosses the edge of.
+      const int nu = hi[0] - su > 1.0 ? 2 : 1, nv = hi[1] - sv > 1.0 ? 2 : 1;
+      for (int j = 0; j < nv; ++j)
+        for (int i = 0; i < nu; ++i) {
+          const D2 d = {double(i) * T, double(j) * T};
+          const D2 q0 = {p[0].x - d.x, p[0].y - d.y}, q1 = {p[1].x - d.x, p[1].y - d.y},
+                   q2 = {p[2].x - d.x, p[2].y - d.y};
+          raster_texel_centres(q0, q1, q2, T, T, [&](int x, int y) {
+            uint8_t& n = count[size_t(y) * T + x];
+            if (n < 255) ++n;
+          });
+        }
+    }
+    for (uint8_t n : count) {
+      mc.covered_texels += n > 0;
+      mc.overlapping_texels += n > 1;
+    }
+    mc.overlap_fraction =
+        mc.covered_texels ? double(mc.overlapping_texels) / mc.covered_texels : 0.0;
+    r.covered_texels += mc.covered_texels;
+    r.overlapping_texels += mc.overlapping_texels;
+    if (mc.covered_texels > 0 &&
+        (r.worst_material < 0 ||
+         mc.overlap_fraction > r.materials[r.worst_material].overlap_fraction))
+      r.worst_material = static_cast<int>(m);
+    if (mc.overlap_fraction > stop_above) {
+      r.stopped = true;
+      break;
+    }
   }
   r.overlap_fraction = r.covered_texels ? double(r.overlapping_texels) / r.covered_texels : 0.0;
   return r;

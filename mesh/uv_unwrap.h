@@ -81,7 +81,8 @@ struct UnwrapMetrics {
 
 struct UnwrapResult {
   Mesh mesh;  // input with new uvs / uv_faces (positions and faces untouched); the textures that
-              // mapped through the old UVs are dropped, face materials kept
+              // mapped through the old UVs are dropped, face materials kept, sharing the atlas
+              // (Mesh::shared_atlas)
   std::vector<uint32_t> face_chart;  // chart id of every face
   UnwrapMetrics metrics;
 };
@@ -90,18 +91,39 @@ struct UnwrapResult {
 // number of threads. Throws MeshError on invalid meshes; never fails for lack of atlas space.
 UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& options = {});
 
-// Diagnostics of existing UVs rasterized at texture_size x texture_size (texel centres, top-left
-// fill rule, so faces that merely share an edge do not count as overlapping).
-struct UvCheckResult {
-  size_t covered_texels = 0;      // texels covered by at least one face
-  size_t overlapping_texels = 0;  // texels covered by two or more faces
+// Diagnostics of existing UVs as textures read them: each material has a texture of its own
+// (mesh.h; one for all with Mesh::shared_atlas), addressed through the UVs modulo 1 (glTF's
+// REPEAT), so UVs may leave [0, 1] and materials may share UV space; what must not happen is two
+// faces of one material on the same texel. Every material is rasterized at texture_size x
+// texture_size (texel centres, top-left fill rule, so faces that merely share an edge do not count
+// as overlapping), each face moved by whole repeats into [0, 1) and the part that crosses the
+// texture's edge wrapped to the other side.
+struct UvMaterialCheck {
+  size_t faces = 0;               // faces of this material
+  size_t covered_texels = 0;      // texels of its texture covered by at least one face
+  size_t overlapping_texels = 0;  // texels covered by two or more of its faces
   double overlap_fraction = 0.0;  // overlapping / covered
-  size_t out_of_range = 0;        // UV coordinates outside [0, 1] (or non-finite)
-  size_t degenerate_faces = 0;    // faces with zero UV area
 };
-// With stop_out_of_range, UVs outside [0, 1] end the check before the raster (covered and
-// overlapping left 0): enough to refuse them, and tiling UVs cover the atlas many times over
-// (0.2 s of a 2048 raster on a model with tiled legs).
-UvCheckResult check_uvs(const Mesh& mesh, int texture_size, bool stop_out_of_range = false);
+struct UvCheckResult {
+  size_t covered_texels = 0;      // summed over the materials
+  size_t overlapping_texels = 0;  // summed over the materials
+  double overlap_fraction = 0.0;  // overlapping / covered
+  size_t out_of_range = 0;        // UV coordinates outside [0, 1] (they repeat)
+  size_t non_finite = 0;          // UV coordinates that are NaN or infinite
+  size_t degenerate_faces = 0;    // faces with zero UV area
+  // Faces whose UVs span more than one repeat of the texture (a u or v extent above 1): the
+  // texture repeats across the face itself, so no texture can be baked into it. Not rasterized.
+  size_t wide_faces = 0;
+  // One entry per material (a single one for a mesh without materials), in material order.
+  std::vector<UvMaterialCheck> materials;
+  // The material with the largest overlap fraction (-1 when nothing is covered).
+  int worst_material = -1;
+  // The check ended early, at the first material whose overlap fraction exceeds stop_above: the
+  // materials after it are left unmeasured (their counts 0).
+  bool stopped = false;
+};
+// stop_above < 1: stop at the first material that overlaps more than that, enough to refuse the
+// UVs (a tiled layout covers its texture many times over: 0.25 s of 2048 rasters on the spider).
+UvCheckResult check_uvs(const Mesh& mesh, int texture_size, double stop_above = 1.0);
 
 }  // namespace gen3d::mesh

@@ -18,6 +18,7 @@
 #include "render/error.h"
 #include "render/interpolate.h"
 #include "render/maps.h"
+#include "render/texture_tiles.h"
 
 namespace gen3d::render {
 namespace {
@@ -64,6 +65,7 @@ void check_view_inputs(const char* fn, const mesh::Mesh& mesh, const Raster& ras
                       " but the raster is " + std::to_string(raster.width) + "x" +
                       std::to_string(raster.height));
   }
+  check_face_tiles(fn, mesh);
   const size_t max_id = raster.max_face_id();
   if (max_id > mesh.faces.size()) {
     throw RenderError(std::string(fn) + ": raster refers to face " + std::to_string(max_id) +
@@ -199,9 +201,9 @@ void check_texture_size(const char* fn, int T) {
 }
 
 // Steps 1-6 of the reference back-projection up to the weight sums: adds value * w, cos * w and w
-// of every splatted pixel into acc, T x T texels of C + 2 floats (colour sums, cos sum, weight
-// sum; interleaved so one scatter touches one cache line), which the caller provides zeroed.
-// Inputs are checked by the caller.
+// of every splatted pixel into acc, T x T texels per tile (render/texture_tiles.h) of C + 2 floats
+// (colour sums, cos sum, weight sum; interleaved so one scatter touches one cache line), which the
+// caller provides zeroed. Inputs are checked by the caller.
 void splat_view(const mesh::Mesh& mesh, const Raster& raster, const Camera& camera,
                 const image::Image& view, const BakeOptions& options, BackProjectDebug* debug,
                 float* acc) {
@@ -266,12 +268,14 @@ void splat_view(const mesh::Mesh& mesh, const Raster& raster, const Camera& came
     for (int y = b * kRowsPerBlock; y < y1; ++y) {
       for (size_t p = static_cast<size_t>(y) * W, e = p + W; p < e; ++p) {
         if (!mask.data[p]) continue;
+        // UVs outside [0, 1] repeat (the reference clamps the index but not the fraction, Q15).
         const mesh::Vec2 t = uv_at(p);
-        const float rf = t[1] * tm1, cf = t[0] * tm1;
+        const float rf = wrap_uv(t[1]) * tm1, cf = wrap_uv(t[0]) * tm1;
         const int32_t r0 = std::clamp(floor_int(rf), 0, T - 2);
         const int32_t c0 = std::clamp(floor_int(cf), 0, T - 2);
         const float cs = cos_at(p);
-        out.push_back({static_cast<uint32_t>(p), r0, c0, rf - static_cast<float>(r0),
+        const int32_t tile = static_cast<int32_t>(face_tile(mesh, raster.face_id[p] - 1)) * T;
+        out.push_back({static_cast<uint32_t>(p), tile + r0, c0, rf - static_cast<float>(r0),
                        cf - static_cast<float>(c0), cs < thr ? 0.0f : cs});  // Q3: still splat
       }
     }
@@ -299,15 +303,15 @@ BackProjection back_project(const mesh::Mesh& mesh, const Raster& raster, const 
                             BackProjectDebug* debug) {
   check_view_inputs("back_project", mesh, raster, view);
   check_texture_size("back_project", options.texture_size);
-  const int T = options.texture_size, C = view.channels;
-  const size_t n = static_cast<size_t>(T) * T, S = static_cast<size_t>(C) + 2;
+  const int T = options.texture_size, C = view.channels, TH = T * texture_tiles(mesh);
+  const size_t n = static_cast<size_t>(T) * TH, S = static_cast<size_t>(C) + 2;
   Buffer<float> acc;  // from the buffer pool: no fresh pages once warm
   resize_zeroed(acc, n * S);
   splat_view(mesh, raster, camera, view, options, debug, acc.data());
   // Divide by the weight sums where positive (elsewhere the sums stay: 0 unless UVs leave [0,1]).
   BackProjection out;
-  out.texture = image::Image(T, T, C, 0.0f);
-  out.cos = image::Image(T, T, 1, 0.0f);
+  out.texture = image::Image(T, TH, C, 0.0f);
+  out.cos = image::Image(T, TH, 1, 0.0f);
   tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 4096),
                     [&](const tbb::blocked_range<size_t>& r) {
                       for (size_t t = r.begin(); t < r.end(); ++t) {
@@ -320,7 +324,7 @@ BackProjection back_project(const mesh::Mesh& mesh, const Raster& raster, const 
                       }
                     });
   // Q1: only pixels outside the dilated edges splat, so the boundary map is identically zero.
-  if (options.boundary_map) out.boundary = image::Image(T, T, 1, 0.0f);
+  if (options.boundary_map) out.boundary = image::Image(T, TH, 1, 0.0f);
   return out;
 }
 
@@ -329,15 +333,16 @@ SparseBackProjection back_project_sparse(const mesh::Mesh& mesh, const Raster& r
                                          const BakeOptions& options) {
   check_view_inputs("back_project_sparse", mesh, raster, view);
   check_texture_size("back_project_sparse", options.texture_size);
-  const int T = options.texture_size, C = view.channels;
-  const size_t n = static_cast<size_t>(T) * T;
+  const int T = options.texture_size, C = view.channels, TH = T * texture_tiles(mesh);
+  const size_t n = static_cast<size_t>(T) * TH;
   // Dense scratch sums from the buffer pool (no fresh pages once warm), compacted afterwards.
   const size_t S = static_cast<size_t>(C) + 2;
   Buffer<float> acc;
   resize_zeroed(acc, n * S);
   splat_view(mesh, raster, camera, view, options, nullptr, acc.data());
   SparseBackProjection out;
-  out.width = out.height = T;
+  out.width = T;
+  out.height = TH;
   out.channels = C;
   const auto listed = [&](size_t t) {
     return acc[t * S + C + 1] != 0.0f || acc[t * S + C] != 0.0f;

@@ -13,7 +13,8 @@
 namespace gen3d::render {
 
 struct BakeOptions {
-  int texture_size = 2048;        // T: the UV-space outputs are T x T
+  int texture_size = 2048;        // T: the UV-space outputs are T x T per tile (one per
+                                  // material, stacked: render/texture_tiles.h)
   int render_size = 2048;         // the renderer's configured size; sets the erosion kernel (Q2)
   int edge_window = -1;           // erosion/dilation half-size; < 0: the reference's (render_size)
   double angle_threshold = 75.0;  // degrees; pixels seen more obliquely get cos 0 (still splat, Q3)
@@ -27,6 +28,7 @@ inline int bake_edge_window(int render_size, int edge_window) {
   return edge_window >= 0 ? edge_window : bake_kernel_half_size(render_size);
 }
 
+// Maps in UV space: T x T, or T wide and T high per tile for a mesh with materials.
 struct BackProjection {
   image::Image texture;   // T x T x C: splatted colour (0 where nothing landed)
   image::Image cos;       // T x T x 1: splatted view cosine (0 where nothing landed)
@@ -47,7 +49,8 @@ struct BackProjectDebug {
 // by `camera` at H x W; take it from RasterCache) into UV space, exactly as the reference:
 // camera-space unweighted vertex normals, cos = -n_z / |n| thresholded at angle_threshold, coverage
 // eroded and Canny depth edges dilated by the window of bake_kernel_half_size(render_size), then a
-// bilinear "linear grid put" of every remaining pixel at (row, col) = (v, u) * (T - 1).
+// bilinear "linear grid put" of every remaining pixel at (row, col) = (v, u) * (T - 1), in its
+// face's tile, with UVs outside [0, 1] taken modulo 1 (the reference clamps instead, Q15).
 // Throws RenderError on mismatched sizes or a mesh without UVs.
 BackProjection back_project(const mesh::Mesh& mesh, const Raster& raster, const Camera& camera,
                             const image::Image& view, const BakeOptions& options = {},
@@ -55,7 +58,7 @@ BackProjection back_project(const mesh::Mesh& mesh, const Raster& raster, const 
 
 // back_project's result restricted to the texels it paints (weight sum or cos sum != 0): the same
 // values, a fraction of the memory. Omitted texels are 0 in the cos map (so they get no merge
-// weight) and, except with UVs outside [0, 1] (Q15), in the texture.
+// weight) and in the texture.
 struct SparseBackProjection {
   int width = 0, height = 0, channels = 0;  // of the dense T x T maps
   std::vector<uint32_t> texel;              // K: texel indices (row * width + col), ascending

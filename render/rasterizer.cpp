@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "render/error.h"
+#include "render/texture_tiles.h"
 
 // Bit parity with the reference needs every float operation exactly as written: this file is
 // compiled with -ffp-contract=off (no FMA contraction), see render/CMakeLists.txt.
@@ -452,12 +453,99 @@ Raster rasterize_uv(const mesh::Mesh& mesh, int width, int height, const RasterO
     throw RenderError("rasterize_uv: the mesh has no UVs (uv_faces must have one entry per face)");
   }
   check_inputs("rasterize_uv", mesh.uv_faces, mesh.uvs.size(), width, height);
-  const float wm1 = static_cast<float>(width - 1), hm1 = static_cast<float>(height - 1);
-  std::vector<ScreenVertex> verts(mesh.uvs.size());
-  for (size_t i = 0; i < verts.size(); ++i) {
-    verts[i] = {mesh.uvs[i][0] * wm1 + 0.5f, mesh.uvs[i][1] * hm1 + 0.5f, 0.5f, 1.0f};
+  const int tiles = texture_tiles(mesh);
+  check_face_tiles("rasterize_uv", mesh);
+  if (tiles > 1 && height != tiles * width)
+    throw RenderError("rasterize_uv: a mesh with " + std::to_string(tiles) +
+                      " materials has one square tile per material, stacked: expected " +
+                      std::to_string(width) + " x " + std::to_string(tiles * width) + ", got " +
+                      std::to_string(width) + " x " + std::to_string(height));
+  const bool inside = std::all_of(mesh.uvs.begin(), mesh.uvs.end(), [](const mesh::Vec2& t) {
+    return t[0] >= 0.0f && t[0] <= 1.0f && t[1] >= 0.0f && t[1] <= 1.0f;
+  });
+  if (tiles == 1 && inside) {
+    const float wm1 = static_cast<float>(width - 1), hm1 = static_cast<float>(height - 1);
+    std::vector<ScreenVertex> verts(mesh.uvs.size());
+    for (size_t i = 0; i < verts.size(); ++i) {
+      verts[i] = {mesh.uvs[i][0] * wm1 + 0.5f, mesh.uvs[i][1] * hm1 + 0.5f, 0.5f, 1.0f};
+    }
+    return rasterize_screen(verts, mesh.uv_faces, width, height, options);
   }
-  return rasterize_screen(verts, mesh.uv_faces, width, height, options);
+  // UVs repeat (modulo 1) and each material has its own tile: a face is drawn once per whole
+  // repeat of the texture it reaches into, moved back by that many, so every part of it lands
+  // where REPEAT sampling reads it (a face across the texture's edge, in both parts). Each tile is
+  // rasterized on its own (its faces clipped to it) and copied into its rows; copies keep their
+  // face's corner order, so barycentrics stay the face's.
+  const int tile_height = height / tiles;
+  const float wm1 = static_cast<float>(width - 1), hm1 = static_cast<float>(tile_height - 1);
+  constexpr int kMaxRepeats = 4;  // per axis: a face spanning more repeats is drawn in 4 of them
+  std::vector<std::vector<uint32_t>> faces_of(static_cast<size_t>(tiles));
+  for (size_t f = 0; f < mesh.faces.size(); ++f)
+    faces_of[face_tile(mesh, f)].push_back(static_cast<uint32_t>(f));
+  Raster out;
+  allocate(out, width, height);
+  out.triangle_count = mesh.faces.size();
+  for (int k = 0; k < tiles; ++k) {
+    // A face's primary copy (the repeat its UV centroid lies in) goes before every other copy:
+    // where faces overlap modulo 1 at an edge (UVs a little past 0 and 1), a texel belongs to the
+    // face that reaches it without wrapping; otherwise, as everywhere, to the lowest face index.
+    struct Copy {
+      uint32_t face;
+      float du, dv;
+    };
+    std::vector<Copy> primary, secondary;
+    for (uint32_t f : faces_of[static_cast<size_t>(k)]) {
+      const mesh::Tri& t = mesh.uv_faces[f];
+      float lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY}, mid[2] = {0, 0};
+      bool finite = true;
+      for (uint32_t c : t)
+        for (int a = 0; a < 2; ++a) {
+          finite = finite && std::isfinite(mesh.uvs[c][a]);
+          lo[a] = std::min(lo[a], mesh.uvs[c][a]);
+          hi[a] = std::max(hi[a], mesh.uvs[c][a]);
+          mid[a] += mesh.uvs[c][a] / 3.0f;
+        }
+      if (!finite) continue;
+      const float cu = std::floor(mid[0]), cv = std::floor(mid[1]);
+      const float u0 = std::floor(lo[0]), v0 = std::floor(lo[1]);
+      const int nu = std::clamp(static_cast<int>(std::ceil(hi[0] - u0)), 1, kMaxRepeats);
+      const int nv = std::clamp(static_cast<int>(std::ceil(hi[1] - v0)), 1, kMaxRepeats);
+      for (int j = 0; j < nv; ++j)
+        for (int i = 0; i < nu; ++i) {
+          const Copy c{f, u0 + static_cast<float>(i), v0 + static_cast<float>(j)};
+          (c.du == cu && c.dv == cv ? primary : secondary).push_back(c);
+        }
+    }
+    primary.insert(primary.end(), secondary.begin(), secondary.end());
+    std::vector<ScreenVertex> verts;
+    std::vector<mesh::Tri> tris;
+    std::vector<uint32_t> origin;  // the face each drawn triangle copies
+    verts.reserve(primary.size() * 3);
+    for (const Copy& c : primary) {
+      const uint32_t base = static_cast<uint32_t>(verts.size());
+      for (uint32_t corner : mesh.uv_faces[c.face]) {
+        const float u = mesh.uvs[corner][0] - c.du, v = mesh.uvs[corner][1] - c.dv;
+        verts.push_back({u * wm1 + 0.5f, v * hm1 + 0.5f, 0.5f, 1.0f});
+      }
+      tris.push_back({base, base + 1, base + 2});
+      origin.push_back(c.face);
+    }
+    if (tris.empty()) continue;
+    const Raster r = rasterize_screen(verts, tris, width, tile_height, options);
+    const size_t offset = static_cast<size_t>(k) * width * tile_height;
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, r.pixel_count(), 1 << 14),
+                      [&](const tbb::blocked_range<size_t>& range) {
+                        for (size_t p = range.begin(); p < range.end(); ++p) {
+                          const int32_t id = r.face_id[p];
+                          if (id == 0) continue;
+                          const size_t q = offset + p;
+                          out.face_id[q] = static_cast<int32_t>(origin[size_t(id - 1)] + 1);
+                          std::copy_n(&r.bary[p * 3], 3, &out.bary[q * 3]);
+                          out.depth[q] = r.depth[p];
+                        }
+                      });
+  }
+  return out;
 }
 
 }  // namespace gen3d::render

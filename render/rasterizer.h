@@ -63,7 +63,11 @@ Raster rasterize_reference(std::span<const mesh::Vec4> clip, std::span<const mes
 // the renderer's flipped v (see above), i.e. texel centres on integer UV-grid positions and row 0
 // at original v = 1 (top): the convention of the reference's linear_grid_put. Gives per-texel face
 // id + barycentrics for texel-space maps and gather baking. Where UV islands overlap, the lowest
-// face index wins. Throws RenderError if the mesh has no UVs.
+// face index wins. UVs repeat (render/texture_tiles.h): a face outside [0, 1] lands where it
+// reads modulo 1, one that crosses the texture's edge lands in both parts; a mesh with materials
+// has one width x width tile per material, stacked (height = materials x width), and each face
+// lands in its material's. Throws RenderError if the mesh has no UVs or the size does not fit the
+// tiles.
 Raster rasterize_uv(const mesh::Mesh& mesh, int width, int height,
                     const RasterOptions& options = {});
 

@@ -445,11 +445,12 @@ std::vector<SymmetryPlane> symmetry_candidates(const mesh::Mesh& mesh, const Fac
 }  // namespace
 
 image::Image source_colors(const std::vector<uint8_t>& sources, int size) {
-  if (size <= 0 || sources.size() != static_cast<size_t>(size) * size) return image::Image();
+  if (size <= 0 || sources.empty() || sources.size() % (static_cast<size_t>(size) * size) != 0)
+    return image::Image();
   static const float kColors[7][3] = {
       {0.0f, 0.0f, 0.0f},   {0.2f, 0.75f, 0.3f}, {0.25f, 0.45f, 0.95f}, {0.95f, 0.6f, 0.15f},
       {0.9f, 0.15f, 0.15f}, {0.5f, 0.5f, 0.5f},  {0.1f, 0.8f, 0.85f}};
-  image::Image out(size, size, 3);
+  image::Image out(size, static_cast<int>(sources.size() / static_cast<size_t>(size)), 3);
   tbb::parallel_for(size_t{0}, sources.size(), [&](size_t i) {
     std::copy_n(kColors[std::min<uint8_t>(sources[i], 6)], 3, out.pixels.begin() + i * 3);
   });

@@ -26,9 +26,10 @@ enum class TexelSource : uint8_t {
   shared = 6,      // the colour seen at a point that the mesh's own UVs map onto the same texel
 };
 
-// The per-texel sources (T x T TexelSource) as a T x T RGB picture: views green, mirrored blue,
-// shared through the mesh's own UVs cyan, surface fill orange, image inpainting red, gutter grey,
-// background black. An empty image when `sources` is not size x size.
+// The per-texel sources (T x T TexelSource, or T x T per tile, stacked: texture_tiles.h) as an RGB
+// picture of the same size: views green, mirrored blue, shared through the mesh's own UVs cyan,
+// surface fill orange, image inpainting red, gutter grey, background black. An empty image when
+// `sources` is not a whole number of size x size tiles.
 image::Image source_colors(const std::vector<uint8_t>& sources, int size);
 
 struct SymmetryPlane {

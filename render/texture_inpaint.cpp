@@ -14,6 +14,7 @@
 #include "mesh/vertex_inpaint.h"
 #include "render/error.h"
 #include "render/surface_fill.h"
+#include "render/texture_tiles.h"
 
 namespace gen3d::render {
 namespace {
@@ -173,10 +174,12 @@ void push_pull_fill(image::Image& tex, const std::vector<uint8_t>& known) {
 // Colours per *position* vertex (welded, so propagation crosses UV seams and reaches charts no view
 // saw): a vertex is seeded by the painted texels around its UV vertices' texels (3 x 3), then
 // colours spread breadth-first over mesh edges, each new vertex taking the inverse-square-distance
-// average of its already coloured neighbours. Returns RGB per UV vertex and whether it has one.
+// average of its already coloured neighbours. Returns RGB per position vertex and whether it has
+// one (per position, not per UV vertex: a mesh's own UVs may give one UV vertex to several
+// positions, faces of different parts or materials that read the same texture coordinate).
 void propagate_vertex_colors(const mesh::Mesh& mesh, const image::Image& tex,
-                             const std::vector<uint8_t>& painted, std::vector<float>& uv_color,
-                             std::vector<uint8_t>& uv_known, size_t& unreached) {
+                             const std::vector<uint8_t>& painted, std::vector<float>& vertex_color,
+                             std::vector<uint8_t>& vertex_known, size_t& unreached) {
   // Weld equal positions: seam-split copies of a vertex are one vertex here.
   std::vector<uint32_t> weld(mesh.positions.size());
   {
@@ -185,18 +188,20 @@ void propagate_vertex_colors(const mesh::Mesh& mesh, const image::Image& tex,
       weld[i] = first.emplace(mesh.positions[i], static_cast<uint32_t>(i)).first->second;
   }
   const size_t nv = mesh.positions.size();
-  const int size = tex.width;
+  const int size = tex.width;  // of a tile (render/texture_tiles.h)
   std::vector<double> color(nv * 3, 0.0), weight(nv, 0.0);
   for (size_t f = 0; f < mesh.faces.size(); ++f)
     for (int k = 0; k < 3; ++k) {
+      // The texel the corner's UV reads, in its face's tile, UVs repeating.
       const mesh::Vec2& uv = mesh.uvs[mesh.uv_faces[f][k]];
-      const int col = static_cast<int>(std::lround(uv[0] * (size - 1)));
-      const int row = static_cast<int>(std::lround(uv[1] * (size - 1)));
+      const int col = static_cast<int>(std::lround(wrap_uv(uv[0]) * (size - 1)));
+      const int row = static_cast<int>(std::lround(wrap_uv(uv[1]) * (size - 1)));
+      const int top = static_cast<int>(face_tile(mesh, f)) * size;
       const uint32_t p = weld[mesh.faces[f][k]];
       for (int y = std::max(0, row - 1); y <= std::min(size - 1, row + 1); ++y)
         for (int x = std::max(0, col - 1); x <= std::min(size - 1, col + 1); ++x) {
-          if (!painted[static_cast<size_t>(y) * size + x]) continue;
-          const float* c = tex.at(x, y);
+          if (!painted[static_cast<size_t>(top + y) * size + x]) continue;
+          const float* c = tex.at(x, top + y);
           for (int ch = 0; ch < 3; ++ch) color[p * 3 + ch] += c[ch];
           weight[p] += 1.0;
         }
@@ -282,20 +287,22 @@ void propagate_vertex_colors(const mesh::Mesh& mesh, const image::Image& tex,
         known[p] = 1;
       }
   }
-  uv_color.assign(mesh.uvs.size() * 3, 0.0f);
-  uv_known.assign(mesh.uvs.size(), 0);
-  for (size_t f = 0; f < mesh.faces.size(); ++f)
-    for (int k = 0; k < 3; ++k) {
-      const uint32_t p = weld[mesh.faces[f][k]], t = mesh.uv_faces[f][k];
-      if (!known[p]) continue;
-      uv_known[t] = 1;
-      for (int ch = 0; ch < 3; ++ch) uv_color[t * 3 + ch] = static_cast<float>(color[p * 3 + ch]);
-    }
+  vertex_color.assign(nv * 3, 0.0f);
+  vertex_known.assign(nv, 0);
+  for (size_t v = 0; v < nv; ++v) {
+    const uint32_t p = weld[v];
+    if (!known[p]) continue;
+    vertex_known[v] = 1;
+    for (int ch = 0; ch < 3; ++ch) vertex_color[v * 3 + ch] = static_cast<float>(color[p * 3 + ch]);
+  }
 }
 
+// A square texture, or the stacked square tiles of a mesh with materials (texture_tiles.h).
 void check_texture(const image::Image& texture, const std::vector<uint8_t>& trust) {
-  if (texture.channels != 3 || texture.width != texture.height)
-    throw RenderError("inpaint_texture: expected a square RGB texture");
+  if (texture.channels != 3 || texture.width <= 0 || texture.height % texture.width != 0)
+    throw RenderError(
+        "inpaint_texture: expected an RGB texture of square tiles (height a multiple of the "
+        "width)");
   if (trust.size() != static_cast<size_t>(texture.width) * texture.height)
     throw RenderError("inpaint_texture: trust mask size mismatch");
 }
@@ -304,6 +311,17 @@ void check_uv(const image::Image& texture, const Raster* uv_raster) {
   if (!uv_raster || uv_raster->pixel_count() != static_cast<size_t>(texture.width) * texture.height)
     throw RenderError(
         "inpaint_texture: the \"charts\" method needs the UV raster at the texture size");
+}
+
+// The texture holds one tile per material of the mesh (texture_tiles.h).
+void check_tiles(const mesh::Mesh& mesh, const image::Image& texture) {
+  check_face_tiles("inpaint_texture", mesh);
+  const int tiles = texture_tiles(mesh);
+  if (texture.height != tiles * texture.width)
+    throw RenderError("inpaint_texture: a mesh with " + std::to_string(tiles) +
+                      " texture tiles needs a " + std::to_string(texture.width) + " x " +
+                      std::to_string(tiles * texture.width) + " texture, got " +
+                      std::to_string(texture.width) + " x " + std::to_string(texture.height));
 }
 
 // The initial per-texel sources of the "charts" method: views, chart texels still to fill, and
@@ -356,6 +374,7 @@ SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image
                                       const InpaintOptions& options, const mesh::Mesh* authored) {
   check_texture(texture, trust);
   check_uv(texture, &uv);
+  check_tiles(mesh, texture);
   if (options.fill != "propagate" && options.fill != "harmonic" && options.fill != "none")
     throw RenderError("inpaint_texture: unknown fill \"" + options.fill + "\"");
   SurfaceFillResult out;
@@ -388,7 +407,7 @@ SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image
     propagate_vertex_colors(mesh, tex, known, vertex_color, vertex_known, out.vertices_unreached);
     for (size_t i = 0; i < texels; ++i) {
       if (known[i] || !uv.face_id[i]) continue;
-      const mesh::Tri& corners = mesh.uv_faces[static_cast<size_t>(uv.face_id[i] - 1)];
+      const mesh::Tri& corners = mesh.faces[static_cast<size_t>(uv.face_id[i] - 1)];
       if (!vertex_known[corners[0]] || !vertex_known[corners[1]] || !vertex_known[corners[2]])
         continue;
       float* q = tex.pixels.data() + i * 3;
@@ -401,20 +420,20 @@ SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image
     }
   }
   // The filled texels in index order: counted per row, then written from each row's offset.
-  const int w = texture.width;
-  std::vector<size_t> offset(static_cast<size_t>(w) + 1, 0);
-  tbb::parallel_for(0, w, [&](int y) {
+  const int w = texture.width, h = texture.height;
+  std::vector<size_t> offset(static_cast<size_t>(h) + 1, 0);
+  tbb::parallel_for(0, h, [&](int y) {
     size_t n = 0;
     for (size_t i = static_cast<size_t>(y) * w; i < static_cast<size_t>(y + 1) * w; ++i)
       n += known[i] && !trust[i];
     offset[static_cast<size_t>(y) + 1] = n;
   });
-  for (size_t y = 0; y < static_cast<size_t>(w); ++y) offset[y + 1] += offset[y];
+  for (size_t y = 0; y < static_cast<size_t>(h); ++y) offset[y + 1] += offset[y];
   const size_t n = offset.back();
   out.texels.resize(n);
   out.colors.resize(n * 3);
   out.sources.resize(n);
-  tbb::parallel_for(0, w, [&](int y) {
+  tbb::parallel_for(0, h, [&](int y) {
     size_t k = offset[static_cast<size_t>(y)];
     for (size_t i = static_cast<size_t>(y) * w; i < static_cast<size_t>(y + 1) * w; ++i) {
       if (!known[i] || trust[i]) continue;
@@ -435,6 +454,11 @@ image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture
     throw RenderError("inpaint_texture: unknown fill \"" + options.fill + "\"");
   if (!reference && options.method != "charts")
     throw RenderError("inpaint_texture: unknown method \"" + options.method + "\"");
+  check_tiles(mesh, texture);
+  if (reference && texture.height != texture.width)
+    throw RenderError(
+        "inpaint_texture: the reference method fills one texture; a mesh with several "
+        "materials (a texture each) needs the \"charts\" method");
   if (!reference) {
     check_uv(texture, uv_raster);
     const SurfaceFillResult filled = fill_unseen_surface(mesh, texture, trust, *uv_raster, options);
@@ -460,20 +484,13 @@ image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture
   return from_u8(filled);
 }
 
-image::Image inpaint_texture(image::Image texture, const std::vector<uint8_t>& trust,
-                             const SurfaceFillResult& filled, const InpaintOptions& options,
-                             InpaintReport* report) {
-  check_texture(texture, trust);
-  if (options.method != "charts")
-    throw RenderError(
-        "inpaint_texture: a surface fill done beforehand needs the \"charts\" method");
+namespace {
+
+// The rest of the "charts" method on one square texture (a tile).
+image::Image inpaint_square(image::Image texture, const std::vector<uint8_t>& trust,
+                            const SurfaceFillResult& filled, const InpaintOptions& options,
+                            InpaintReport* report) {
   const size_t texels = trust.size();
-  if (filled.size != texture.width || filled.colors.size() != filled.texels.size() * 3 ||
-      filled.sources.size() != filled.texels.size())
-    throw RenderError("inpaint_texture: the surface fill was made for a " +
-                      std::to_string(filled.size) + " x " + std::to_string(filled.size) +
-                      " texture, this one is " + std::to_string(texture.width) + " x " +
-                      std::to_string(texture.height));
   const int flags = options.algorithm == "telea" ? cv::INPAINT_TELEA : cv::INPAINT_NS;
 
   InpaintReport r;
@@ -539,6 +556,80 @@ image::Image inpaint_texture(image::Image texture, const std::vector<uint8_t>& t
   r.sources = std::move(source);
   if (report) *report = r;
   return tex;
+}
+
+// The part of a surface fill that lies in texels [begin, end), renumbered from begin.
+SurfaceFillResult fill_slice(const SurfaceFillResult& filled, size_t begin, size_t end) {
+  SurfaceFillResult out;
+  out.size = filled.size;
+  for (size_t k = 0; k < filled.texels.size(); ++k) {
+    const size_t i = filled.texels[k];
+    if (i < begin || i >= end) continue;
+    out.texels.push_back(static_cast<uint32_t>(i - begin));
+    out.colors.insert(out.colors.end(), filled.colors.begin() + k * 3,
+                      filled.colors.begin() + k * 3 + 3);
+    out.sources.push_back(filled.sources[k]);
+  }
+  for (size_t k = 0; k + 1 < filled.chart_runs.size(); k += 2) {
+    const size_t b = std::max<size_t>(filled.chart_runs[k], begin);
+    const size_t e = std::min<size_t>(filled.chart_runs[k + 1], end);
+    if (b >= e) continue;
+    out.chart_runs.push_back(static_cast<uint32_t>(b - begin));
+    out.chart_runs.push_back(static_cast<uint32_t>(e - begin));
+  }
+  return out;
+}
+
+}  // namespace
+
+image::Image inpaint_texture(image::Image texture, const std::vector<uint8_t>& trust,
+                             const SurfaceFillResult& filled, const InpaintOptions& options,
+                             InpaintReport* report) {
+  check_texture(texture, trust);
+  if (options.method != "charts")
+    throw RenderError(
+        "inpaint_texture: a surface fill done beforehand needs the \"charts\" method");
+  if (filled.size != texture.width || filled.colors.size() != filled.texels.size() * 3 ||
+      filled.sources.size() != filled.texels.size() || filled.chart_runs.size() % 2)
+    throw RenderError("inpaint_texture: the surface fill was made for " +
+                      std::to_string(filled.size) + " x " + std::to_string(filled.size) +
+                      " texture tiles, this texture is " + std::to_string(texture.width) + " x " +
+                      std::to_string(texture.height));
+  const int w = texture.width, tiles = texture.height / w;
+  if (tiles == 1) return inpaint_square(std::move(texture), trust, filled, options, report);
+  // One texture per material: each tile is filled on its own, so no colour crosses from one
+  // material's texture into another's.
+  const size_t n = static_cast<size_t>(w) * w;
+  InpaintReport r;
+  r.sources.reserve(trust.size());
+  for (int k = 0; k < tiles; ++k) {
+    const size_t begin = n * static_cast<size_t>(k);
+    image::Image tile(w, w, 3);
+    std::copy_n(texture.pixels.begin() + static_cast<std::ptrdiff_t>(begin * 3), n * 3,
+                tile.pixels.begin());
+    const std::vector<uint8_t> tile_trust(trust.begin() + static_cast<std::ptrdiff_t>(begin),
+                                          trust.begin() + static_cast<std::ptrdiff_t>(begin + n));
+    InpaintReport part;
+    tile = inpaint_square(std::move(tile), tile_trust, fill_slice(filled, begin, begin + n),
+                          options, &part);
+    std::copy(tile.pixels.begin(), tile.pixels.end(),
+              texture.pixels.begin() + static_cast<std::ptrdiff_t>(begin * 3));
+    r.chart_texels += part.chart_texels;
+    r.view_texels += part.view_texels;
+    r.vertex_texels += part.vertex_texels;
+    r.image_texels += part.image_texels;
+    r.gutter_texels += part.gutter_texels;
+    r.sources.insert(r.sources.end(), part.sources.begin(), part.sources.end());
+  }
+  r.vertices_unreached = filled.vertices_unreached;
+  r.mirrored_texels = filled.mirrored_texels;
+  r.mirrored_vertices = filled.mirrored_vertices;
+  r.shared_texels = filled.shared_texels;
+  r.symmetry_found = filled.symmetry_found;
+  r.symmetry_error = filled.symmetry_error;
+  r.fill_iterations = filled.fill_iterations;
+  if (report) *report = std::move(r);
+  return texture;
 }
 
 }  // namespace gen3d::render

@@ -54,7 +54,7 @@ struct InpaintReport {
 // The unseen chart texels the surface fill coloured ("charts" method), as a list: everything the
 // rest of the inpainting needs from it, and small next to the atlas.
 struct SurfaceFillResult {
-  int size = 0;                  // the texture's width and height
+  int size = 0;                  // the texture's width (its height: one width per tile)
   std::vector<uint32_t> texels;  // row-major indices of the texels it filled, ascending
   std::vector<float> colors;     // RGB per filled texel
   std::vector<uint8_t> sources;  // TexelSource per filled texel
@@ -81,9 +81,11 @@ SurfaceFillResult fill_unseen_surface(const mesh::Mesh& mesh, const image::Image
                                       const mesh::Mesh* authored = nullptr);
 
 // mesh: as the render library holds it (normalized, v flipped).
-// texture: T x T x 3 merged bake in [0, 1]; trust: T x T, non-zero where views painted;
-// uv_raster: the mesh's UV-space raster at T x T (rasterize_uv; required by "charts", ignored by
-// "reference"). Returns the filled texture (RGB float); fills `report` when given.
+// texture: T x T x 3 merged bake in [0, 1], or for a mesh with materials one T x T tile per
+// material, stacked (render/texture_tiles.h; each tile is filled on its own, "charts" only);
+// trust: a byte per texel, non-zero where views painted; uv_raster: the mesh's UV-space raster at
+// the texture's size (rasterize_uv; required by "charts", ignored by "reference"). Returns the
+// filled texture (RGB float); fills `report` when given.
 image::Image inpaint_texture(const mesh::Mesh& mesh, const image::Image& texture,
                              const std::vector<uint8_t>& trust, const Raster* uv_raster,
                              const InpaintOptions& options = {}, InpaintReport* report = nullptr);

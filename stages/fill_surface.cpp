@@ -48,12 +48,13 @@ class FillSurface final : public pipeline::Stage {
   void run(StageContext& ctx) const override {
     auto m = ctx.in<mesh::Mesh>("mesh");
     auto merged = ctx.in<render::MergeResult>("merged");
-    const int size = merged->texture.width;
+    // One tile per material, stacked (render/texture_tiles.h): the merge's size says it all.
+    const int width = merged->texture.width, height = merged->texture.height;
     render::InpaintOptions options;
     options.fill = ctx.param<std::string>("method");
     options.symmetry = ctx.param<bool>("symmetry");
     options.max_iterations = ctx.param<int>("max_iterations");
-    const auto uv = raster_cache(ctx).get_uv(*m, size, size);
+    const auto uv = raster_cache(ctx).get_uv(*m, width, height);
     std::shared_ptr<const mesh::Mesh> authored;
     if (ctx.has_input("authored") && options.fill != "none" && ctx.param<bool>("shared_uvs")) {
       authored = ctx.in<mesh::Mesh>("authored");

@@ -8,6 +8,7 @@
 
 #include "image/composite.h"
 #include "render/texture_inpaint.h"
+#include "render/texture_tiles.h"
 #include "stages/register.h"
 #include "stages/shared.h"
 #include "stages/types.h"
@@ -51,15 +52,18 @@ class InpaintTexture final : public pipeline::Stage {
     return StageContract("inpaint_texture",
                          "Fill unpainted texels: vertex propagation, then image inpainting inside "
                          "the charts, gutter dilation and a background fill.")
-        .semantics_version(4)  // 3: the fill input, a faster fill; 4: sources only in the report
+        .semantics_version(5)  // 3: the fill input, a faster fill; 4: sources only in the report;
+                               // 5: a texture per material
         .input<mesh::Mesh>("mesh", "normalized, with UVs")
         .input<render::MergeResult>("merged")
         .optional_input<render::SurfaceFillResult>(
             "filled",
             "the surface fill done beforehand by a fill_surface node (then `fill` is none and "
             "the fill's parameters are set on that node)")
-        .output<mesh::Mesh>("mesh", "the mesh with its new base-colour texture")
-        .output<image::Image>("texture")
+        .output<mesh::Mesh>("mesh",
+                            "the mesh with its new base-colour texture (one per material, when "
+                            "it has materials)")
+        .output<image::Image>("texture", "the texture; with materials, theirs stacked")
         .output<render::InpaintReport>("report")
         .choice("method", "charts", {"charts", "reference"},
                 "charts: only inside the charts (fast); reference: whole image, as the reference")
@@ -79,7 +83,6 @@ class InpaintTexture final : public pipeline::Stage {
   void run(StageContext& ctx) const override {
     auto m = ctx.in<mesh::Mesh>("mesh");
     auto merged = ctx.in<render::MergeResult>("merged");
-    const int size = merged->texture.width;
     render::InpaintOptions options;
     options.method = ctx.param<std::string>("method");
     options.algorithm = ctx.param<std::string>("algorithm");
@@ -92,7 +95,8 @@ class InpaintTexture final : public pipeline::Stage {
     const bool upstream = ctx.has_input("filled");
     if (upstream) check_fill_upstream(options);
     std::shared_ptr<const render::Raster> uv;
-    if (options.method == "charts" && !upstream) uv = raster_cache(ctx).get_uv(*m, size, size);
+    if (options.method == "charts" && !upstream)
+      uv = raster_cache(ctx).get_uv(*m, merged->texture.width, merged->texture.height);
     auto report = std::make_shared<render::InpaintReport>();
     image::Image composed = merged->texture.channels == 3
                                 ? image::Image()
@@ -106,11 +110,28 @@ class InpaintTexture final : public pipeline::Stage {
                  : render::inpaint_texture(*m, rgb, merged->trust_mask, uv.get(), options,
                                            report.get()));
     auto textured = std::make_shared<mesh::Mesh>(*m);
-    textured->texture = texture;  // the new texture covers every face: one material now
-    textured->materials.clear();
-    textured->face_materials.clear();
     textured->colors.clear();
     textured->pbr = {};  // the material is the new one: what the input's said no longer applies
+    if (m->has_materials() && !m->shared_atlas) {
+      // A texture per material (render/texture_tiles.h): the tiles of the stacked texture.
+      std::vector<image::Image> tiles = render::split_tiles(*texture);
+      if (tiles.size() != textured->materials.size())
+        throw std::runtime_error("the texture has " + std::to_string(tiles.size()) + " tiles for " +
+                                 std::to_string(textured->materials.size()) + " materials");
+      for (size_t k = 0; k < tiles.size(); ++k) {
+        mesh::Material& mat = textured->materials[k];
+        mat.texture = std::make_shared<const image::Image>(std::move(tiles[k]));
+        mat.base_color = {1, 1, 1, 1};
+        mat.pbr = {};
+      }
+      spdlog::info("{}: {} materials, a {} x {} texture each", ctx.node_id(), tiles.size(),
+                   texture->width, texture->width);
+    } else {
+      textured->texture = texture;  // the new texture covers every face: one material now
+      textured->materials.clear();
+      textured->face_materials.clear();
+      textured->shared_atlas = false;
+    }
     ctx.out("mesh", std::move(textured));
     ctx.out("texture", std::move(texture));
     if (options.fill == "harmonic") {

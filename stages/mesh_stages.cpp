@@ -14,6 +14,7 @@
 #include "mesh/seams.h"
 #include "mesh/simplify.h"
 #include "mesh/uv_unwrap.h"
+#include "render/texture_tiles.h"
 #include "stages/register.h"
 #include "stages/shared.h"
 #include "stages/types.h"
@@ -218,23 +219,57 @@ class SimplifyMesh final : public pipeline::Stage {
   }
 };
 
+// Why the mesh's own UVs cannot hold a new texture, or empty when they can: every material's
+// faces lie apart from each other in its texture (modulo 1: UVs repeat) and cover texels.
+std::string uv_refusal(const mesh::Mesh& m, const mesh::UvCheckResult& check, double max_overlap) {
+  const auto material = [&](size_t k) {
+    const std::string name = k < m.materials.size() ? m.materials[k].name : std::string();
+    return name.empty() ? fmt::format("material {}", k) : fmt::format("material '{}'", name);
+  };
+  const bool several = m.has_materials() && check.materials.size() > 1;
+  if (check.non_finite > 0)
+    return fmt::format("{} UV coordinates are not finite", check.non_finite);
+  if (check.wide_faces > 0)
+    return fmt::format("{} faces span more than one repeat of their texture", check.wide_faces);
+  if (check.worst_material >= 0) {
+    const mesh::UvMaterialCheck& c = check.materials[static_cast<size_t>(check.worst_material)];
+    if (c.overlap_fraction > max_overlap)
+      return fmt::format("faces {}share texels: {:.2f}% of {} covered texels overlap{}",
+                         several ? "of " + material(static_cast<size_t>(check.worst_material)) + " "
+                                 : std::string(),
+                         100.0 * c.overlap_fraction, several ? "its" : "the",
+                         check.out_of_range > 0 ? " (UVs taken modulo 1)" : "");
+  }
+  for (size_t k = 0; k < check.materials.size(); ++k) {
+    const mesh::UvMaterialCheck& c = check.materials[k];
+    if (c.faces > 0 && c.covered_texels == 0)
+      return several ? fmt::format("the faces of {} cover no texel", material(k))
+                     : std::string("they cover no texel");
+  }
+  return {};
+}
+
 class UvUnwrap final : public pipeline::Stage {
  public:
   StageContract contract() const override {
     return StageContract(
                "uv_unwrap",
                "Give the mesh a UV atlas: charts, parameterization, packing with a gutter.")
+        .semantics_version(2)  // 2: kept UVs repeat and have a texture per material
         .input<mesh::Mesh>("mesh")
         .output<mesh::Mesh>("mesh", "the mesh with uvs/uv_faces")
-        .param<int>("texture_size", 2048, Range{64, 16384}, "atlas resolution in texels")
+        .param<int>("texture_size", 2048, Range{64, 16384},
+                    "atlas resolution in texels; with kept UVs, that of each material's texture")
         .param<int>("gutter", 4, Range{0, 64}, "empty texels between charts")
         .param<double>("max_seconds", 10.0, Range{0.01, 3600.0},
                        "time budget; past it a faster strategy finishes the job")
         .param<bool>("keep_existing", true,
-                     "keep the mesh's own UVs when they can hold a new texture (inside [0, 1], "
-                     "covering texels, overlapping at most max_overlap); else unwrap anew")
+                     "keep the mesh's own UVs when they can hold a new texture (each material "
+                     "gets one; UVs repeat past [0, 1]; a material's faces cover texels and "
+                     "overlap at most max_overlap, modulo 1); else unwrap anew")
         .param<double>("max_overlap", 0.05, Range{0.0, 1.0},
-                       "kept UVs: the largest share of covered texels that two faces may share");
+                       "kept UVs: the largest share of a material's covered texels that two of "
+                       "its faces may share");
   }
   void check(const pipeline::ParamMap& params, std::vector<std::string>& problems) const override {
     const auto size = std::get<int64_t>(params.at("texture_size"));
@@ -245,29 +280,41 @@ class UvUnwrap final : public pipeline::Stage {
     auto in = ctx.in<mesh::Mesh>("mesh");
     const int size = ctx.param<int>("texture_size");
     if (in->has_uvs() && ctx.param<bool>("keep_existing")) {
-      const mesh::UvCheckResult check = mesh::check_uvs(*in, size, /*stop_out_of_range=*/true);
-      // A texture baked into UVs that overlap (mirrored halves, stacked material atlases), leave
-      // [0, 1] (tiling) or cover nothing would come out wrong or blank: those are replaced.
-      if (check.out_of_range > 0) {
-        spdlog::warn(
-            "{}: the mesh's own UVs cannot hold a new texture ({} UVs lie outside [0, 1]); "
-            "unwrapping anew",
-            ctx.node_id(), check.out_of_range);
-      } else {
-        ctx.gauge("uv.overlap_fraction", check.overlap_fraction);
-        if (check.covered_texels > 0 &&
-            check.overlap_fraction <= ctx.param<double>("max_overlap")) {
-          ctx.gauge("uv.kept", 1);
-          ctx.out("mesh", in);
-          return;
-        }
-        spdlog::warn("{}: the mesh's own UVs cannot hold a new texture ({}); unwrapping anew",
-                     ctx.node_id(),
-                     check.covered_texels == 0
-                         ? std::string("they cover no texel")
-                         : fmt::format("faces share texels: {:.2f}% of covered texels overlap",
-                                       100.0 * check.overlap_fraction));
+      const double max_overlap = ctx.param<double>("max_overlap");
+      const mesh::UvCheckResult check = mesh::check_uvs(*in, size, max_overlap);
+      // A texture baked into UVs where two faces of one material share texels (mirrored halves,
+      // a texture tiled over a face) or that cover nothing would come out wrong or blank: those
+      // are replaced. UVs past [0, 1] repeat, as viewers read them, and each material has a
+      // texture of its own: neither is a reason.
+      if (check.worst_material >= 0)
+        ctx.gauge("uv.overlap_fraction",
+                  check.materials[static_cast<size_t>(check.worst_material)].overlap_fraction);
+      const std::string refusal = uv_refusal(*in, check, max_overlap);
+      if (refusal.empty()) {
+        const int tiles = render::texture_tiles(*in);
+        const int tile = render::tile_size(size, tiles);
+        ctx.gauge("uv.kept", 1);
+        ctx.gauge("uv.textures", tiles);
+        const std::string repeat =
+            check.out_of_range > 0
+                ? fmt::format("; {} UV coordinates outside [0, 1] repeat", check.out_of_range)
+                : std::string();
+        if (tiles > 1)
+          spdlog::info("{}: keeping the mesh's own UVs: {} materials, a {} x {} texture each{}{}",
+                       ctx.node_id(), tiles, tile, tile,
+                       tile < size
+                           ? fmt::format(" (more than {} materials share the texels of {} {} x {} "
+                                         "textures)",
+                                         render::kFullSizeTiles, render::kFullSizeTiles, size, size)
+                           : std::string(),
+                       repeat);
+        else
+          spdlog::info("{}: keeping the mesh's own UVs{}", ctx.node_id(), repeat);
+        ctx.out("mesh", in);
+        return;
       }
+      spdlog::warn("{}: the mesh's own UVs cannot hold a new texture ({}); unwrapping anew",
+                   ctx.node_id(), refusal);
     }
     ctx.gauge("uv.kept", 0);
     mesh::UnwrapOptions options;

@@ -5,6 +5,7 @@
 
 #include "mesh/pbr.h"
 #include "render/shading.h"
+#include "render/texture_tiles.h"
 #include "stages/register.h"
 #include "stages/shared.h"
 #include "stages/types.h"
@@ -25,20 +26,37 @@ class AttachMetallicRoughness final : public pipeline::Stage {
                          "glTF keeps it (roughness in G, metallic in B).")
         .input<mesh::Mesh>("mesh", "the textured mesh (inpaint_texture's), on the same atlas")
         .input<image::Image>("texture",
-                             "the baked metallic-roughness texture: R metallic, G roughness")
+                             "the baked metallic-roughness texture: R metallic, G roughness "
+                             "(with materials, theirs stacked)")
         .output<mesh::Mesh>("mesh", "the mesh with its metallic-roughness texture");
   }
   void run(StageContext& ctx) const override {
     auto m = ctx.in<mesh::Mesh>("mesh");
     auto mr = ctx.in<image::Image>("texture");
     if (!m->has_uvs()) throw std::runtime_error("the mesh has no UVs for the texture");
-    if (m->has_materials())
-      throw std::runtime_error(
-          "the mesh has several materials; a baked texture covers a single-material mesh (take "
-          "the mesh from inpaint_texture)");
     auto out = std::make_shared<mesh::Mesh>(*m);
-    out->pbr = mesh::MetallicRoughness{};
-    out->pbr.texture = std::make_shared<const image::Image>(mesh::gltf_metallic_roughness(*mr));
+    const image::Image gltf = mesh::gltf_metallic_roughness(*mr);
+    if (!m->has_materials() || m->shared_atlas) {
+      if (m->has_materials())
+        throw std::runtime_error(
+            "the mesh's materials share one atlas; a baked texture covers them once it is a "
+            "single-material mesh (take the mesh from inpaint_texture)");
+      out->pbr = mesh::MetallicRoughness{};
+      out->pbr.texture = std::make_shared<const image::Image>(gltf);
+      ctx.out("mesh", std::move(out));
+      return;
+    }
+    // A texture per material, baked as their stacked tiles (render/texture_tiles.h).
+    std::vector<image::Image> tiles = render::split_tiles(gltf);
+    if (tiles.size() != out->materials.size())
+      throw std::runtime_error("the metallic-roughness texture has " +
+                               std::to_string(tiles.size()) + " tiles for " +
+                               std::to_string(out->materials.size()) +
+                               " materials (bake it on the mesh that inpaint_texture took)");
+    for (size_t k = 0; k < tiles.size(); ++k) {
+      out->materials[k].pbr = mesh::MetallicRoughness{};
+      out->materials[k].pbr.texture = std::make_shared<const image::Image>(std::move(tiles[k]));
+    }
     ctx.out("mesh", std::move(out));
   }
 };

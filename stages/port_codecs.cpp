@@ -204,6 +204,7 @@ void save_mesh(const mesh::Mesh& m, ByteWriter& w) {
   save_optional_image(m.texture, w);
   save_pbr(m.pbr, w);
   save_materials(m, w);
+  w.boolean(m.shared_atlas);
 }
 
 mesh::Mesh load_mesh(ByteReader& r) {
@@ -217,6 +218,7 @@ mesh::Mesh load_mesh(ByteReader& r) {
   m.texture = load_optional_image(r);
   m.pbr = load_pbr(r);
   load_materials(m, r);
+  m.shared_atlas = r.boolean();
   return m;
 }
 
@@ -238,7 +240,7 @@ uint64_t material_bytes(const M& m) {
 uint64_t mesh_bytes(const mesh::Mesh& m) {
   return vec_bytes(m.positions) + vec_bytes(m.faces) + vec_bytes(m.normals) + vec_bytes(m.uvs) +
          vec_bytes(m.uv_faces) + vec_bytes(m.colors) + 1 +
-         (m.texture ? image_bytes(*m.texture) : 0) + pbr_bytes(m.pbr) + material_bytes(m);
+         (m.texture ? image_bytes(*m.texture) : 0) + pbr_bytes(m.pbr) + material_bytes(m) + 1;
 }
 
 // ---- Small values
@@ -479,7 +481,7 @@ models::VolumeGrid load_grid(ByteReader& r) {
 }  // namespace
 
 void register_port_codecs(pipeline::Registry& registry) {
-  registry.add_codec<mesh::Mesh>(3, save_mesh, load_mesh, mesh_bytes);
+  registry.add_codec<mesh::Mesh>(4, save_mesh, load_mesh, mesh_bytes);  // 4: shared_atlas
   registry.add_codec<image::Image>(2, save_image, load_image, image_bytes);
   registry.add_codec<mesh::NormalizeTransform>(1, save_transform, load_transform,
                                                [](const mesh::NormalizeTransform&) { return 48; });

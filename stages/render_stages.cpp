@@ -8,6 +8,7 @@
 
 #include "render/maps.h"
 #include "render/rasterizer.h"
+#include "render/texture_tiles.h"
 #include "stages/register.h"
 #include "stages/shared.h"
 #include "stages/types.h"
@@ -145,13 +146,16 @@ class BakeViews final : public pipeline::Stage {
  public:
   StageContract contract() const override {
     return StageContract("bake_views", "Project every view image into UV space.")
+        .semantics_version(2)  // 2: a map per material, UVs repeating
         .input<mesh::Mesh>("mesh", "normalized, with UVs")
         .input<render::ViewSet>("views")
         .input<ImageList>("images", "one per view; an empty image contributes nothing")
         .output<BakeList>("bakes", "per view: texture and cosine map in UV space")
         .choice("method", "gather", {"gather", "reference"},
                 "gather: per texel, hole-free; reference: the reference's pixel splat")
-        .param<int>("texture_size", 2048, Range{16, 16384}, "UV map size")
+        .param<int>("texture_size", 2048, Range{16, 16384},
+                    "UV map size; a mesh with materials has a map this size per material (fewer "
+                    "texels each past 4 materials), stacked")
         .param<int>("render_size", 2048, Range{16, 16384},
                     "the configured render size (sets the edge erosion window, as the reference)")
         .param<double>("angle_threshold", 75.0, Range{0.0, 90.0},
@@ -176,7 +180,9 @@ class BakeViews final : public pipeline::Stage {
       throw std::runtime_error("got " + std::to_string(images->size()) + " images for " +
                                std::to_string(views->size()) + " views");
     const bool gather = ctx.param<std::string>("method") == "gather";
-    const int tex = ctx.param<int>("texture_size");
+    // One texture per material (render/texture_tiles.h): their tiles stacked in one map.
+    const int tiles = render::texture_tiles(*m);
+    const int tex = render::tile_size(ctx.param<int>("texture_size"), tiles);
     // An exactly registered reference (a render or photo of this mesh) lands on the silhouette
     // and its depth edges to the pixel: the reference's wide window would only throw away
     // seen texels there.
@@ -190,7 +196,7 @@ class BakeViews final : public pipeline::Stage {
     render::RasterCache& cache = raster_cache(ctx);
     const uint64_t fingerprint = m->fingerprint();
     std::shared_ptr<const render::Raster> uv_raster;
-    if (gather) uv_raster = cache.get_uv(*m, tex, tex);
+    if (gather) uv_raster = cache.get_uv(*m, tex, tex * tiles);
 
     auto out = std::make_shared<BakeList>(views->size());
     tbb::parallel_for(size_t{0}, views->size(), [&](size_t v) {

@@ -313,6 +313,28 @@ TEST(SaveMesh, GlbRoundTripKeepsEveryMaterial) {
   }
 }
 
+TEST(SaveMesh, ObjRoundTripKeepsEveryMaterial) {
+  const Mesh spider = load_mesh(asset("OBJ/spider.obj"));
+  const std::string dir = test::temp_dir("mesh_io_obj_materials");
+  save_mesh(spider, dir + "/spider.obj");
+  EXPECT_TRUE(fs::exists(dir + "/spider.mtl"));
+  const Mesh back = load_mesh(dir + "/spider.obj");
+  expect_consistent(back, dir + "/spider.obj");
+  ASSERT_EQ(back.materials.size(), spider.materials.size());
+  ASSERT_EQ(back.faces.size(), spider.faces.size());
+  EXPECT_EQ(back.face_materials, spider.face_materials) << "OBJ keeps the face order";
+  // ... and the UVs, as they were (they repeat past [0, 1]).
+  for (size_t f = 0; f < spider.faces.size(); ++f)
+    for (size_t k = 0; k < 3; ++k)
+      ASSERT_EQ(back.uvs[back.uv_faces[f][k]], spider.uvs[spider.uv_faces[f][k]]) << f;
+  for (size_t k = 0; k < spider.materials.size(); ++k) {
+    EXPECT_EQ(back.materials[k].name, spider.materials[k].name) << k;
+    ASSERT_TRUE(back.materials[k].texture) << k;
+    EXPECT_TRUE(fs::exists(dir + "/spider_" + std::to_string(k) + ".png")) << k;
+    EXPECT_EQ(back.materials[k].texture->width, spider.materials[k].texture->width) << k;
+  }
+}
+
 TEST(SaveMesh, ObjRoundTripWritesMtlAndPng) {
   const Mesh cube = testing::textured_cube();
   const std::string dir = test::temp_dir("mesh_io_obj");

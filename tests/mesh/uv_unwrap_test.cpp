@@ -283,21 +283,95 @@ TEST(CheckUvs, DetectsOverlapAndOutOfRange) {
   EXPECT_EQ(r.overlapping_texels, 0u);
   EXPECT_GT(r.covered_texels, 0u);
   EXPECT_EQ(r.out_of_range, 0u);
+  const size_t covered = r.covered_texels;
+  ASSERT_EQ(r.materials.size(), 1u);
+  EXPECT_EQ(r.materials[0].faces, 2u);
+  EXPECT_EQ(r.worst_material, 0);
   // Both faces on the same UV triangle: everything overlaps.
   m.uv_faces = {{0, 1, 2}, {0, 1, 2}};
   r = check_uvs(m, 64);
   EXPECT_EQ(r.overlapping_texels, r.covered_texels);
   EXPECT_DOUBLE_EQ(r.overlap_fraction, 1.0);
-  m.uvs[3] = {1.5f, -0.2f};
+  // The same square two repeats to the right and one down: UVs repeat, nothing overlaps.
+  m.uvs = {{2.1f, -0.9f}, {2.9f, -0.9f}, {2.1f, -0.1f}, {2.9f, -0.1f}};
   m.uv_faces = {{0, 1, 2}, {1, 3, 2}};
-  EXPECT_EQ(check_uvs(m, 64).out_of_range, 2u);
-  EXPECT_GT(check_uvs(m, 64).covered_texels, 0u);
-  // Enough to refuse them: the raster is skipped.
-  r = check_uvs(m, 64, /*stop_out_of_range=*/true);
-  EXPECT_EQ(r.out_of_range, 2u);
-  EXPECT_EQ(r.covered_texels, 0u);
+  r = check_uvs(m, 64);
+  EXPECT_EQ(r.out_of_range, 8u);
+  EXPECT_EQ(r.overlapping_texels, 0u);
+  EXPECT_EQ(r.covered_texels, covered);
   Mesh none;  // no UVs: nothing to report
   EXPECT_EQ(check_uvs(none, 64).covered_texels, 0u);
+}
+
+// Two triangles, each 0.4 wide: `shift` moves the second one along u.
+Mesh two_triangles(float shift) {
+  Mesh m;
+  m.positions = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {2, 0, 0}, {3, 0, 0}, {2, 1, 0}};
+  m.faces = {{0, 1, 2}, {3, 4, 5}};
+  m.uvs = {{0.1f, 0.1f},         {0.5f, 0.1f},         {0.1f, 0.5f},
+           {0.1f + shift, 0.1f}, {0.5f + shift, 0.1f}, {0.1f + shift, 0.5f}};
+  m.uv_faces = {{0, 1, 2}, {3, 4, 5}};
+  return m;
+}
+
+TEST(CheckUvs, UvsRepeatAcrossTheTexturesEdge) {
+  // The second triangle spans u 0.8 .. 1.2: its part past u = 1 reads u 0 .. 0.2, where the first
+  // one lies (u 0.1 .. 0.5): they overlap there, modulo 1.
+  UvCheckResult r = check_uvs(two_triangles(0.7f), 128);
+  EXPECT_GT(r.overlapping_texels, 0u);
+  EXPECT_EQ(r.out_of_range, 1u);
+  // Moved up by 0.45 (v 0.55 .. 0.95) it crosses the edge beside the first one, not over it.
+  Mesh apart = two_triangles(0.7f);
+  for (size_t i = 3; i < 6; ++i) apart.uvs[i][1] += 0.45f;
+  r = check_uvs(apart, 128);
+  EXPECT_EQ(r.overlapping_texels, 0u);
+  // All of it is covered, the wrapped part too: as much as the same triangle inside [0, 1].
+  const size_t inside = check_uvs(two_triangles(0.45f), 128).covered_texels;
+  EXPECT_NEAR(double(r.covered_texels), double(inside), 0.02 * inside);
+  // A whole repeat further on, the same.
+  for (size_t i = 3; i < 6; ++i) apart.uvs[i][0] -= 3.0f;
+  EXPECT_EQ(check_uvs(apart, 128).overlapping_texels, 0u);
+  EXPECT_NEAR(double(check_uvs(apart, 128).covered_texels), double(inside), 0.02 * inside);
+}
+
+TEST(CheckUvs, OverlapIsPerMaterial) {
+  // Both triangles on the same UVs: they overlap in one texture, not in two.
+  Mesh m = two_triangles(0.0f);
+  EXPECT_DOUBLE_EQ(check_uvs(m, 64).overlap_fraction, 1.0);
+  m.materials = {Material{"a", nullptr, {1, 1, 1, 1}}, Material{"b", nullptr, {1, 1, 1, 1}}};
+  m.face_materials = {0, 1};
+  UvCheckResult r = check_uvs(m, 64);
+  EXPECT_EQ(r.overlapping_texels, 0u);
+  ASSERT_EQ(r.materials.size(), 2u);
+  EXPECT_EQ(r.materials[0].covered_texels, r.materials[1].covered_texels);
+  EXPECT_EQ(r.covered_texels, 2 * r.materials[0].covered_texels);
+  m.face_materials = {1, 1};
+  r = check_uvs(m, 64);
+  EXPECT_EQ(r.worst_material, 1);
+  EXPECT_EQ(r.materials[0].faces, 0u);
+  EXPECT_DOUBLE_EQ(r.materials[1].overlap_fraction, 1.0);
+  EXPECT_FALSE(r.stopped);
+  // Enough to refuse them: the first material past stop_above ends the check.
+  m.faces.push_back({0, 1, 2});
+  m.uv_faces.push_back({0, 1, 2});
+  m.face_materials = {0, 0, 1};
+  r = check_uvs(m, 64, 0.05);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.worst_material, 0);
+  EXPECT_EQ(r.materials[1].faces, 1u);
+  EXPECT_EQ(r.materials[1].covered_texels, 0u) << "not measured";
+  EXPECT_FALSE(check_uvs(m, 64).stopped);
+  EXPECT_GT(check_uvs(m, 64).materials[1].covered_texels, 0u);
+}
+
+TEST(CheckUvs, FacesSpanningMoreThanARepeatAreReported) {
+  Mesh m = two_triangles(0.0f);
+  m.uvs[4] = {1.6f, 0.1f};  // the second triangle: u 0.1 .. 1.6
+  const UvCheckResult r = check_uvs(m, 64);
+  EXPECT_EQ(r.wide_faces, 1u);
+  EXPECT_EQ(r.non_finite, 0u);
+  m.uvs[4] = {NAN, 0.1f};
+  EXPECT_EQ(check_uvs(m, 64).non_finite, 1u);
 }
 
 }  // namespace

@@ -83,6 +83,68 @@ TEST(BackProject, ConstantViewGivesConstantTexture) {
   EXPECT_GT(painted, 200u);
 }
 
+// A texture per material: the left half of the UV square is material 0, the right half material
+// 1, each with a tile of its own (texture_tiles.h). Every pixel lands in its face's tile, where
+// the same mesh as one material puts it in its one texture.
+TEST(BackProject, EachMaterialHasItsTile) {
+  mesh::Mesh one = testing::as_loaded(testing::bumpy_sphere(30, 40));
+  mesh::Mesh two = one;
+  two.materials.resize(2);
+  for (const mesh::Tri& t : two.uv_faces) {
+    const float u = (two.uvs[t[0]][0] + two.uvs[t[1]][0] + two.uvs[t[2]][0]) / 3;
+    two.face_materials.push_back(u < 0.5f ? 0 : 1);
+  }
+  const Camera cam{.elev = 10.0, .azim = 60.0};
+  const Raster r = rasterize(one, cam, 256, 256);
+  const image::Image view = ramp_view(256, 256);
+  BakeOptions o;
+  o.texture_size = 64;
+  const BackProjection a = back_project(one, r, cam, view, o);
+  const BackProjection b = back_project(two, r, cam, view, o);
+  ASSERT_EQ(b.texture.width, 64);
+  ASSERT_EQ(b.texture.height, 128);
+  ASSERT_EQ(b.cos.height, 128);
+  const size_t n = 64 * 64;
+  size_t painted[2] = {0, 0};
+  for (size_t t = 0; t < n; ++t) {
+    const bool in0 = b.cos.pixels[t] > 0, in1 = b.cos.pixels[n + t] > 0;
+    if (in0) ++painted[0];
+    if (in1) ++painted[1];
+    if (in0 || in1) {
+      EXPECT_GT(a.cos.pixels[t], 0.0f) << t;
+    }
+    if (in0 == in1) continue;  // both: a texel where the halves meet, their splats shared
+    const size_t k = in0 ? t : n + t;
+    for (int c = 0; c < 3; ++c)
+      EXPECT_NEAR(b.texture.pixels[k * 3 + c], a.texture.pixels[t * 3 + c], 1e-5f) << t;
+  }
+  EXPECT_GT(painted[0], 100u);
+  EXPECT_GT(painted[1], 100u);
+}
+
+// UVs repeat: moved by whole repeats, they splat into the same texels.
+TEST(BackProject, UvsMovedByWholeRepeatsSplatAlike) {
+  const mesh::Mesh m = testing::as_loaded(testing::bumpy_sphere(30, 40));
+  mesh::Mesh moved = m;
+  for (mesh::Vec2& uv : moved.uvs) uv = {uv[0] + 2.0f, uv[1] - 3.0f};
+  const Camera cam{.elev = 10.0, .azim = 60.0};
+  const Raster r = rasterize(m, cam, 256, 256);
+  const image::Image view = ramp_view(256, 256);
+  BakeOptions o;
+  o.texture_size = 64;
+  const BackProjection a = back_project(m, r, cam, view, o);
+  const BackProjection b = back_project(moved, r, cam, view, o);
+  ASSERT_EQ(a.texture.pixels.size(), b.texture.pixels.size());
+  size_t painted = 0;
+  for (size_t t = 0; t < a.cos.pixels.size(); ++t) {
+    painted += a.cos.pixels[t] > 0;
+    EXPECT_NEAR(b.cos.pixels[t], a.cos.pixels[t], 1e-3f) << t;
+    for (int c = 0; c < 3; ++c)
+      EXPECT_NEAR(b.texture.pixels[t * 3 + c], a.texture.pixels[t * 3 + c], 1e-3f) << t;
+  }
+  EXPECT_GT(painted, 500u);
+}
+
 // gather and back_project sample the same smooth image at the same surface points, so where
 // both paint a texel with a trusted cosine, the colours agree closely.
 TEST(BackProject, GatherAgreesWithSplatOnSmoothImage) {

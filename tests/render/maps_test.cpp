@@ -122,7 +122,7 @@ TEST(Maps, AlbedoTakesEachFacesOwnMaterial) {
   m.materials = {mesh::Material{"flat", nullptr, {0.25f, 0.5f, 0.75f, 1}},
                  mesh::Material{"textured", green, {1, 1, 1, 1}}};
   m.face_materials = {0, 1};
-  const Raster r = rasterize_uv(m, 9, 9);
+  const Raster r = rasterize_uv(m, 9, 18);  // a 9 x 9 tile per material
   const image::Image a = albedo_map(m, r, 0.0f);
   size_t seen[2] = {0, 0};
   for (size_t p = 0; p < r.face_id.size(); ++p) {

@@ -197,10 +197,79 @@ TEST(Rasterizer, UvRasterCoversTexelCentres) {
         u += r.bary[p * 3 + k] * m.uvs[f[k]][0];
         v += r.bary[p * 3 + k] * m.uvs[f[k]][1];
       }
-      EXPECT_NEAR(u, col / float(t - 1), 1e-5f);
-      EXPECT_NEAR(v, row / float(t - 1), 1e-5f);
+      // UVs repeat: a border centre that the float test misses on this side of the texture may be
+      // reached across its edge, where u = 0 and u = 1 meet (the same place, modulo 1).
+      EXPECT_NEAR(std::remainder(u - col / float(t - 1), 1.0f), 0.0f, 1e-5f);
+      EXPECT_NEAR(std::remainder(v - row / float(t - 1), 1.0f), 0.0f, 1e-5f);
     }
   }
+}
+
+// One triangle whose UVs cross the texture's right edge (u 0.7 .. 1.3).
+mesh::Mesh triangle_across_the_edge() {
+  mesh::Mesh m;
+  m.positions = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0}};
+  m.faces = {{0, 1, 2}};
+  m.uvs = {{0.7f, 0.2f}, {1.3f, 0.2f}, {0.7f, 0.8f}};
+  m.uv_faces = m.faces;
+  return m;
+}
+
+TEST(Rasterizer, UvRasterWrapsFacesAcrossTheTexturesEdge) {
+  const mesh::Mesh m = triangle_across_the_edge();
+  const int t = 64;
+  const Raster r = rasterize_uv(m, t, t);
+  size_t left = 0, right = 0;
+  for (int row = 0; row < t; ++row)
+    for (int col = 0; col < t; ++col) {
+      const size_t p = static_cast<size_t>(row) * t + col;
+      if (!r.face_id[p]) continue;
+      (col < t / 2 ? left : right) += 1;
+      // Every texel holds the point of the face that reads it: u modulo 1 at the texel centre.
+      float u = 0, v = 0;
+      for (int k = 0; k < 3; ++k) {
+        u += r.bary[p * 3 + k] * m.uvs[k][0];
+        v += r.bary[p * 3 + k] * m.uvs[k][1];
+      }
+      EXPECT_NEAR(std::remainder(u - col / float(t - 1), 1.0f), 0.0f, 1e-4f) << row << "," << col;
+      EXPECT_NEAR(v, row / float(t - 1), 1e-4f);
+    }
+  // A quarter of the triangle's area lies past u = 1: wrapped to the left edge, a third of what
+  // stays on the right.
+  EXPECT_NEAR(double(left) / double(right), 1.0 / 3.0, 0.05);
+  // Two whole repeats to the left it reads the same texels.
+  mesh::Mesh moved = m;
+  for (mesh::Vec2& uv : moved.uvs) uv[0] -= 2.0f;
+  const Raster back = rasterize_uv(moved, t, t);
+  for (size_t p = 0; p < r.pixel_count(); ++p) EXPECT_EQ(back.face_id[p], r.face_id[p]) << p;
+}
+
+TEST(Rasterizer, UvRasterHasATilePerMaterial) {
+  // The same UVs for two faces of two materials: each lands in its material's tile.
+  mesh::Mesh m = triangle_across_the_edge();
+  m.positions.push_back({0, 0, 1});
+  m.faces.push_back({0, 1, 3});
+  m.uv_faces.push_back({0, 1, 2});
+  m.materials = {mesh::Material{"a", nullptr, {1, 1, 1, 1}},
+                 mesh::Material{"b", nullptr, {1, 1, 1, 1}}};
+  m.face_materials = {1, 0};
+  const int t = 32;
+  EXPECT_THROW(rasterize_uv(m, t, t), RenderError) << "a tile each: 32 x 64";
+  const Raster r = rasterize_uv(m, t, 2 * t);
+  const size_t n = static_cast<size_t>(t) * t;
+  size_t top = 0, bottom = 0;
+  for (size_t p = 0; p < r.pixel_count(); ++p) {
+    if (!r.face_id[p]) continue;
+    EXPECT_EQ(r.face_id[p], p < n ? 2 : 1) << p;
+    (p < n ? top : bottom) += 1;
+    if (p < n) {
+      EXPECT_EQ(r.face_id[p + n], 1) << "the same texel of the other tile";
+    }
+  }
+  EXPECT_EQ(top, bottom);
+  EXPECT_GT(top, 0u);
+  m.face_materials = {0, 2};
+  EXPECT_THROW(rasterize_uv(m, t, 2 * t), RenderError);
 }
 
 TEST(Rasterizer, BadInputsThrow) {

@@ -243,6 +243,7 @@ TEST(SurfaceFill, ColourDoesNotCrossAMaterialBoundary) {
     m.face_materials[f] = z > 0 ? 0 : 1;
   }
   const int size = 128;
+  m.shared_atlas = true;  // one atlas for both materials, as uv_unwrap gives it
   const Raster uv = rasterize_uv(m, size, size);
   image::Image tex(size, size, 3, 0.0f);
   std::vector<uint8_t> known(uv.pixel_count(), 0), source(uv.pixel_count(), 0);
@@ -268,8 +269,9 @@ TEST(SurfaceFill, ColourDoesNotCrossAMaterialBoundary) {
   EXPECT_GT(right, filled * 95 / 100);
 }
 
-// The textured cube's six charts as the new atlas; as authored, every face maps onto the whole
-// texture (as box models are often made), `materials` per quad.
+// The textured cube's six charts as the new atlas (one texture space for all its materials, as
+// uv_unwrap leaves it); as authored, every face maps onto the whole texture (as box models are
+// often made), `materials` per quad.
 struct AuthoredBox {
   mesh::Mesh mesh = mesh::testing::textured_cube();
   mesh::Mesh authored;
@@ -287,6 +289,7 @@ struct AuthoredBox {
     mesh.materials.resize(*std::max_element(materials.begin(), materials.end()) + 1);
     for (uint32_t q = 0; q < 6; ++q)
       mesh.face_materials.insert(mesh.face_materials.end(), 2, materials[q]);
+    mesh.shared_atlas = true;
     authored.materials = mesh.materials;
     authored.face_materials = mesh.face_materials;
   }

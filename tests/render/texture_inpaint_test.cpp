@@ -9,6 +9,7 @@
 #include "golden_support.h"
 #include "mesh/vertex_inpaint.h"
 #include "render/rasterizer.h"
+#include "render/surface_fill.h"
 #include "render/texture_inpaint.h"
 
 namespace gen3d::render {
@@ -189,6 +190,85 @@ TEST(TextureInpaint, PartsNoViewReachedTakeTheReachedMeanColour) {
       ++right;
     }
   EXPECT_GT(right, 100u);
+}
+
+// Two quads of two materials read the same UV vertices, each in its own texture (a mesh's own
+// UVs often share texture coordinates between parts). Their left halves were seen, red and blue:
+// each right half takes its own part's colour, though the UV vertices are the same.
+TEST(TextureInpaint, PropagationColoursPositionsNotSharedUvVertices) {
+  mesh::Mesh m;
+  m.positions = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {0, 1, 0},
+                 {3, 0, 0}, {4, 0, 0}, {4, 1, 0}, {3, 1, 0}};
+  m.faces = {{0, 1, 2}, {0, 2, 3}, {4, 5, 6}, {4, 6, 7}};
+  m.uvs = {{0.1f, 0.1f}, {0.9f, 0.1f}, {0.9f, 0.9f}, {0.1f, 0.9f}};
+  m.uv_faces = {{0, 1, 2}, {0, 2, 3}, {0, 1, 2}, {0, 2, 3}};
+  m.materials.resize(2);
+  m.face_materials = {0, 0, 1, 1};
+  const int t = 32;
+  const Raster uv = rasterize_uv(m, t, 2 * t);
+  image::Image tex(t, 2 * t, 3);
+  std::vector<uint8_t> trust(2 * t * t, 0);
+  for (int y = 0; y < 2 * t; ++y)
+    for (int x = 0; x < t / 2; ++x) {
+      const size_t i = static_cast<size_t>(y) * t + x;
+      if (!uv.face_id[i]) continue;
+      tex.at(x, y)[y < t ? 0 : 2] = 1.0f;
+      trust[i] = 1;
+    }
+  InpaintOptions options;
+  options.fill = "propagate";
+  const image::Image out = inpaint_texture(m, tex, trust, &uv, options);
+  size_t right = 0;
+  for (int y = 0; y < 2 * t; ++y)
+    for (int x = t / 2 + 1; x < t; ++x) {
+      if (!uv.face_id[static_cast<size_t>(y) * t + x]) continue;
+      const float* p = out.at(x, y);
+      EXPECT_NEAR(p[0], y < t ? 1.0f : 0.0f, 1e-4f) << x << "," << y;
+      EXPECT_NEAR(p[2], y < t ? 0.0f : 1.0f, 1e-4f) << x << "," << y;
+      ++right;
+    }
+  EXPECT_GT(right, 100u);
+}
+
+// A texture per material, stacked (render/texture_tiles.h): each tile is filled from its own
+// charts. Tile 0 has a red chart along its bottom rows, tile 1 a blue one a few rows below its
+// top: the gutter and background of tile 1 take blue, though its first row touches tile 0's red.
+TEST(TextureInpaint, EachMaterialsTileIsFilledOnItsOwn) {
+  const int w = 32;
+  const size_t n = static_cast<size_t>(w) * w;
+  image::Image tex(w, 2 * w, 3, 0.0f);
+  std::vector<uint8_t> trust(2 * n, 0);
+  SurfaceFillResult filled;
+  filled.size = w;
+  const auto chart = [&](size_t begin, size_t end, const mesh::Vec3& color) {
+    filled.chart_runs.push_back(static_cast<uint32_t>(begin));
+    filled.chart_runs.push_back(static_cast<uint32_t>(end));
+    for (size_t i = begin; i < end; ++i) {
+      trust[i] = 1;
+      std::copy(color.begin(), color.end(), tex.pixels.begin() + i * 3);
+    }
+  };
+  chart(24 * w, n, {1, 0, 0});              // tile 0, rows 24 .. 31
+  chart(n + 4 * w, n + 12 * w, {0, 0, 1});  // tile 1, rows 4 .. 11
+  InpaintReport report;
+  const image::Image out = inpaint_texture(tex, trust, filled, {}, &report);
+  ASSERT_EQ(out.height, 2 * w);
+  for (int y = 0; y < 2 * w; ++y)
+    for (int x = 0; x < w; ++x) {
+      const float* c = out.at(x, y);
+      if (y < w) {
+        EXPECT_NEAR(c[0], 1.0f, 1e-6f) << x << "," << y;
+        EXPECT_NEAR(c[2], 0.0f, 1e-6f) << x << "," << y;
+      } else {
+        EXPECT_NEAR(c[0], 0.0f, 1e-6f) << x << "," << y;
+        EXPECT_NEAR(c[2], 1.0f, 1e-6f) << x << "," << y;
+      }
+    }
+  EXPECT_EQ(report.chart_texels, 16u * w);
+  EXPECT_EQ(report.view_texels, 16u * w);
+  EXPECT_GT(report.gutter_texels, 0u);
+  ASSERT_EQ(report.sources.size(), 2 * n);
+  EXPECT_EQ(report.sources[n], static_cast<uint8_t>(TexelSource::gutter)) << "tile 1, row 0";
 }
 
 }  // namespace

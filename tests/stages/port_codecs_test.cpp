@@ -106,8 +106,10 @@ TEST(PortCodecs, MeshRoundTripsWithTextureAndMaterials) {
   m.pbr.texture = std::make_shared<const image::Image>(ramp(4, 4, 3));
   m.pbr.roughness = 0.5f;
   m.materials[0].pbr.metallic = 0.25f;
+  m.shared_atlas = true;
   const std::string bytes = save(m);
   const mesh::Mesh back = load<mesh::Mesh>(bytes);
+  EXPECT_TRUE(back.shared_atlas);
   ASSERT_TRUE(back.pbr.texture);
   EXPECT_TRUE(same(*back.pbr.texture, *m.pbr.texture));
   EXPECT_FALSE(back.pbr.metallic);
