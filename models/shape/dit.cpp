@@ -285,7 +285,8 @@ Hunyuan3DDiT::Pass::Pass(const Impl& m, const Tensor& x, const Tensor& t, const 
     k_.linear(m.time_in.out_layer, vec.data(), H, h1.data(), H, B);  // [B, H]
     tr("trace.time_in.out_layer.out", vec);
     if (m.has_guidance && guidance) {
-      const Tensor gemb = on_device(m.embed(host(*guidance).data(), B));  // [B, 256]
+      const Tensor gemb_host = m.embed(host(*guidance).data(), B);  // [B, 256]
+      const Tensor gemb = on_device(gemb_host);  // a view of gemb_host on the CPU
       k_.linear(m.guidance_in.in_layer, h1.data(), H, gemb.data(), kTimeEmbedDim, B,
                 Act::kSilu);                                             // [B, H]
       Tensor g = buf({B, H});                                            // [B, H]
