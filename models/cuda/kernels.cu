@@ -1,8 +1,6 @@
 // The CUDA backend's kernels. Correctness first: every kernel mirrors the float32 formula of its
 // CPU twin in models/kernels; the attention kernel follows FlashAttention-2's loop (online
-// softmax over key tiles, bf16 tensor-core products through WMMA, float32 accumulation).
-
-#include <mma.h>
+// softmax over key tiles, bf16 tensor-core products (mma.sync), float32 accumulation).
 
 #include <cfloat>
 #include <cmath>
@@ -198,174 +196,263 @@ __global__ void attention_plain_kernel(AttnArgs a) {
   }
 }
 
-// q, k or v of every (batch, head) packed as bf16 [batch * heads, len, D] for the tiled kernel's
-// 16-byte loads.
+// q, k or v of every (batch, head) as bf16, zero-padded to `padded` tokens: [batch * heads,
+// padded, d], or transposed [batch * heads, d, padded] (v, so the P V product reads key pairs as
+// one 32-bit word).
 __global__ void pack_heads_kernel(__nv_bfloat16* dst, const float* src, i64 bs, i64 ts, i64 hs,
-                                  i64 heads, i64 len, i64 d) {
-  const i64 n = heads * len * d * gridDim.y;
+                                  i64 heads, i64 len, i64 padded, i64 d, bool transpose) {
+  const i64 per_batch = heads * padded * d;
   const i64 b = blockIdx.y;
-  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n / gridDim.y;
+  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < per_batch;
        i += static_cast<i64>(gridDim.x) * blockDim.x) {
-    const i64 h = i / (len * d), rem = i - h * len * d, t = rem / d, c = rem - t * d;
-    dst[b * heads * len * d + i] = __float2bfloat16_rn(src[b * bs + t * ts + h * hs + c]);
+    i64 h, t, c;
+    if (transpose) {  // i = (h, c, t)
+      h = i / (d * padded);
+      const i64 rem = i - h * d * padded;
+      c = rem / padded;
+      t = rem - c * padded;
+    } else {  // i = (h, t, c)
+      h = i / (padded * d);
+      const i64 rem = i - h * padded * d;
+      t = rem / d;
+      c = rem - t * d;
+    }
+    const float x = t < len ? src[b * bs + t * ts + h * hs + c] : 0.0f;
+    dst[b * per_batch + i] = __float2bfloat16_rn(x);
   }
 }
 
-// FlashAttention-2's loop on the tensor cores. A block of 8 warps takes 128 queries (16 per warp)
-// of one (batch, head) and walks the keys in tiles of 64: S = Q K^T (bf16 WMMA, float32 out), the
-// online softmax in float32 with a whole warp on each query row (lane c holds columns c and
-// c + 32: conflict-free shared-memory reads), P rounded to bf16, O += P V (WMMA). O lives in
-// registers (lane c holds columns c, c + 32, ...), rescaled as the row maximum moves.
-constexpr int kBM = 128, kBN = 64, kWarps = 8;
+// FlashAttention-2 on the tensor cores' mma.sync (m16n8k16, bf16 in, float32 accumulate). A block
+// of 4 warps takes 64 queries (16 per warp) of one (batch, head); key tiles of 64 stream through
+// shared memory, double-buffered with cp.async. S = Q K^T stays in registers; the online softmax
+// runs there (each row's 4 lanes combine by shuffles); the accumulator layout of S is the operand
+// layout of P for O += P V, so P never leaves registers. Inputs come packed and zero-padded to
+// whole tiles (pack_heads_kernel), so only the scores of padded keys need masking.
+constexpr int kBM = 64, kBN = 64, kWarps = 4;
 
 template <int D>
 struct FlashSmem {
-  static constexpr int ldq = D + 8;                      // bf16 pitch of Q, K, V tiles
-  static constexpr int lds = (D + 4) > 68 ? D + 4 : 68;  // float pitch of S / PV scratch
-  static constexpr int ldp = kBN + 8;                    // bf16 pitch of P
-  static constexpr int q_bytes = kBM * ldq * 2;
-  static constexpr int kv_bytes = kBN * ldq * 2;
-  static constexpr int s_bytes = kWarps * 16 * lds * 4;
-  static constexpr int p_bytes = kWarps * 16 * ldp * 2;
-  static constexpr int total = q_bytes + 2 * kv_bytes + s_bytes + p_bytes;
+  static constexpr int ldk = D + 8;    // bf16 pitch of Q and K rows (conflict-free 32-bit reads)
+  static constexpr int ldv = kBN + 8;  // bf16 pitch of V^T rows
+  static constexpr int q_elems = kBM * ldk;
+  static constexpr int k_elems = kBN * ldk;
+  static constexpr int v_elems = D * ldv;
+  static constexpr int stage_elems = k_elems + v_elems;
+  static constexpr int bytes = (q_elems + 2 * stage_elems) * 2;
 };
 
-// rows x D bf16 from packed global rows [row0, row0 + rows) (zero past `len`) into a tile of
-// pitch ldq, 8 elements per 16-byte load.
-template <int D, int kThreadsPerBlock>
-__device__ void load_tile(__nv_bfloat16* tile, int ldq, const __nv_bfloat16* src, i64 row0,
-                          int rows, i64 len) {
-  constexpr int kVec = D / 8;
-  for (int i = threadIdx.x; i < rows * kVec; i += kThreadsPerBlock) {
-    const int r = i / kVec, c = (i - r * kVec) * 8;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (row0 + r < len) v = *reinterpret_cast<const uint4*>(src + (row0 + r) * D + c);
-    *reinterpret_cast<uint4*>(tile + r * ldq + c) = v;
+__device__ __forceinline__ void cp_async16(void* smem, const void* global) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(global));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void mma_bf16(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const unsigned*>(&v);
+}
+
+__device__ __forceinline__ unsigned ld32(const __nv_bfloat16* p) {
+  return *reinterpret_cast<const unsigned*>(p);
+}
+
+// Copies tile `j` of K ([kBN, D] rows) and V^T ([D, kBN]) into a stage with 16-byte cp.async.
+template <int D>
+__device__ void load_kv(__nv_bfloat16* stage, const __nv_bfloat16* kb, const __nv_bfloat16* vt,
+                        i64 k0, i64 lk_padded) {
+  using S = FlashSmem<D>;
+  __nv_bfloat16* Ks = stage;
+  __nv_bfloat16* Vs = stage + S::k_elems;
+  constexpr int kChunksK = kBN * D / 8, kChunksV = D * kBN / 8;
+  for (int i = threadIdx.x; i < kChunksK; i += kWarps * 32) {
+    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+    cp_async16(Ks + r * S::ldk + c, kb + (k0 + r) * D + c);
+  }
+  for (int i = threadIdx.x; i < kChunksV; i += kWarps * 32) {
+    const int r = i / (kBN / 8), c = (i % (kBN / 8)) * 8;
+    cp_async16(Vs + r * S::ldv + c, vt + r * lk_padded + k0 + c);
   }
 }
 
 template <int D>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_flash_kernel(AttnArgs a, const __nv_bfloat16* qb, const __nv_bfloat16* kb,
-                           const __nv_bfloat16* vb) {
-  using namespace nvcuda;
+                           const __nv_bfloat16* vt, i64 lq_padded, i64 lk_padded) {
   using S = FlashSmem<D>;
-  constexpr int kT = kWarps * 32;
-  constexpr int kColsPerLane = D / 32;
-  extern __shared__ __align__(128) unsigned char smem[];
-  __nv_bfloat16* Qs = reinterpret_cast<__nv_bfloat16*>(smem);
-  __nv_bfloat16* Ks = reinterpret_cast<__nv_bfloat16*>(smem + S::q_bytes);
-  __nv_bfloat16* Vs = reinterpret_cast<__nv_bfloat16*>(smem + S::q_bytes + S::kv_bytes);
+  constexpr int kNT = kBN / 8;  // key n-tiles of S
+  constexpr int kDT = D / 8;    // d n-tiles of O
+  constexpr int kKQ = D / 16;   // k-steps of Q K^T
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  __nv_bfloat16* Qs = smem;
+  __nv_bfloat16* const stage0 = smem + S::q_elems;  // stage i at stage0 + i * stage_elems
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* Sw = reinterpret_cast<float*>(smem + S::q_bytes + 2 * S::kv_bytes) + warp * 16 * S::lds;
-  __nv_bfloat16* Pw =
-      reinterpret_cast<__nv_bfloat16*>(smem + S::q_bytes + 2 * S::kv_bytes + S::s_bytes) +
-      warp * 16 * S::ldp;
+  const int g = lane / 4, t = lane % 4;
   const i64 q0 = static_cast<i64>(blockIdx.x) * kBM, h = blockIdx.y, b = blockIdx.z;
   const i64 bh = b * a.heads + h;
-  load_tile<D, kT>(Qs, S::ldq, qb + bh * a.lq * D, q0, kBM, a.lq);
+  const __nv_bfloat16* qg = qb + bh * lq_padded * D;
+  const __nv_bfloat16* kg = kb + bh * lk_padded * D;
+  const __nv_bfloat16* vg = vt + bh * D * lk_padded;
 
-  float o[16][kColsPerLane];
-  float m[16], l[16];
-  for (int r = 0; r < 16; ++r) {
-    m[r] = -INFINITY;
-    l[r] = 0.0f;
-    for (int j = 0; j < kColsPerLane; ++j) o[r][j] = 0.0f;
+  for (int i = threadIdx.x; i < kBM * D / 8; i += kWarps * 32) {
+    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+    cp_async16(Qs + r * S::ldk + c, qg + (q0 + r) * D + c);
   }
+  load_kv<D>(stage0, kg, vg, 0, lk_padded);
+  cp_async_commit();
 
-  for (i64 k0 = 0; k0 < a.lk; k0 += kBN) {
-    __syncthreads();  // the previous tile is no longer read
-    load_tile<D, kT>(Ks, S::ldq, kb + bh * a.lk * D, k0, kBN, a.lk);
-    load_tile<D, kT>(Vs, S::ldq, vb + bh * a.lk * D, k0, kBN, a.lk);
+  unsigned qf[kKQ][4];
+  float o[kDT][4];
+  for (int j = 0; j < kDT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows g and g + 8
+  const float sl2 = a.scale * 1.4426950408889634f;             // scores in log2 units
+
+  const int tiles = static_cast<int>((a.lk + kBN - 1) / kBN);
+  for (int j = 0; j < tiles; ++j) {
+    if (j + 1 < tiles) {
+      load_kv<D>(stage0 + ((j + 1) & 1) * S::stage_elems, kg, vg, static_cast<i64>(j + 1) * kBN,
+                 lk_padded);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();
-
-    // S (16 x 64) = Q_w K^T
-    for (int nt = 0; nt < kBN / 16; ++nt) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
-      for (int kk = 0; kk < D / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
-        wmma::load_matrix_sync(fa, Qs + warp * 16 * S::ldq + kk * 16, S::ldq);
-        wmma::load_matrix_sync(fb, Ks + nt * 16 * S::ldq + kk * 16, S::ldq);
-        wmma::mma_sync(acc, fa, fb, acc);
+    if (j == 0) {
+      const __nv_bfloat16* qw = Qs + warp * 16 * S::ldk;
+#pragma unroll
+      for (int kk = 0; kk < kKQ; ++kk) {
+        qf[kk][0] = ld32(qw + g * S::ldk + kk * 16 + 2 * t);
+        qf[kk][1] = ld32(qw + (g + 8) * S::ldk + kk * 16 + 2 * t);
+        qf[kk][2] = ld32(qw + g * S::ldk + kk * 16 + 2 * t + 8);
+        qf[kk][3] = ld32(qw + (g + 8) * S::ldk + kk * 16 + 2 * t + 8);
       }
-      wmma::store_matrix_sync(Sw + nt * 16, acc, S::lds, wmma::mem_row_major);
     }
-    __syncwarp();
+    const __nv_bfloat16* Ks = stage0 + (j & 1) * S::stage_elems;
+    const __nv_bfloat16* Vs = Ks + S::k_elems;
 
-    // Online softmax, one row at a time across the warp.
-    const bool valid0 = k0 + lane < a.lk, valid1 = k0 + lane + 32 < a.lk;
-    float alpha[16];
+    float s[kNT][4];
 #pragma unroll
-    for (int r = 0; r < 16; ++r) {
-      const float s0 = valid0 ? Sw[r * S::lds + lane] * a.scale : -INFINITY;
-      const float s1 = valid1 ? Sw[r * S::lds + lane + 32] * a.scale : -INFINITY;
-      float mx = fmaxf(s0, s1);
-      for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      const float m_new = fmaxf(m[r], mx);  // finite: every key tile holds a valid key
-      alpha[r] = expf(m[r] - m_new);
-      const float p0 = expf(s0 - m_new), p1 = expf(s1 - m_new);
-      float sum = p0 + p1;
-      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      l[r] = l[r] * alpha[r] + sum;
-      m[r] = m_new;
-      Pw[r * S::ldp + lane] = __float2bfloat16_rn(p0);
-      Pw[r * S::ldp + lane + 32] = __float2bfloat16_rn(p1);
+    for (int nt = 0; nt < kNT; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+      const __nv_bfloat16* kr = Ks + (nt * 8 + g) * S::ldk + 2 * t;
+#pragma unroll
+      for (int kk = 0; kk < kKQ; ++kk)
+        mma_bf16(s[nt], qf[kk], ld32(kr + kk * 16), ld32(kr + kk * 16 + 8));
     }
-    __syncwarp();
 
-    // PV (16 x D) = P_w V, into the S scratch.
-    for (int dt = 0; dt < D / 16; ++dt) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
-      for (int kk = 0; kk < kBN / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
-        wmma::load_matrix_sync(fa, Pw + kk * 16, S::ldp);
-        wmma::load_matrix_sync(fb, Vs + kk * 16 * S::ldq + dt * 16, S::ldq);
-        wmma::mma_sync(acc, fa, fb, acc);
+    // Online softmax over this tile (keys past kv_len are padding: -inf).
+    const i64 k0 = static_cast<i64>(j) * kBN;
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool valid = k0 + nt * 8 + 2 * t + e < a.lk;
+        s[nt][e] = valid ? s[nt][e] * sl2 : -INFINITY;
+        s[nt][2 + e] = valid ? s[nt][2 + e] * sl2 : -INFINITY;
+        mx0 = fmaxf(mx0, s[nt][e]);
+        mx1 = fmaxf(mx1, s[nt][2 + e]);
       }
-      wmma::store_matrix_sync(Sw + dt * 16, acc, S::lds, wmma::mem_row_major);
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);  // finite: each tile has a valid key
+    const float alpha0 = exp2f(m0 - n0), alpha1 = exp2f(m1 - n1);
+    m0 = n0;
+    m1 = n1;
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+      s[nt][0] = exp2f(s[nt][0] - n0);
+      s[nt][1] = exp2f(s[nt][1] - n0);
+      s[nt][2] = exp2f(s[nt][2] - n1);
+      s[nt][3] = exp2f(s[nt][3] - n1);
+      sum0 += s[nt][0] + s[nt][1];
+      sum1 += s[nt][2] + s[nt][3];
     }
-    __syncwarp();
+    l0 = l0 * alpha0 + sum0;  // this lane's share; the 4 lanes of a row add up at the end
+    l1 = l1 * alpha1 + sum1;
 #pragma unroll
-    for (int r = 0; r < 16; ++r)
+    for (int dn = 0; dn < kDT; ++dn) {
+      o[dn][0] *= alpha0;
+      o[dn][1] *= alpha0;
+      o[dn][2] *= alpha1;
+      o[dn][3] *= alpha1;
+    }
+
+    // O += P V: the scores' accumulator layout is the A operand's layout.
 #pragma unroll
-      for (int j = 0; j < kColsPerLane; ++j)
-        o[r][j] = o[r][j] * alpha[r] + Sw[r * S::lds + lane + 32 * j];
-    __syncwarp();
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      const unsigned pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
+                              pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                              pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int dn = 0; dn < kDT; ++dn) {
+        const __nv_bfloat16* vr = Vs + (dn * 8 + g) * S::ldv + kk * 16 + 2 * t;
+        mma_bf16(o[dn], pa, ld32(vr), ld32(vr + 8));
+      }
+    }
+    __syncthreads();  // this stage is refilled two tiles on
   }
 
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const i64 r0 = q0 + warp * 16 + g, r1 = r0 + 8;
+  const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
 #pragma unroll
-  for (int r = 0; r < 16; ++r) {
-    const i64 qi = q0 + warp * 16 + r;
-    if (qi >= a.lq) continue;
-    float* op = a.o + b * a.o_bs + qi * a.o_ts + h * a.o_hs;
-    const float inv = 1.0f / l[r];
-#pragma unroll
-    for (int j = 0; j < kColsPerLane; ++j) op[lane + 32 * j] = o[r][j] * inv;
+  for (int dn = 0; dn < kDT; ++dn) {
+    const int c = dn * 8 + 2 * t;
+    if (r0 < a.lq) {
+      float* op = a.o + b * a.o_bs + r0 * a.o_ts + h * a.o_hs + c;
+      op[0] = o[dn][0] * inv0;
+      op[1] = o[dn][1] * inv0;
+    }
+    if (r1 < a.lq) {
+      float* op = a.o + b * a.o_bs + r1 * a.o_ts + h * a.o_hs + c;
+      op[0] = o[dn][2] * inv1;
+      op[1] = o[dn][3] * inv1;
+    }
   }
 }
 
 template <int D>
 void launch_flash(const AttnArgs& a, i64 batch) {
-  // q, k, v as packed bf16, in pool memory freed in stream order after the kernel.
-  const i64 nq = batch * a.heads * a.lq * D, nk = batch * a.heads * a.lk * D;
+  // q, k and v^T as packed, tile-padded bf16 in pool memory, freed in stream order.
+  const i64 lqp = (a.lq + kBM - 1) / kBM * kBM, lkp = (a.lk + kBN - 1) / kBN * kBN;
+  const i64 nq = batch * a.heads * lqp * D, nk = batch * a.heads * lkp * D;
   __nv_bfloat16* buf = nullptr;
   check(cudaMallocAsync(reinterpret_cast<void**>(&buf),
                         static_cast<size_t>(nq + 2 * nk) * sizeof(__nv_bfloat16), stream()),
         "attention: bf16 staging");
-  __nv_bfloat16 *qb = buf, *kb = buf + nq, *vb = buf + nq + nk;
+  __nv_bfloat16 *qb = buf, *kb = buf + nq, *vt = buf + nq + nk;
   const unsigned by = static_cast<unsigned>(batch);
-  pack_heads_kernel<<<dim3(blocks_for(a.heads * a.lq * D), by), kThreads, 0, stream()>>>(
-      qb, a.q, a.q_bs, a.q_ts, a.q_hs, a.heads, a.lq, D);
-  pack_heads_kernel<<<dim3(blocks_for(a.heads * a.lk * D), by), kThreads, 0, stream()>>>(
-      kb, a.k, a.k_bs, a.k_ts, a.k_hs, a.heads, a.lk, D);
-  pack_heads_kernel<<<dim3(blocks_for(a.heads * a.lk * D), by), kThreads, 0, stream()>>>(
-      vb, a.v, a.v_bs, a.v_ts, a.v_hs, a.heads, a.lk, D);
+  pack_heads_kernel<<<dim3(blocks_for(a.heads * lqp * D), by), kThreads, 0, stream()>>>(
+      qb, a.q, a.q_bs, a.q_ts, a.q_hs, a.heads, a.lq, lqp, D, false);
+  pack_heads_kernel<<<dim3(blocks_for(a.heads * lkp * D), by), kThreads, 0, stream()>>>(
+      kb, a.k, a.k_bs, a.k_ts, a.k_hs, a.heads, a.lk, lkp, D, false);
+  pack_heads_kernel<<<dim3(blocks_for(a.heads * lkp * D), by), kThreads, 0, stream()>>>(
+      vt, a.v, a.v_bs, a.v_ts, a.v_hs, a.heads, a.lk, lkp, D, true);
   check_launch("attention: packing q, k, v");
-  const int bytes = FlashSmem<D>::total;
+  const int bytes = FlashSmem<D>::bytes;
   static const bool configured = [&] {
     check(cudaFuncSetAttribute(attention_flash_kernel<D>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
@@ -373,9 +460,8 @@ void launch_flash(const AttnArgs& a, i64 batch) {
     return true;
   }();
   (void)configured;
-  const dim3 grid(static_cast<unsigned>((a.lq + kBM - 1) / kBM), static_cast<unsigned>(a.heads),
-                  by);
-  attention_flash_kernel<D><<<grid, kWarps * 32, bytes, stream()>>>(a, qb, kb, vb);
+  const dim3 grid(static_cast<unsigned>(lqp / kBM), static_cast<unsigned>(a.heads), by);
+  attention_flash_kernel<D><<<grid, kWarps * 32, bytes, stream()>>>(a, qb, kb, vt, lqp, lkp);
   check_launch("attention (tiled)");
   check(cudaFreeAsync(buf, stream()), "attention: bf16 staging");
 }
