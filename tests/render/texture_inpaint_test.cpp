@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "golden_support.h"
 #include "mesh/vertex_inpaint.h"
@@ -40,6 +41,34 @@ void expect_close(const image::Image& got, const image::Image& want, float tol, 
   EXPECT_EQ(bad, 0u) << what << ": worst difference " << worst;
 }
 
+// Chebyshev distance from each texel to the nearest painted one (-1 when none is painted).
+std::vector<int> painted_distance(const std::vector<uint8_t>& painted, int size) {
+  std::vector<int> d(painted.size(), -1);
+  std::vector<size_t> frontier;
+  for (size_t i = 0; i < painted.size(); ++i)
+    if (painted[i]) {
+      d[i] = 0;
+      frontier.push_back(i);
+    }
+  for (int step = 1; !frontier.empty(); ++step) {
+    std::vector<size_t> next;
+    for (size_t i : frontier) {
+      const int x = static_cast<int>(i % size), y = static_cast<int>(i / size);
+      for (int dy = -1; dy <= 1; ++dy)
+        for (int dx = -1; dx <= 1; ++dx) {
+          const int xx = x + dx, yy = y + dy;
+          if (xx < 0 || yy < 0 || xx >= size || yy >= size) continue;
+          const size_t j = static_cast<size_t>(yy) * size + xx;
+          if (d[j] >= 0) continue;
+          d[j] = step;
+          next.push_back(j);
+        }
+    }
+    frontier = std::move(next);
+  }
+  return d;
+}
+
 TEST(VertexInpaintGolden, UnitCaseWithRoundingTies) {
   GoldenDir g;
   if (!g.has("vinpaint_unit_vtx_uv.npy")) GTEST_SKIP() << "no vinpaint_unit files in " << g.dir();
@@ -72,9 +101,34 @@ TEST(VertexInpaintGolden, BakedTextureThenReferenceInpaint) {
   std::vector<uint8_t> mask = trust;
   mesh::vertex_inpaint(m, tex, mask, /*v_flipped=*/true);
   EXPECT_EQ(mask, mask_from(g.png("inpaint_vertex_mask.png")));
-  // Bit for bit: a last-bit difference turns into a whole step where the 8-bit truncation before
-  // cv::inpaint meets an integer, and the inpainting spreads it (seen at texture sizes 64 and 100).
-  expect_close(tex, image_from(g.npy("inpaint_vertex_texture.npy")), 0.0f, "vertex texture");
+  // The reference's arithmetic is that of its Python path under NumPy < 2 (float64 weights
+  // rounded into float32 products and sums, a float64 total; golden README §10), and there we
+  // match bit for bit: a last-bit difference turns into a whole step where the 8-bit truncation
+  // before cv::inpaint meets an integer, and the inpainting spreads it. The same official code
+  // computes otherwise elsewhere: under NumPy >= 2 (NEP 50) 1.0 / float32 distance stays float32
+  // and so does the total; its C++ extension (mesh_processor.cpp) squares a float32 weight and
+  // sums it in float32. A set made that way (manifest "vertex_inpaint_reference") differs from the
+  // NumPy < 2 result by a few float32 ulps at a few texels (at most 5 over real bakes at T = 32 to
+  // 256), and its final PNG by hundreds of texels where the truncation flips: there, the texture
+  // is held to 8 ulps and the final PNG is not compared.
+  const std::string reference = g.manifest().value("vertex_inpaint_reference", "python numpy<2");
+  const image::Image want_texture = image_from(g.npy("inpaint_vertex_texture.npy"));
+  if (reference == "python numpy<2") {
+    expect_close(tex, want_texture, 0.0f, "vertex texture");
+  } else {
+    ASSERT_TRUE(reference == "python numpy>=2" || reference == "cpp extension") << reference;
+    ASSERT_EQ(tex.pixels.size(), want_texture.pixels.size());
+    size_t bad = 0;
+    for (size_t i = 0; i < tex.pixels.size(); ++i) {
+      const float a = tex.pixels[i], b = want_texture.pixels[i];
+      const float ulp = std::nextafter(std::max(std::fabs(a), std::fabs(b)), 2.0f) -
+                        std::max(std::fabs(a), std::fabs(b));
+      bad += std::fabs(a - b) > 8 * ulp;
+    }
+    EXPECT_EQ(bad, 0u) << "vertex texture values more than 8 ulps from the " << reference
+                       << " reference";
+    return;
+  }
 
   if (!g.has("inpaint_final.png")) return;
   InpaintOptions options;
@@ -115,24 +169,53 @@ TEST(TextureInpaint, ChartMethodFillsEveryChartTexelFromPaintedNeighbours) {
     }
   }
   for (float v : out.pixels) ASSERT_TRUE(std::isfinite(v) && v >= 0.0f && v <= 1.0f);
-  // Filled chart texels resemble the painted ones (the synthetic views are smooth ramps): the
-  // median absolute difference to the reference's whole-image inpaint stays small. Not the mean:
-  // small textures leave a dozen such texels, and one at a seam, where the reference's inpaint
-  // mixes in a neighbouring chart, would decide it.
+  // Filled chart texels resemble the painted ones around them. Neither method promises a
+  // particular colour: the reference diffuses the hole's border and the vertex texels into it
+  // (NS inpaint after an 8-bit truncation), this one interpolates the vertex colours. Both take
+  // their colours from the painted texels near the hole, so where they disagree by more than the
+  // painted colour varies there, one of them brought a colour from elsewhere. Bound: per filled
+  // texel and channel, the difference to the reference's whole-image inpaint against the spread
+  // (max - min) of the painted colours within the distance the fills reach (to the nearest
+  // painted texel plus the inpainting radius), plus 2/255 for the reference's truncation. A fixed
+  // bound on the difference would hold only for smooth content: on the synthetic ramps it is
+  // ~0.005, on a bake of coarse noise at T = 96 it is 0.07 with the spread over 0.5.
+  // Median, not every texel: at a seam the reference's inpaint mixes in the neighbouring chart.
   InpaintOptions ref;
   ref.method = "reference";
   const image::Image want = inpaint_texture(m, merged, trust, nullptr, ref);
+  const std::vector<int> near = painted_distance(trust, t);
+  std::vector<double> ratios;
   std::vector<float> differences;
-  for (size_t i = 0; i < charts.size(); ++i) {
-    if (charts[i] && !trust[i]) {
-      for (int c = 0; c < 3; ++c)
-        differences.push_back(std::fabs(out.pixels[i * 3 + c] - want.pixels[i * 3 + c]));
+  for (int y = 0; y < t; ++y) {
+    for (int x = 0; x < t; ++x) {
+      const size_t i = static_cast<size_t>(y) * t + x;
+      if (!charts[i] || trust[i] || near[i] < 0) continue;
+      const int reach = near[i] + static_cast<int>(ref.radius);
+      for (int c = 0; c < 3; ++c) {
+        float lo = 1.0f, hi = 0.0f;
+        for (int yy = std::max(0, y - reach); yy <= std::min(t - 1, y + reach); ++yy) {
+          for (int xx = std::max(0, x - reach); xx <= std::min(t - 1, x + reach); ++xx) {
+            const size_t j = static_cast<size_t>(yy) * t + xx;
+            if (!trust[j]) continue;
+            lo = std::min(lo, merged.pixels[j * 3 + c]);
+            hi = std::max(hi, merged.pixels[j * 3 + c]);
+          }
+        }
+        const float d = std::fabs(out.pixels[i * 3 + c] - want.pixels[i * 3 + c]);
+        differences.push_back(d);
+        ratios.push_back(d / (std::max(hi - lo, 0.0f) + 2.0 / 255.0));
+      }
     }
   }
-  if (!differences.empty()) {
-    auto middle = differences.begin() + differences.size() / 2;
-    std::nth_element(differences.begin(), middle, differences.end());
-    EXPECT_LT(*middle, 0.05) << "over " << differences.size() / 3 << " filled chart texels";
+  if (!ratios.empty()) {
+    const auto median = [](auto v) {
+      auto middle = v.begin() + v.size() / 2;
+      std::nth_element(v.begin(), middle, v.end());
+      return *middle;
+    };
+    EXPECT_LT(median(ratios), 0.5)
+        << "over " << ratios.size() / 3 << " filled chart texels; median difference "
+        << median(differences);
   }
 }
 

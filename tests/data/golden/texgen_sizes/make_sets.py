@@ -12,6 +12,17 @@ The official set (../texgen) has one texture size, 128. The inpainting's texel r
     weight total, half-to-even texel rounding, Gauss-Seidel sweeps, then NS inpaint (radius 3).
 Run with Debian's python3-numpy and python3-opencv: python3 make_sets.py [SIZE ...]. The script
 first checks that it reproduces the official set's own §10 files bit for bit.
+
+Sets from a real bake instead of a resized one (the bake made by gen3d's bake, which matches the
+reference's to 1e-5 at the official size; it is an input, not a result):
+  python3 make_sets.py --noise-views SEED VIEWS DIR   golden-like DIR whose views (comma-separated
+                                                      indices) are coarse noise (optional)
+  GEN3D_TEXGEN_GOLDEN_DIR=DIR build/tests/gen3d_make_bake_set SIZE BAKE_DIR
+  python3 make_sets.py --bake NAME BAKE_DIR [DIR]     set NAME from that bake (DIR: its views)
+Used for t96bake (the official views, SIZE 96) and t96noise (--noise-views 4 0,2, SIZE 96).
+
+NumPy >= 2 is refused: the reference's §10 arithmetic follows NumPy's type promotion, which NEP 50
+changed (1.0 / a float32 distance stays float32 there), so its results differ in the last bits.
 """
 import json
 import os
@@ -20,6 +31,9 @@ import sys
 
 import cv2
 import numpy as np
+
+if int(np.__version__.split('.')[0]) >= 2:
+    sys.exit('make_sets.py needs NumPy < 2 (the reference ran NumPy 1.24); see the docstring')
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OFFICIAL = os.path.join(HERE, '..', 'texgen')
@@ -106,19 +120,34 @@ def check_official():
     assert np.array_equal(final, want_final), 'final texture differs from the official set'
 
 
-def make_set(size):
-    out = os.path.join(HERE, f't{size}')
+def start_set(name, size, made_by, views=None):
+    out = os.path.join(HERE, name)
     os.makedirs(out, exist_ok=True)
-    for name in MESH_FILES:
-        shutil.copy(os.path.join(OFFICIAL, name), out)
+    for file in MESH_FILES:
+        shutil.copy(os.path.join(OFFICIAL, file), out)
     with open(os.path.join(OFFICIAL, 'manifest.json')) as f:
         official = json.load(f)
     manifest = {key: official[key] for key in ('render_size', 'camera_distance', 'ortho_scale',
                                                'scale_factor', 'auto_center', 'views', 'mesh')}
+    if views is not None:
+        manifest['views'] = views
     manifest['texture_size'] = size
-    manifest['made_by'] = 'make_sets.py: official bake resized (nearest), §10 in numpy 1.24 / OpenCV 4.6'
+    manifest['made_by'] = made_by + f', §10 in numpy {np.__version__} / OpenCV {cv2.__version__}'
+    manifest['vertex_inpaint_reference'] = 'python numpy<2'
     with open(os.path.join(out, 'manifest.json'), 'w') as f:
         json.dump(manifest, f, indent=1)
+    return out
+
+
+def finish_set(out):
+    vertex_texture, vertex_mask, final = inpaint(out)
+    np.save(os.path.join(out, 'inpaint_vertex_texture.npy'), vertex_texture)
+    cv2.imwrite(os.path.join(out, 'inpaint_vertex_mask.png'), vertex_mask)
+    cv2.imwrite(os.path.join(out, 'inpaint_final.png'), cv2.cvtColor(final, cv2.COLOR_RGB2BGR))
+
+
+def make_set(size):
+    out = start_set(f't{size}', size, 'make_sets.py: official bake resized (nearest)')
     texture = np.load(os.path.join(OFFICIAL, 'bake_texture.npy'))
     mask = cv2.imread(os.path.join(OFFICIAL, 'bake_trust_mask.png'), cv2.IMREAD_GRAYSCALE)
     texture = cv2.resize(texture, (size, size), interpolation=cv2.INTER_NEAREST)
@@ -126,13 +155,46 @@ def make_set(size):
     texture[mask == 0] = 0
     np.save(os.path.join(out, 'bake_texture.npy'), texture.astype(np.float32))
     cv2.imwrite(os.path.join(out, 'bake_trust_mask.png'), mask)
-    vertex_texture, vertex_mask, final = inpaint(out)
-    np.save(os.path.join(out, 'inpaint_vertex_texture.npy'), vertex_texture)
-    cv2.imwrite(os.path.join(out, 'inpaint_vertex_mask.png'), vertex_mask)
-    cv2.imwrite(os.path.join(out, 'inpaint_final.png'), cv2.cvtColor(final, cv2.COLOR_RGB2BGR))
+    finish_set(out)
+
+
+def noise_views(seed, views, directory):
+    """A golden-like directory whose listed views are coarse noise (blur-free), others dropped."""
+    os.makedirs(directory, exist_ok=True)
+    for file in MESH_FILES:
+        shutil.copy(os.path.join(OFFICIAL, file), directory)
+    with open(os.path.join(OFFICIAL, 'manifest.json')) as f:
+        manifest = json.load(f)
+    manifest['views'] = [v for v in manifest['views'] if v['index'] in views]
+    with open(os.path.join(directory, 'manifest.json'), 'w') as f:
+        json.dump(manifest, f, indent=1)
+    rng = np.random.default_rng(seed)
+    size = manifest['render_size']
+    for v in views:
+        image = rng.random((size, size, 3)).astype(np.float32)
+        image = (image - image.min()) / (image.max() - image.min())
+        cv2.imwrite(os.path.join(directory, f'v{v}_view_input.png'), (image * 255).astype(np.uint8))
+
+
+def make_set_from_bake(name, bake_dir, views_dir=None):
+    texture = np.load(os.path.join(bake_dir, 'bake_texture.npy')).astype(np.float32)
+    views = None
+    if views_dir:
+        with open(os.path.join(views_dir, 'manifest.json')) as f:
+            views = json.load(f)['views']
+    out = start_set(name, texture.shape[0], 'make_sets.py: gen3d_make_bake_set bake', views)
+    np.save(os.path.join(out, 'bake_texture.npy'), texture)
+    shutil.copy(os.path.join(bake_dir, 'bake_trust_mask.png'), out)
+    finish_set(out)
 
 
 if __name__ == '__main__':
     check_official()
+    if sys.argv[1:2] == ['--noise-views']:
+        noise_views(int(sys.argv[2]), [int(v) for v in sys.argv[3].split(',')], sys.argv[4])
+        sys.exit()
+    if sys.argv[1:2] == ['--bake']:
+        make_set_from_bake(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
+        sys.exit()
     for s in [int(a) for a in sys.argv[1:]] or [64, 96, 100, 129, 200]:
         make_set(s)
