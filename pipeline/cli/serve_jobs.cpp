@@ -127,7 +127,9 @@ std::shared_ptr<Job> JobQueue::submit(const std::string& kind, JobWork work) {
   job->work_ = std::move(work);
   {
     std::lock_guard lock(mutex_);
-    if (stopping_ || pending_.size() >= capacity_) {
+    // A free worker takes a job at once: it need not fit in the queue.
+    const size_t idle = workers_.size() - running_;
+    if (stopping_ || pending_.size() >= capacity_ + idle) {
       ++rejected_;
       return nullptr;
     }
@@ -201,8 +203,13 @@ void JobQueue::worker_loop() {
       if (pending_.empty()) return;
       job = pending_.front();
       pending_.pop_front();
+      ++running_;
     }
     run(job);
+    {
+      std::lock_guard lock(mutex_);
+      --running_;
+    }
     forget_old_jobs();
   }
 }

@@ -126,8 +126,8 @@ struct QueueCounts {
 
 class JobQueue {
  public:
-  // `workers` jobs run at once; at most `capacity` wait. Each job gets a folder under `root`;
-  // at most `keep` finished jobs are kept (the oldest are forgotten, folders and all).
+  // `workers` jobs run at once; at most `capacity` wait for one. Each job gets a folder under
+  // `root`; at most `keep` finished jobs are kept (the oldest are forgotten, folders and all).
   JobQueue(int workers, size_t capacity, std::filesystem::path root, size_t keep = 256);
   ~JobQueue();
   JobQueue(const JobQueue&) = delete;
@@ -157,6 +157,7 @@ class JobQueue {
   std::deque<std::shared_ptr<Job>> pending_;
   std::map<std::string, std::shared_ptr<Job>> jobs_;
   std::vector<std::string> order_;  // ids, oldest first
+  size_t running_ = 0;              // workers running a job
   size_t submitted_ = 0, rejected_ = 0;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
