@@ -213,6 +213,9 @@ class Server {
       while (!done.load()) {
         if (interrupt_flag().load()) {
           spdlog::info("gen3d serve: stopping");
+          // Jobs first: a waiting /generate is answered and an event stream ends, so the
+          // server's threads are free when it stops.
+          jobs_.shutdown();
           http_.stop();
           return;
         }
