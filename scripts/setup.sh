@@ -10,7 +10,7 @@ packages=(
   libtbb-dev libopencv-dev libassimp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libopenblas-dev libmeshoptimizer-dev libeigen3-dev libminizip-dev libxxhash-dev libdnnl-dev
   ocl-icd-opencl-dev libpng-dev libturbojpeg0-dev libwebp-dev libtinygltf-dev libdraco-dev
-  libyaml-cpp-dev
+  libyaml-cpp-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 

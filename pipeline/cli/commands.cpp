@@ -99,14 +99,22 @@ int cmd_run(const RunOptions& o) {
   return run_graph(graph, o);
 }
 
-int cmd_texture(const TextureOptions& o) {
+PipelineConfig texture_config(const TextureOptions& o) {
   PipelineConfig cfg = build_texgen_config(o);
   apply_overrides(cfg, o.run.sets);
+  return cfg;
+}
+
+Graph texture_graph(const TextureOptions& o) {
+  return build_graph(texture_config(o), registry());
+}
+
+int cmd_texture(const TextureOptions& o) {
   if (o.dump) {
-    fmt::print("{}\n", cfg.to_json().dump(2));
+    fmt::print("{}\n", texture_config(o).to_json().dump(2));
     return 0;
   }
-  const Graph graph = build_graph(cfg, registry());
+  const Graph graph = texture_graph(o);
   AfterRun after;
   RunOptions run = o.run;
   // Without a report nothing reads the nodes only it shows (maps, previews): they are not run.

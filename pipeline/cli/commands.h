@@ -11,6 +11,7 @@
 
 namespace gen3d::pipeline {
 struct Graph;
+struct PipelineConfig;
 struct RunResult;
 class Profiler;
 }  // namespace gen3d::pipeline
@@ -59,6 +60,12 @@ using AfterRun = std::function<void(const pipeline::Graph&, const pipeline::RunR
 // Runs a validated graph: progress on a TTY, the summary, trace and metrics files, then `after`
 // when the run succeeded. Returns the exit code.
 int run_graph(const pipeline::Graph& graph, const RunOptions& options, const AfterRun& after = {});
+
+// The config `gen3d texture` runs for these options: the shipped texgen config they select, its
+// variables set, then the `--set` overrides. Throws ConfigError for options that make no job.
+pipeline::PipelineConfig texture_config(const TextureOptions& options);
+// That config as a validated graph (the command line and the server run the same one).
+pipeline::Graph texture_graph(const TextureOptions& options);
 
 int cmd_run(const RunOptions& options);
 int cmd_texture(const TextureOptions& options);

@@ -13,6 +13,7 @@
 #include "pipeline/cli/check_models.h"
 #include "pipeline/cli/commands.h"
 #include "pipeline/cli/progress_display.h"
+#include "pipeline/cli/serve_command.h"
 #include "pipeline/cli/shape_command.h"
 #include "pipeline/error.h"
 
@@ -31,7 +32,7 @@ bool may_run_networks(int argc, char** argv) {
     const std::string_view word = argv[i];
     if (word == "--progress") ++i;  // its value is no command
     if (word.starts_with('-')) continue;
-    if (word == "texture") {
+    if (word == "texture" || word == "serve") {
       for (int j = i + 1; j < argc; ++j)
         if (std::string_view(argv[j]).starts_with("--models")) return true;
       return false;
@@ -262,6 +263,34 @@ int main(int argc, char** argv) {
   gen3d::cli::BenchSingleImageOptions bench_single;
   gen3d::cli::add_bench_single_image(*bench_cmd, bench_single);
 
+  gen3d::cli::ServeOptions serve;
+  auto* serve_cmd = app.add_subcommand(
+      "serve", "HTTP server: the Hunyuan3D-2 api_server protocol and gen3d's job API");
+  serve_cmd->add_option("--host", serve.host, "address to listen on (loopback by default)")
+      ->capture_default_str();
+  serve_cmd->add_option("--port", serve.port, "port (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  serve_cmd->add_option("--models", serve.models_dir,
+                        "model folder: texture with its paint model (Hunyuan3D-2 layout)");
+  serve_cmd->add_option("--jobs", serve.jobs, "jobs run at once")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  serve_cmd->add_option("--queue", serve.queue, "jobs that may wait; past that: 503")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  serve_cmd->add_option("--max-body", serve.max_body, "largest request body (e.g. 64M)")
+      ->capture_default_str();
+  serve_cmd->add_option("--data", serve.data_dir,
+                        "folder for the jobs' files (default: a folder in the temp directory)");
+  serve_cmd->add_option("--token", serve.token,
+                        "require \"Authorization: Bearer TOKEN\" on every request");
+  serve_cmd->add_flag("--insecure", serve.insecure, "allow a non-loopback --host without --token");
+  serve_cmd->add_option("--texture-size", serve.texture_size, "texture size of texture jobs")
+      ->check(CLI::Range(64, 16384));
+  serve_cmd->add_option("--render-size", serve.render_size, "view render size of texture jobs")
+      ->check(CLI::Range(64, 16384));
+
   std::string config;
   std::vector<std::string> sets;
   bool dump = false;
@@ -310,6 +339,7 @@ int main(int argc, char** argv) {
   try {
     if (*run_cmd) return gen3d::cli::cmd_run(run);
     if (*texture_cmd) return gen3d::cli::cmd_texture(tex);
+    if (*serve_cmd) return gen3d::cli::cmd_serve(serve);
     if (*shape_cmd) return gen3d::cli::cmd_shape(shape);
     if (*study_cmd) return gen3d::cli::cmd_cache_study(study);
     if (*check_cmd) return gen3d::cli::cmd_check_models(models_check);

@@ -8,6 +8,7 @@
 
 #include "image/codec.h"
 #include "image/resize.h"
+#include "io/base64.h"
 #include "mesh/pbr.h"
 #include "pipeline/run_report.h"
 #include "render/surface_fill.h"
@@ -20,23 +21,6 @@ using pipeline::Graph;
 using pipeline::RunResult;
 
 namespace {
-
-std::string base64(std::string_view bytes) {
-  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  const auto at = [&](size_t i) -> uint32_t {
-    return i < bytes.size() ? static_cast<unsigned char>(bytes[i]) : 0u;
-  };
-  for (size_t i = 0; i < bytes.size(); i += 3) {
-    const uint32_t b = (at(i) << 16) | (at(i + 1) << 8) | at(i + 2);
-    out += kAlphabet[(b >> 18) & 63];
-    out += kAlphabet[(b >> 12) & 63];
-    out += i + 1 < bytes.size() ? kAlphabet[(b >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? kAlphabet[b & 63] : '=';
-  }
-  return out;
-}
 
 // An <img> of `image` scaled to fit `size` pixels, or a placeholder for an empty image.
 std::string img_tag(const image::Image& image, int size, const std::string& caption) {
@@ -51,7 +35,7 @@ std::string img_tag(const image::Image& image, int size, const std::string& capt
       ".png", caption);
   return fmt::format(
       "<figure><img src=\"data:image/png;base64,{}\"><figcaption>{}</figcaption></figure>",
-      base64(png), caption);
+      io::base64_encode(png), caption);
 }
 
 // The first node output of type T from a node running `stage`.

@@ -1,0 +1,37 @@
+#pragma once
+// `gen3d serve`: an HTTP server over the same pipelines the command line runs. Two APIs:
+//   - the reference Hunyuan3D-2 api_server.py protocol (POST /generate, POST /send,
+//     GET /status/{uid}), unchanged for its clients;
+//   - gen3d's job API (/v1/jobs: submit, list, state with per-node progress, server-sent events,
+//     result, cancel), plus /health and /metrics (Prometheus text).
+// Jobs run on a bounded queue with a fixed number of workers (docs/serve.md).
+
+#include <cstddef>
+#include <string>
+
+namespace gen3d::cli {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";  // loopback unless told otherwise
+  int port = 8081;                 // the reference server's port
+  std::string models_dir;          // --models: paint (and delight) models for texturing
+  int jobs = 1;                    // jobs run at once
+  size_t queue = 16;               // jobs that may wait; past that requests get 503
+  std::string max_body = "128M";   // largest request body (K, M, G suffixes)
+  std::string data_dir;            // job folders (inputs, outputs); default: a temp folder
+  std::string token;               // when set, every request needs "Authorization: Bearer T"
+  bool insecure = false;           // allow a non-loopback address without a token
+  int texture_size = 0;            // texture jobs' texture size (0: the config's default)
+  int render_size = 0;             // texture jobs' view render size (0: the config's default)
+};
+
+// "512", "64K", "128M", "1G" (powers of 1024) in bytes. Throws ConfigError.
+size_t parse_byte_size(const std::string& text);
+
+// Whether `host` names a loopback address (127.0.0.0/8, ::1, localhost).
+bool is_loopback_host(const std::string& host);
+
+// Serves until SIGINT/SIGTERM; returns the exit code (2 for a refused configuration).
+int cmd_serve(const ServeOptions& options);
+
+}  // namespace gen3d::cli

@@ -1,0 +1,407 @@
+// `gen3d serve` end to end: the real binary on a free loopback port, spoken to over real HTTP
+// (cpp-httplib's client). Texturing takes the model-free path at 256 px, so each job is quick.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "io/base64.h"
+#include "mesh/io.h"
+#include "support/paths.h"
+#include "support/run_command.h"
+
+namespace gen3d::test {
+namespace {
+
+using nlohmann::json;
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A port no one listens on now (the kernel's pick for a socket bound to port 0).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// `gen3d serve ARGS --port P` in a child process, stopped with SIGTERM when destroyed.
+class ServeProcess {
+ public:
+  explicit ServeProcess(std::vector<std::string> args) : port_(free_port()) {
+    args.insert(args.begin(), {gen3d_executable(), "serve", "--port", std::to_string(port_)});
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    // Up when it answers anything (a server with a token answers 401).
+    for (int i = 0; i < 200; ++i) {
+      if (client().Get("/health")) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "gen3d serve did not start on port " << port_;
+  }
+  ~ServeProcess() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  ServeProcess(const ServeProcess&) = delete;
+  ServeProcess& operator=(const ServeProcess&) = delete;
+
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+};
+
+const std::string kMesh = "tests/data/mesh/meshes-assimp/glTF2/BoxTextured.glb";
+const std::string kImage = "assets/images/spider_front.png";
+
+json generate_body(bool texture) {
+  return {{"image", io::base64_encode(read_bytes(kImage))},
+          {"mesh", io::base64_encode(read_bytes(kMesh))},
+          {"texture", texture}};
+}
+
+// The GLB in `bytes` parsed by the project's reader.
+mesh::Mesh load_glb(const std::string& bytes, const std::string& name) {
+  const std::string path = temp_dir("serve_" + name) + "/out.glb";
+  std::ofstream(path, std::ios::binary) << bytes;
+  return mesh::load_mesh(path);
+}
+
+class Serve : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ServeProcess({"--texture-size", "256", "--render-size", "256", "--max-body", "1M",
+                                "--data", temp_dir("serve_data")});
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  static httplib::Client client() { return server_->client(); }
+
+  static httplib::Result post(const std::string& path, const std::string& body) {
+    return client().Post(path.c_str(), body, "application/json");
+  }
+
+  // The JSON error body of `r`, checked for its shape.
+  static json error_of(const httplib::Result& r) {
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+    const json j = json::parse(r->body, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("error") && j.contains("error_code")) << r->body;
+    return j;
+  }
+
+  static ServeProcess* server_;
+};
+ServeProcess* Serve::server_ = nullptr;
+
+TEST_F(Serve, HealthAnswers) {
+  const auto r = client().Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_EQ(j["workers"], 1);
+}
+
+TEST_F(Serve, GenerateTexturesTheMeshIntoAGlb) {
+  const auto r = post("/generate", generate_body(true).dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("Content-Type"), "model/gltf-binary");
+  const mesh::Mesh m = load_glb(r->body, "generate");
+  EXPECT_GT(m.face_count(), 0u);
+  ASSERT_TRUE(m.texture);
+  EXPECT_EQ(m.texture->width, 256);
+  EXPECT_TRUE(m.has_uvs());
+}
+
+TEST_F(Serve, GenerateWithoutTextureConvertsTheMesh) {
+  json body = generate_body(false);
+  body["type"] = "ply";
+  const auto r = post("/generate", body.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_TRUE(r->body.starts_with("ply")) << r->body.substr(0, 16);
+}
+
+TEST_F(Serve, SendThenStatusUntilCompleted) {
+  const auto sent = post("/send", generate_body(true).dump());
+  ASSERT_TRUE(sent);
+  ASSERT_EQ(sent->status, 200) << sent->body;
+  const std::string uid = json::parse(sent->body)["uid"];
+  json status;
+  for (int i = 0; i < 600; ++i) {
+    const auto r = client().Get(("/status/" + uid).c_str());
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+    status = json::parse(r->body);
+    const std::string s = status["status"];
+    ASSERT_TRUE(s == "processing" || s == "texturing" || s == "completed") << r->body;
+    if (s == "completed") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(status["status"], "completed");
+  const std::string glb = io::base64_decode(status["model_base64"].get<std::string>());
+  ASSERT_TRUE(glb.starts_with("glTF"));
+  const mesh::Mesh m = load_glb(glb, "status");
+  ASSERT_TRUE(m.texture);
+  EXPECT_EQ(m.texture->width, 256);  // baked at --texture-size (the box came with 211 px)
+}
+
+TEST_F(Serve, UnknownUidIs404) {
+  const auto r = client().Get("/status/no-such-uid");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(error_of(r)["error_code"], "unknown_uid");
+}
+
+TEST_F(Serve, BadJsonIs400) {
+  const auto r = post("/generate", "{\"image\": ");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r)["error_code"], "bad_json");
+}
+
+TEST_F(Serve, MissingImageIs400) {
+  json body = generate_body(true);
+  body.erase("image");
+  const auto r = post("/generate", body.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r)["error_code"], "missing_image");
+}
+
+TEST_F(Serve, TextIsRefusedClearly) {
+  const auto r = post("/send", json{{"text", "a red chair"}}.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  const json e = error_of(r);
+  EXPECT_EQ(e["error_code"], "text_not_supported");
+  EXPECT_NE(e["error"].get<std::string>().find("image"), std::string::npos);
+}
+
+TEST_F(Serve, ImageWithoutMeshSaysTheServerHasNoShapeModel) {
+  json body = generate_body(true);
+  body.erase("mesh");
+  const auto r = post("/generate", body.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 501);
+  const json e = error_of(r);
+  EXPECT_EQ(e["error_code"], "no_shape_model");
+  EXPECT_NE(e["error"].get<std::string>().find("shape model"), std::string::npos);
+}
+
+TEST_F(Serve, BadBase64AndNonImageAre400) {
+  json body = generate_body(true);
+  body["image"] = "not base64!";
+  auto r = post("/generate", body.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r)["error_code"], "bad_base64");
+  body["image"] = io::base64_encode("just some text");
+  r = post("/generate", body.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r)["error_code"], "bad_image");
+}
+
+TEST_F(Serve, BodyOverMaxBodyIs413) {
+  const auto r = post("/generate", json{{"image", std::string(2 << 20, 'A')}}.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(error_of(r)["error_code"], "body_too_large");
+}
+
+TEST_F(Serve, UnknownPathIsJson404) {
+  const auto r = client().Get("/nowhere");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(error_of(r)["error_code"], "not_found");
+}
+
+// Reads a job's server-sent events to the end; returns (event name, data) pairs.
+std::vector<std::pair<std::string, json>> read_events(httplib::Client& c, const std::string& id) {
+  std::string text;
+  const auto r = c.Get(("/v1/jobs/" + id + "/events").c_str(), [&](const char* data, size_t n) {
+    text.append(data, n);
+    return true;
+  });
+  EXPECT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  std::vector<std::pair<std::string, json>> events;
+  size_t pos = 0;
+  for (size_t end; (end = text.find("\n\n", pos)) != std::string::npos; pos = end + 2) {
+    const std::string block = text.substr(pos, end - pos);
+    std::string name, data;
+    size_t line_start = 0;
+    while (line_start < block.size()) {
+      size_t line_end = block.find('\n', line_start);
+      if (line_end == std::string::npos) line_end = block.size();
+      const std::string line = block.substr(line_start, line_end - line_start);
+      if (line.starts_with("event: ")) name = line.substr(7);
+      if (line.starts_with("data: ")) data = line.substr(6);
+      line_start = line_end + 1;
+    }
+    if (!name.empty()) events.emplace_back(name, json::parse(data));
+  }
+  return events;
+}
+
+TEST_F(Serve, JobApiStreamsNodeEventsAndServesTheResult) {
+  const json body = {{"pipeline", "texture"},
+                     {"files",
+                      {{"box.glb", io::base64_encode(read_bytes(kMesh))},
+                       {"front.png", io::base64_encode(read_bytes(kImage))}}},
+                     {"vars", {{"mesh", "box.glb"}, {"image", "front.png"}}}};
+  auto c = client();
+  const auto r = c.Post("/v1/jobs", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 202) << r->body;
+  const std::string id = json::parse(r->body)["id"];
+  EXPECT_EQ(r->get_header_value("Location"), "/v1/jobs/" + id);
+
+  const auto events = read_events(c, id);
+  ASSERT_FALSE(events.empty());
+  size_t started = 0, finished = 0;
+  for (const auto& [name, data] : events) {
+    if (name == "node_started") ++started;
+    if (name == "node_finished") {
+      ++finished;
+      EXPECT_EQ(data["run"], id);
+    }
+  }
+  EXPECT_GT(started, 5u);
+  EXPECT_EQ(started, finished);
+  EXPECT_EQ(events.front().first, "run_started");
+  EXPECT_EQ(events.back().first, "end");
+  EXPECT_EQ(events.back().second["state"], "done");
+
+  // A late subscriber catches up from the start (and the stream ends at once).
+  EXPECT_EQ(read_events(c, id).size(), events.size());
+
+  const auto state = c.Get(("/v1/jobs/" + id).c_str());
+  ASSERT_TRUE(state);
+  const json s = json::parse(state->body);
+  EXPECT_EQ(s["state"], "done");
+  ASSERT_FALSE(s["nodes"].empty());
+  for (const json& n : s["nodes"]) EXPECT_NE(n["status"], "failed") << n.dump();
+
+  const auto result = c.Get(("/v1/jobs/" + id + "/result").c_str());
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200);
+  EXPECT_TRUE(load_glb(result->body, "job").texture);
+
+  const auto list = c.Get("/v1/jobs");
+  ASSERT_TRUE(list);
+  EXPECT_NE(list->body.find(id), std::string::npos);
+  const auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("gen3d_jobs{state=\"done\"}"), std::string::npos);
+  EXPECT_NE(metrics->body.find("gen3d_queue_length 0"), std::string::npos);
+}
+
+TEST_F(Serve, JobApiRefusesPathsAndUnknownVariables) {
+  json body = {{"pipeline", "texture"},
+               {"files", {{"box.glb", io::base64_encode(read_bytes(kMesh))}}},
+               {"vars", {{"mesh", "box.glb"}, {"image", "/etc/passwd"}}}};
+  auto r = post("/v1/jobs", body.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r)["error_code"], "missing_file");
+  body["vars"] = {{"mesh", "box.glb"}, {"out", "/tmp/x.glb"}};
+  r = post("/v1/jobs", body.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r)["error_code"], "unknown_var");
+  body["pipeline"] = "shape";
+  r = post("/v1/jobs", body.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r)["error_code"], "unknown_pipeline");
+}
+
+TEST(ServeAccess, NonLoopbackAddressNeedsATokenOrInsecure) {
+  const auto r = run_gen3d("serve --host 0.0.0.0 --port " + std::to_string(free_port()), 30);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--token"), std::string::npos) << r.output;
+}
+
+TEST(ServeAccess, TokenIsRequiredOnEveryRequest) {
+  const ServeProcess server({"--token", "s3cret", "--data", temp_dir("serve_token")});
+  auto c = server.client();
+  auto r = c.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(json::parse(r->body)["error_code"], "unauthorized");
+  r = c.Post("/send", "{}", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  c.set_bearer_token_auth("wrong");
+  r = c.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  c.set_bearer_token_auth("s3cret");
+  r = c.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST(ServeAccess, FullQueueIs503WithRetryAfter) {
+  // One worker, no waiting room: the first job (at the full default size, seconds long) takes the
+  // worker, the second finds no room.
+  const ServeProcess server({"--queue", "0", "--data", temp_dir("serve_queue")});
+  auto c = server.client();
+  const auto first = c.Post("/send", generate_body(true).dump(), "application/json");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 200) << first->body;
+  const auto r = c.Post("/send", generate_body(true).dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_FALSE(r->get_header_value("Retry-After").empty());
+  EXPECT_EQ(json::parse(r->body)["error_code"], "queue_full");
+}
+
+}  // namespace
+}  // namespace gen3d::test
