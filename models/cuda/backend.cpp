@@ -4,9 +4,13 @@
 #include <cuda_runtime.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "models/core/dtype.h"
 #include "models/core/error.h"
@@ -105,6 +109,48 @@ std::shared_ptr<const float> device_scale(const nn::RMSNorm& n) {
   return std::static_pointer_cast<const float>(made);
 }
 
+// Events around each operation while profiling is on.
+struct Profile {
+  std::atomic<bool> on{false};
+  std::mutex mutex;
+  std::vector<std::pair<const char*, std::pair<cudaEvent_t, cudaEvent_t>>> spans;
+  std::vector<cudaEvent_t> spare;
+  cudaEvent_t event() {
+    if (!spare.empty()) {
+      cudaEvent_t e = spare.back();
+      spare.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreate(&e), "cudaEventCreate");
+    return e;
+  }
+};
+Profile g_profile;
+
+class Span {
+ public:
+  explicit Span(const char* name) : name_(name) {
+    if (!g_profile.on.load(std::memory_order_relaxed)) return;
+    std::lock_guard lock(g_profile.mutex);
+    start_ = g_profile.event();
+    check(cudaEventRecord(start_, g_stream), "cudaEventRecord");
+  }
+  ~Span() {
+    if (!start_) return;
+    std::lock_guard lock(g_profile.mutex);
+    cudaEvent_t end = g_profile.event();
+    cudaEventRecord(end, g_stream);
+    g_profile.spans.push_back({name_, {start_, end}});
+  }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+
+ private:
+  const char* name_;
+  cudaEvent_t start_ = nullptr;
+};
+
 class CudaOps final : public nn::DeviceOps {
  public:
   Device device() const override { return Device::kCuda; }
@@ -112,6 +158,7 @@ class CudaOps final : public nn::DeviceOps {
               kernels::Act act) const override {
     if (rows == 0) return;
     const auto w = device_linear(layer);
+    const Span span("linear");
     std::lock_guard lock(gemm_mutex_);  // the bf16 staging buffer is shared
     gemm_bf16(y, ldy, x, ldx, w->weight, w->bias, rows, layer.in, layer.out, act);
     kernels::count_flops(2.0 * static_cast<double>(rows) * static_cast<double>(layer.in) *
@@ -120,32 +167,38 @@ class CudaOps final : public nn::DeviceOps {
   void ln_modulate(float* y, i64 ysb, const float* x, i64 xsb, i64 batch, i64 tokens, i64 dim,
                    const float* shift, const float* scale, i64 mod_stride,
                    float eps) const override {
+    const Span span("ln_modulate");
     cuda::ln_modulate(y, ysb, x, xsb, batch, tokens, dim, shift, scale, mod_stride, eps);
   }
   void gated_residual(float* h, i64 hsb, const float* y, i64 ysb, i64 batch, i64 tokens, i64 dim,
                       const float* gate, i64 gate_stride) const override {
+    const Span span("gated_residual");
     cuda::gated_residual(h, hsb, y, ysb, batch, tokens, dim, gate, gate_stride);
   }
   void qk_rmsnorm(float* qkv, i64 rows, i64 ld, i64 heads, i64 head_dim, i64 head_stride,
                   i64 q_offset, i64 k_offset, const nn::RMSNorm& q_norm,
                   const nn::RMSNorm& k_norm) const override {
     const auto qs = device_scale(q_norm), ks = device_scale(k_norm);
+    const Span span("qk_rmsnorm");
     cuda::qk_rmsnorm(qkv, rows, ld, heads, head_dim, head_stride, q_offset, k_offset, qs.get(),
                      ks.get(), q_norm.eps);
   }
   void attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
                  const kernels::HeadsView& k, const kernels::HeadsView& v,
                  const kernels::AttentionShape& s) const override {
+    const Span span("attention");
     cuda::attention(out, q, k, v, s);
     kernels::count_flops(4.0 * static_cast<double>(s.batch * s.heads) *
                          static_cast<double>(s.q_len) * static_cast<double>(s.kv_len) *
                          static_cast<double>(s.head_dim));
   }
   void act_inplace(kernels::Act a, float* x, i64 n) const override {
+    const Span span("activation");
     cuda::act_copy(a, x, n, x, n, 1, n);
   }
   void act_copy(kernels::Act a, float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
                 i64 cols) const override {
+    const Span span("activation");
     cuda::act_copy(a, dst, ld_dst, src, ld_src, rows, cols);
   }
   void add(float* y, const float* x, i64 n) const override { cuda::add(y, x, n); }
@@ -208,6 +261,28 @@ std::string describe_gpu() {
   return fmt::format("{}, {} SMs, {:.1f} GiB, driver {}.{}, runtime {}.{}", p.name,
                      p.multiProcessorCount, static_cast<double>(p.totalGlobalMem) / (1u << 30),
                      driver / 1000, (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10);
+}
+
+void set_profiling(bool on) {
+  g_profile.on.store(on);
+}
+
+std::vector<std::pair<std::string, double>> take_profile() {
+  check(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize");
+  std::lock_guard lock(g_profile.mutex);
+  std::map<std::string, double> ms;
+  for (auto& [name, ev] : g_profile.spans) {
+    float t = 0.0f;
+    check(cudaEventElapsedTime(&t, ev.first, ev.second), "cudaEventElapsedTime");
+    ms[name] += t;
+    g_profile.spare.push_back(ev.first);
+    g_profile.spare.push_back(ev.second);
+  }
+  g_profile.spans.clear();
+  std::vector<std::pair<std::string, double>> out(ms.begin(), ms.end());
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
 }
 
 void install() {

@@ -347,7 +347,18 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
     }
     j["precision"] = std::string(models::precision_name(r.precision));
     j["device"] = opt.device;
-    if (device != models::Device::kCpu) j["gpu"] = device_description(device);
+    if (device != models::Device::kCpu) {
+      j["gpu"] = device_description(device);
+      // One more forward with every operation bracketed by events: where the time goes.
+      nlohmann::json by_op = nlohmann::json::object();
+      double total = 0;
+      for (const auto& [name, ms] : profile_device(device, [&] { (void)r.forward(); })) {
+        by_op[name] = ms;
+        total += ms;
+      }
+      j["gpu_ms_by_op"] = by_op;
+      j["gpu_ms_in_ops"] = total;
+    }
     j["hidden"] = opt.hidden;
     j["heads"] = opt.heads;
     j["depth"] = opt.depth;

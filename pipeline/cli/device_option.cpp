@@ -24,6 +24,21 @@ void use_device(models::Device d) {
 #endif
 }
 
+std::vector<std::pair<std::string, double>> profile_device(models::Device d,
+                                                           const std::function<void()>& f) {
+#ifdef GEN3D_HAVE_CUDA
+  if (d == models::Device::kCuda) {
+    models::cuda::set_profiling(true);
+    f();
+    models::cuda::set_profiling(false);
+    return models::cuda::take_profile();
+  }
+#endif
+  (void)d;
+  (void)f;
+  return {};
+}
+
 std::string device_description(models::Device d) {
 #ifdef GEN3D_HAVE_CUDA
   if (d == models::Device::kCuda) return models::cuda::describe_gpu();
