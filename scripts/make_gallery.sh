@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 
 GEN3D=${GEN3D:-build/gen3d}
 OUT=${OUT:-out/gallery}
-PYTHON=${PYTHON:-python3}
+if [ -z "${PYTHON:-}" ]; then  # the first Python with numpy (a pyenv python3 may lack it; Debian's has it)
+  for PYTHON in python3 /usr/bin/python3; do "$PYTHON" -c 'import numpy' 2>/dev/null && break; done
+fi
 DEST=docs/images/gallery
 VIEWS=scripts/gallery/render_views.json
 [ -x "$GEN3D" ] || { echo "make_gallery.sh: no $GEN3D (build it first: bash scripts/build.sh)" >&2; exit 2; }
