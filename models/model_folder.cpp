@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include <fmt/format.h>
@@ -12,10 +14,13 @@
 #include "models/nn/config_reader.h"
 #include "models/nn/weight_files.h"
 #include "models/paint/mvunet.h"
+#include "models/paint/pbr_paint.h"
 #include "models/paint/pbr_unet.h"
+#include "models/paint/realesrgan.h"
 #include "models/paint/sd_vae.h"
 #include "models/paint/unet.h"
 #include "models/shape/checkpoints.h"
+#include "models/shape/dinov2.h"
 #include "models/shape/dit.h"
 #include "models/shape/dit21.h"
 #include "models/shape/shape_vae.h"
@@ -227,6 +232,50 @@ NetworkCheck check_shape(const fs::path& root) {
   return c;
 }
 
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ModelError("cannot read " + path.string());
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The 2.1 paint model's image encoder: facebook/dinov2-giant in the transformers layout
+// (config.json + model.safetensors or pytorch_model.bin).
+NetworkCheck check_dinov2(const fs::path& root) {
+  NetworkCheck c = named("dinov2", root);
+  attempt(c, [&] {
+    const fs::path cfg_path = root / "config.json";
+    c.files.push_back(cfg_path.string());
+    const Dinov2Config cfg = Dinov2Config::from_json(read_text(cfg_path));
+    const std::string weights = find_dino_weights(root.string());
+    c.files.push_back(weights);
+    const auto file = SafetensorsFile::open(weights);
+    count(*file, "", c);
+    compare(*file, "", Dinov2Model::expected_tensors(cfg), c);
+  });
+  return c;
+}
+
+// Real-ESRGAN x4plus (the 2.1 paint's super-resolution): the official .pth, its sizes inferred
+// from the tensors as the loader does.
+NetworkCheck check_realesrgan(const fs::path& path) {
+  NetworkCheck c;
+  c.network = "realesrgan";
+  c.folder = path.parent_path().filename().string();
+  attempt(c, [&] {
+    c.files.push_back(path.string());
+    const auto file = SafetensorsFile::open(path.string());
+    std::string key;
+    for (const char* k : {"params_ema", "params"})
+      for (const TensorInfo& t : file->tensors())
+        if (key.empty() && t.name.rfind(std::string(k) + ".", 0) == 0) key = k;
+    const std::string prefix = key.empty() ? "" : key + ".";
+    count(*file, prefix, c);
+    const WeightMap wm = WeightMap::for_submodel(file, key);
+    compare(*file, prefix, RrdbNet::expected_tensors(RrdbNetConfig::infer(wm, path.string())), c);
+  });
+  return c;
+}
+
 }  // namespace
 
 std::vector<TensorSummary> summarize_weights(const std::string& path) {
@@ -263,9 +312,23 @@ std::vector<NetworkCheck> check_model_folder(const std::string& dir) {
     if (name.rfind("hunyuan3d-dit-v2", 0) == 0) out.push_back(check_shape(p));
   };
   look(root);  // one network's folder itself
-  if (out.empty())
+  if (out.empty()) {
     for (const auto& e : fs::directory_iterator(root))
       if (e.is_directory()) look(e.path());
+    // What the 2.1 paint model reads beside its folder (as `gen3d texture --models` finds them).
+    if (!out.empty()) {
+      for (const char* d : {"dinov2-giant", "facebook/dinov2-giant"})
+        if (fs::is_directory(root / d)) {
+          out.push_back(check_dinov2(root / d));
+          break;
+        }
+      for (const char* f : {"RealESRGAN_x4plus.pth", "ckpt/RealESRGAN_x4plus.pth"})
+        if (fs::is_regular_file(root / f)) {
+          out.push_back(check_realesrgan(root / f));
+          break;
+        }
+    }
+  }
   if (out.empty())
     throw ModelError(dir +
                      " holds no official network folder (hunyuan3d-paint-v2-0[-turbo], "

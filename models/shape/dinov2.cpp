@@ -45,15 +45,21 @@ struct Attention {
   Linear dense;  // attention.output.dense
   void load(ParamSource& c, const std::string& name, i64 C, bool qkv_bias) {
     const std::string a = name + ".attention.";
-    Tensor w({3 * C, C});
-    Tensor b({3 * C});
+    // Fused [q; k; v]; a shape recorder hands out empty tensors, and then so does this.
+    Tensor w, b;
     const char* parts[3] = {"query", "key", "value"};
     for (int p = 0; p < 3; ++p) {
       Tensor wp = c.take(a + parts[p] + ".weight", {C, C});
-      std::copy_n(wp.data(), C * C, w.data() + p * C * C);
+      if (!wp.empty()) {
+        if (w.empty()) w = Tensor({3 * C, C});
+        std::copy_n(wp.data(), C * C, w.data() + p * C * C);
+      }
       if (qkv_bias) {
         Tensor bp = c.take(a + parts[p] + ".bias", {C});
-        std::copy_n(bp.data(), C, b.data() + p * C);
+        if (!bp.empty()) {
+          if (b.empty()) b = Tensor({3 * C});
+          std::copy_n(bp.data(), C, b.data() + p * C);
+        }
       }
     }
     qkv.set(c, std::move(w), qkv_bias ? std::move(b) : Tensor(), C, 3 * C);
@@ -307,6 +313,16 @@ Dinov2Model Dinov2Model::load(const Dinov2Config& config, WeightMap& weights, Op
   spdlog::info("Dinov2Model: loaded {} parameters from {} ({} MiB in memory)", impl->params,
                weights.file().path(), impl->bytes >> 20);
   return Dinov2Model(std::move(impl));
+}
+
+std::vector<std::pair<std::string, Shape>> Dinov2Model::expected_tensors(
+    const Dinov2Config& config) {
+  config.validate();
+  Impl impl;
+  impl.cfg = config;
+  nn::ShapeRecorder recorder;
+  impl.load(recorder);
+  return std::move(recorder.list);
 }
 
 Dinov2Model Dinov2Model::random(const Dinov2Config& config, std::uint64_t seed, Options opt) {

@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "models/core/dtype.h"  // WeightStorage
 #include "models/core/tensor.h"
@@ -93,6 +95,8 @@ class Dinov2Model {
   // Seeded random weights (benchmarks, tests): weights ~ U(+-sqrt(3 / fan_in)), small biases,
   // LayerNorm weights around 1, layer scales in [0.1, 1].
   static Dinov2Model random(const Dinov2Config& config, std::uint64_t seed, Options opt = {});
+  // The tensors load() claims for `config` (names relative to the model), with shapes.
+  static std::vector<std::pair<std::string, Shape>> expected_tensors(const Dinov2Config& config);
 
   Dinov2Model(Dinov2Model&&) noexcept;
   Dinov2Model& operator=(Dinov2Model&&) noexcept;

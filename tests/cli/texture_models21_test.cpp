@@ -71,6 +71,10 @@ TEST(TextureModels21, ModelsFolderMakesAPbrGlb) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_NE(check.output.find("paint-pbr (hunyuan3d-paintpbr-v2-1): ok"), std::string::npos)
       << check.output;
+  // ... and what the 2.1 paint reads beside it: DINOv2 and the Real-ESRGAN weights.
+  EXPECT_NE(check.output.find("dinov2 (dinov2-giant): ok"), std::string::npos) << check.output;
+  EXPECT_NE(check.output.find("realesrgan (texture_models21): ok"), std::string::npos)
+      << check.output;
 }
 
 TEST(TextureModels21, FolderProblemsAreNamedAndNothingIsWritten) {
@@ -84,6 +88,21 @@ TEST(TextureModels21, FolderProblemsAreNamedAndNothingIsWritten) {
   const auto no_sr = run_gen3d(base + "-o " + out + "/a.glb");
   ASSERT_EQ(no_sr.exit_code, 0) << no_sr.output;
   EXPECT_NE(no_sr.output.find("RealESRGAN_x4plus.pth"), std::string::npos) << no_sr.output;
+  // A Real-ESRGAN file short of one tensor: models check names it.
+  {
+    const auto w = models::SafetensorsFile::open(
+        source_dir() + "/tests/data/golden/hunyuan3d-2.1/esrgan/esrgan.weights.fp32.safetensors");
+    NamedTensors sd;
+    for (const auto& t : w->tensors())
+      if (t.name != "body.0.rdb1.conv2.weight") sd.emplace_back(t.name, w->to_f32(t));
+    write_torch_save(root + "/RealESRGAN_x4plus.pth", {{"params_ema", std::move(sd)}},
+                     models::DType::kF32);
+    const auto check = run_gen3d("models check " + root);
+    EXPECT_NE(check.exit_code, 0) << check.output;
+    EXPECT_NE(check.output.find("missing params_ema.body.0.rdb1.conv2.weight"), std::string::npos)
+        << check.output;
+    fs::remove(root + "/RealESRGAN_x4plus.pth");
+  }
   // The 2.0 paint model asked for where the folder has only 2.1's.
   const auto v20 = run_gen3d(base + "--paint-version 2.0 -o " + out + "/b.glb");
   EXPECT_EQ(v20.exit_code, 2) << v20.output;
