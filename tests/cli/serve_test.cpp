@@ -403,6 +403,13 @@ TEST_F(ServeShape, GenerateWithOnlyAnImageMakesAMesh) {
   const mesh::Mesh m = load_glb(r->body, "shape_generate");
   EXPECT_GT(m.face_count(), 100u);
   EXPECT_FALSE(m.texture);
+  // A grid too coarse to decode is the client's fault, said before anything runs.
+  json coarse = image_only_body(false);
+  coarse["octree_resolution"] = 4;
+  const auto refused = post("/generate", coarse.dump());
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_EQ(error_of(refused)["error_code"], "bad_field");
 }
 
 // /send answers at once; /status says "processing" while the job waits and makes the shape,

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "io/base64.h"
@@ -25,6 +26,8 @@ constexpr int kDefaultOctreeResolution = 128;
 constexpr int kDefaultSteps = 5;
 constexpr double kDefaultGuidance = 5.0;
 constexpr const char* kVolumeMethod = "flashvdm";
+// Coarser grids have no level for the coarse-to-fine decoder to start from.
+constexpr int kMinOctreeResolution = 8;
 
 int int_field(const json& body, const std::string& key, int fallback) {
   if (!body.contains(key) || body[key].is_null()) return fallback;
@@ -81,6 +84,10 @@ JobWork generate_work(const json& body, JobRunner& runner) {
   } else {
     shape.seed = int_field(body, "seed", kDefaultSeed);
     shape.resolution = int_field(body, "octree_resolution", kDefaultOctreeResolution);
+    if (shape.resolution < kMinOctreeResolution)
+      throw HttpError(
+          400, "bad_field",
+          fmt::format("\"octree_resolution\" must be at least {}", kMinOctreeResolution));
     shape.steps = int_field(body, "num_inference_steps", kDefaultSteps);
     shape.guidance = number_field(body, "guidance_scale", kDefaultGuidance);
     shape.method = kVolumeMethod;
