@@ -271,8 +271,10 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--port", serve.port, "port (0: any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  serve_cmd->add_option("--models", serve.models_dir,
-                        "model folder: texture with its paint model (Hunyuan3D-2 layout)");
+  serve_cmd->add_option(
+      "--models", serve.models_dir,
+      "model folder (Hunyuan3D-2 layout): make shapes with its shape model, texture with its "
+      "paint model");
   serve_cmd->add_option("--jobs", serve.jobs, "jobs run at once")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();

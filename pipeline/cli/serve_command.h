@@ -4,7 +4,9 @@
 //     GET /status/{uid}), unchanged for its clients;
 //   - gen3d's job API (/v1/jobs: submit, list, state with per-node progress, server-sent events,
 //     result, cancel), plus /health and /metrics (Prometheus text).
-// Jobs run on a bounded queue with a fixed number of workers (docs/serve.md).
+// Jobs run on a bounded queue with a fixed number of workers (docs/serve.md). The parts live in
+// pipeline/cli/serve/: reference_api (the first), job_api (the second), job_queue (the queue and
+// the jobs' state), job_runner (the texture and shape pipelines the jobs run), http (shared).
 
 #include <cstddef>
 #include <string>
@@ -14,7 +16,7 @@ namespace gen3d::cli {
 struct ServeOptions {
   std::string host = "127.0.0.1";  // loopback unless told otherwise
   int port = 8081;                 // the reference server's port
-  std::string models_dir;          // --models: paint (and delight) models for texturing
+  std::string models_dir;          // --models: shape model, paint (and delight) models
   int jobs = 1;                    // jobs run at once
   size_t queue = 16;               // jobs that may wait; past that requests get 503
   std::string max_body = "128M";   // largest request body (K, M, G suffixes)

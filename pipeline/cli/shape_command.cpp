@@ -8,15 +8,17 @@
 
 #include "models/nn/config_reader.h"
 #include "models/shape/checkpoints.h"
+#include "pipeline/cli/registry.h"
+#include "pipeline/cli/shipped_configs.h"
+#include "pipeline/config.h"
+#include "pipeline/error.h"
+#include "pipeline/graph.h"
 
 namespace gen3d::cli {
 
-namespace {
-
 namespace fs = std::filesystem;
 
-// Fills in what --model / --conditioner imply. Returns a usage error message, or "" when fine.
-std::string resolve_defaults(ShapeOptions& o) {
+std::string resolve_shape_defaults(ShapeOptions& o) {
   const bool image = !o.image.empty();
   if (image && (!o.cond.empty() || !o.cond_name.empty()))
     return "--image and --cond/--cond-name are exclusive: condition on an image (--image) or on "
@@ -62,8 +64,6 @@ std::string resolve_defaults(ShapeOptions& o) {
   return "";
 }
 
-}  // namespace
-
 std::string shape_config(const ShapeOptions& o) {
   if (!o.config.empty()) return o.config;
   return o.image.empty() ? kShapeCondConfig : kShapeImageConfig;
@@ -107,9 +107,28 @@ std::vector<std::string> shape_sets(const ShapeOptions& o) {
   return s;
 }
 
+pipeline::PipelineConfig shape_pipeline_config(const ShapeOptions& o) {
+  pipeline::PipelineConfig cfg;
+  if (!o.config.empty()) {
+    if (!fs::is_regular_file(o.config))
+      throw pipeline::ConfigError("shape: pipeline config not found: " + o.config);
+    cfg = pipeline::load_config(o.config);
+  } else {
+    cfg = shipped_config(o.image.empty() ? "shapegen" : "image_to_shape", "gen3d shape");
+  }
+  pipeline::apply_overrides(cfg, shape_sets(o));
+  return cfg;
+}
+
+pipeline::Graph shape_graph(const ShapeOptions& o) {
+  pipeline::Graph graph = pipeline::build_graph(shape_pipeline_config(o), cli_registry());
+  if (graph.name.empty()) graph.name = shape_config(o);
+  return graph;
+}
+
 int cmd_shape(const ShapeOptions& options) {
   ShapeOptions o = options;
-  if (const std::string problem = resolve_defaults(o); !problem.empty()) {
+  if (const std::string problem = resolve_shape_defaults(o); !problem.empty()) {
     spdlog::error("shape: {}", problem);
     return 2;
   }
@@ -119,20 +138,13 @@ int cmd_shape(const ShapeOptions& options) {
         "shape: --image without --model or --conditioner runs {} with its own defaults, small "
         "test checkpoints whose widths do not chain; pass --model with an official model folder",
         kShapeImageConfig);
-  const std::string config = shape_config(o);
-  if (!fs::is_regular_file(config)) {
-    spdlog::error(
-        "shape: pipeline config not found: {} (run from the repository root or pass "
-        "--config)",
-        config);
-    return 2;
+  if (o.dump) {
+    const pipeline::PipelineConfig cfg = shape_pipeline_config(o);
+    pipeline::build_graph(cfg, cli_registry());  // validated, as a run would be
+    fmt::print("{}\n", cfg.to_json().dump(2));
+    return 0;
   }
-  const std::vector<std::string> sets = shape_sets(o);
-  if (o.dump) return cmd_validate(config, sets, true);
-  RunOptions run = o.run;
-  run.config = config;
-  run.sets = sets;
-  return cmd_run(run);
+  return run_graph(shape_graph(o), o.run);
 }
 
 }  // namespace gen3d::cli

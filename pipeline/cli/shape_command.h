@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pipeline/cli/commands.h"
+#include "pipeline/config.h"
 
 namespace gen3d::cli {
 
@@ -39,12 +40,24 @@ struct ShapeOptions {
   bool dump = false;  // print the config it would run, and stop
 };
 
-// The pipeline `options` adapt: --config, else the --cond or --image default.
+// The pipeline `options` adapt: --config, else the --cond or --image default (shipped, compiled
+// into the executable: see shipped_configs.h).
 std::string shape_config(const ShapeOptions& options);
 
+// Fills in what --model / --conditioner imply: with a combined checkpoint (or its folder) that
+// also holds `vae.*` / `conditioner.*` weights, --vae and (with --image) the conditioner default
+// to it, and the latent count to its VAE's. Returns a usage problem, or "" when fine.
+std::string resolve_shape_defaults(ShapeOptions& options);
+
 // The --set list that adapts that pipeline to `options` as given (options' own --set last, so
-// they win). cmd_shape first fills in the defaults a model folder implies (see below).
+// they win). Call resolve_shape_defaults first for the defaults a model folder implies.
 std::vector<std::string> shape_sets(const ShapeOptions& options);
+
+// The config `gen3d shape` runs for (resolved) options: the pipeline above with shape_sets
+// applied; and that config as a validated graph (the command line and the server run the same
+// one). Throw ConfigError.
+pipeline::PipelineConfig shape_pipeline_config(const ShapeOptions& options);
+pipeline::Graph shape_graph(const ShapeOptions& options);
 
 // Runs (or with dump, prints) the adapted pipeline; returns the process exit code. When --model
 // names a combined checkpoint (or its folder) that also holds `vae.*` / `conditioner.*` weights,

@@ -1,5 +1,6 @@
 // `gen3d serve` end to end: the real binary on a free loopback port, spoken to over real HTTP
-// (cpp-httplib's client). Texturing takes the model-free path at 256 px, so each job is quick.
+// (cpp-httplib's client). Texturing takes the model-free path at 256 px, so each job is quick;
+// shape generation runs a tiny random model folder (tests/support/tiny_models.h) at a coarse grid.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -8,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -23,6 +25,7 @@
 #include "mesh/io.h"
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "support/tiny_models.h"
 
 namespace gen3d::test {
 namespace {
@@ -355,11 +358,146 @@ TEST_F(Serve, JobApiRefusesPathsAndUnknownVariables) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   EXPECT_EQ(error_of(r)["error_code"], "unknown_var");
-  body["pipeline"] = "shape";
+  body["pipeline"] = "studio";
   r = post("/v1/jobs", body.dump());
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   EXPECT_EQ(error_of(r)["error_code"], "unknown_pipeline");
+  // A shape job on a server without a shape model.
+  body["pipeline"] = "shape";
+  r = post("/v1/jobs", body.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 501);
+  EXPECT_EQ(error_of(r)["error_code"], "no_shape_model");
+}
+
+// A server whose --models folder holds a shape model (the tiny one, in the official layout:
+// DIR/hunyuan3d-dit-v2-0) and no paint model.
+class ServeShape : public Serve {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string models = temp_dir("serve_shape_models");
+    write_tiny_model_folder(models + "/hunyuan3d-dit-v2-0", 7, TinyConfigFile::kYaml);
+    server_ = new ServeProcess({"--models", models, "--texture-size", "256", "--render-size", "256",
+                                "--data", temp_dir("serve_shape_data")});
+  }
+
+  // An api_server.py request with an image and no mesh; few steps and a coarse grid (the model is
+  // random: only the wiring is under test).
+  static json image_only_body(bool texture) {
+    return {{"image", io::base64_encode(read_bytes(kImage))},
+            {"texture", texture},
+            {"seed", 7},
+            {"octree_resolution", 64},
+            {"num_inference_steps", 4},
+            {"guidance_scale", 5.0}};
+  }
+};
+
+TEST_F(ServeShape, GenerateWithOnlyAnImageMakesAMesh) {
+  const auto r = post("/generate", image_only_body(false).dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body.substr(0, 400);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "model/gltf-binary");
+  ASSERT_TRUE(r->body.starts_with("glTF"));
+  const mesh::Mesh m = load_glb(r->body, "shape_generate");
+  EXPECT_GT(m.face_count(), 100u);
+  EXPECT_FALSE(m.texture);
+  // A grid too coarse to decode is the client's fault, said before anything runs.
+  json coarse = image_only_body(false);
+  coarse["octree_resolution"] = 4;
+  const auto refused = post("/generate", coarse.dump());
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_EQ(error_of(refused)["error_code"], "bad_field");
+}
+
+// /send answers at once; /status says "processing" while the job waits and makes the shape,
+// "texturing" while it textures, then "completed" with the textured GLB. A first job holds the
+// one worker, so the second is seen waiting.
+TEST_F(ServeShape, SendThenStatusGoesFromProcessingToCompleted) {
+  std::vector<std::string> uids;
+  for (int i = 0; i < 2; ++i) {
+    const auto sent = post("/send", image_only_body(true).dump());
+    ASSERT_TRUE(sent);
+    ASSERT_EQ(sent->status, 200) << sent->body;
+    uids.push_back(json::parse(sent->body)["uid"]);
+  }
+  const std::vector<std::string> order = {"processing", "texturing", "completed"};
+  std::vector<std::string> seen;  // each change of the second job's status
+  json status;
+  for (int i = 0; i < 3000; ++i) {
+    const auto r = client().Get(("/status/" + uids[1]).c_str());
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+    status = json::parse(r->body);
+    const std::string s = status["status"];
+    ASSERT_NE(std::find(order.begin(), order.end(), s), order.end()) << r->body.substr(0, 400);
+    if (seen.empty() || seen.back() != s) seen.push_back(s);
+    if (s == "completed") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(status["status"], "completed");
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_EQ(seen.front(), "processing");
+  const auto rank = [&](const std::string& s) {
+    return std::find(order.begin(), order.end(), s) - order.begin();
+  };
+  for (size_t i = 1; i < seen.size(); ++i)  // never back
+    EXPECT_LT(rank(seen[i - 1]), rank(seen[i])) << seen[i - 1] << " then " << seen[i];
+  const std::string glb = io::base64_decode(status["model_base64"].get<std::string>());
+  ASSERT_TRUE(glb.starts_with("glTF"));
+  const mesh::Mesh m = load_glb(glb, "shape_status");
+  EXPECT_GT(m.face_count(), 100u);
+  ASSERT_TRUE(m.texture);  // textured model-free: the folder has no paint model
+  EXPECT_EQ(m.texture->width, 256);
+  EXPECT_TRUE(m.has_uvs());
+}
+
+TEST_F(ServeShape, JobApiShapePipelineStreamsSamplerSteps) {
+  const json body = {{"pipeline", "shape"},
+                     {"files", {{"front.png", io::base64_encode(read_bytes(kImage))}}},
+                     {"vars",
+                      {{"image", "front.png"},
+                       {"steps", 4},
+                       {"resolution", 64},
+                       {"min_resolution", 16},
+                       {"seed", 7}}}};
+  auto c = client();
+  const auto r = c.Post("/v1/jobs", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 202) << r->body;
+  const std::string id = json::parse(r->body)["id"];
+  const auto events = read_events(c, id);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().first, "end");
+  EXPECT_EQ(events.back().second["state"], "done") << events.back().second.dump();
+  EXPECT_EQ(events.back().second["pipeline"], "shape");
+  size_t steps = 0;
+  bool denoised = false;
+  for (const auto& [name, data] : events) {
+    if (name == "step" && data.value("label", "") == "denoise step") ++steps;
+    if (name == "node_finished" && data["stage"] == "denoise") denoised = true;
+  }
+  EXPECT_GE(steps, 4u);
+  EXPECT_TRUE(denoised);
+  const auto result = c.Get(("/v1/jobs/" + id + "/result").c_str());
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200);
+  EXPECT_EQ(result->get_header_value("Content-Type"), "model/gltf-binary");
+  EXPECT_GT(load_glb(result->body, "shape_job").face_count(), 100u);
+  // Variables other than the shape command's are refused, and so is a file not uploaded.
+  json bad = body;
+  bad["vars"]["out"] = "/tmp/x.glb";
+  auto refused = c.Post("/v1/jobs", bad.dump(), "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_EQ(error_of(refused)["error_code"], "unknown_var");
+  bad = body;
+  bad["vars"]["image"] = "/etc/passwd";
+  refused = c.Post("/v1/jobs", bad.dump(), "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(error_of(refused)["error_code"], "missing_file");
 }
 
 TEST(ServeAccess, NonLoopbackAddressNeedsATokenOrInsecure) {

@@ -1,4 +1,4 @@
-#include "pipeline/cli/serve_jobs.h"
+#include "pipeline/cli/serve/job_queue.h"
 
 #include <algorithm>
 #include <random>

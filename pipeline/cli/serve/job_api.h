@@ -1,0 +1,17 @@
+#pragma once
+// gen3d's own job API: POST /v1/jobs (pipelines "texture" and "shape"), GET /v1/jobs,
+// GET /v1/jobs/{id} (state with per-node progress), GET /v1/jobs/{id}/events (server-sent
+// events), GET /v1/jobs/{id}/result, DELETE /v1/jobs/{id}; and GET /health, GET /metrics
+// (Prometheus text).
+
+#include <httplib.h>
+
+#include "pipeline/cli/serve/job_queue.h"
+#include "pipeline/cli/serve/job_runner.h"
+
+namespace gen3d::cli {
+
+// Registers the routes on `http`; their jobs go on `jobs` and run through `runner`.
+void add_job_routes(httplib::Server& http, JobQueue& jobs, JobRunner& runner);
+
+}  // namespace gen3d::cli
