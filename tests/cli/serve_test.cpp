@@ -110,11 +110,17 @@ mesh::Mesh load_glb(const std::string& bytes, const std::string& name) {
   return mesh::load_mesh(path);
 }
 
+// CTest runs each test in its own process, two at a time, and each process starts its own server:
+// folders a suite's server writes are per process, so one never wipes another's.
+std::string process_tag() {
+  return std::to_string(::getpid());
+}
+
 class Serve : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = new ServeProcess({"--texture-size", "256", "--render-size", "256", "--max-body", "1M",
-                                "--data", temp_dir("serve_data")});
+                                "--data", temp_dir("serve_data_" + process_tag())});
   }
   static void TearDownTestSuite() {
     delete server_;
@@ -376,10 +382,10 @@ TEST_F(Serve, JobApiRefusesPathsAndUnknownVariables) {
 class ServeShape : public Serve {
  protected:
   static void SetUpTestSuite() {
-    const std::string models = temp_dir("serve_shape_models");
+    const std::string models = temp_dir("serve_shape_models_" + process_tag());
     write_tiny_model_folder(models + "/hunyuan3d-dit-v2-0", 7, TinyConfigFile::kYaml);
     server_ = new ServeProcess({"--models", models, "--texture-size", "256", "--render-size", "256",
-                                "--data", temp_dir("serve_shape_data")});
+                                "--data", temp_dir("serve_shape_data_" + process_tag())});
   }
 
   // An api_server.py request with an image and no mesh; few steps and a coarse grid (the model is
