@@ -17,6 +17,7 @@
 
 #include "mesh/error.h"
 #include "mesh/uv_unwrap_internal.h"
+#include "progress/progress.h"
 
 namespace gen3d::mesh {
 
@@ -77,8 +78,11 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
       throw MeshError("uv_unwrap: the mesh has non-finite positions");
 
   const size_t nf = mesh.faces.size();
+  // A million faces take seconds: the phases (topology, charts, packing) as steps.
+  progress::Steps phases("unwrap phase", 3);
   const Topology topo = build_topology(mesh, std::clamp(opt.normal_smoothing, 0, 100));
   spdlog::debug("uv_unwrap: topology {:.3f} s", elapsed());
+  phases.next();
 
   // 1. Segmentation, then parameterization. A chart that folds or overlaps itself in every
   // parameterization is split in two across its principal axis, repeatedly; after 16 rounds the
@@ -169,6 +173,8 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
     for (uint32_t f = 0; f < nf; ++f) chart_of[f] = renum[chart_of[f]];
   }
 
+  phases.next();
+
   // 2. Packing.
   const int W = opt.texture_size;
   const PackResult pack = pack_atlas(charts, total_area, opt, elapsed);
@@ -185,6 +191,7 @@ UnwrapResult uv_unwrap(const Mesh& mesh, const UnwrapOptions& opt) {
         pack.grid_fallback ? " (uniform grid)" : "");
   }
   spdlog::debug("uv_unwrap: packing {:.3f} s", elapsed());
+  phases.next();
 
   // 3. Output UVs: one per (chart, vertex), in chart order then local vertex order.
   UnwrapResult res;

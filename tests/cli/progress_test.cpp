@@ -224,5 +224,23 @@ TEST(ProgressCli, JsonEventsOneALineWithModelSteps) {
   EXPECT_TRUE(weights);
 }
 
+// A long single stage reports its own phases: unwrapping the spider anew (its UVs overlap).
+TEST(ProgressCli, UnwrapReportsItsPhases) {
+  const std::string dir = temp_dir("progress_unwrap");
+  const auto r = run_in_terminal("--progress json " + kTexture + "-o " + dir + "/out.glb 2> " +
+                                 dir + "/events.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(dir + "/events.jsonl");
+  std::vector<int> phases;
+  for (std::string line; std::getline(in, line);) {
+    const auto e = nlohmann::json::parse(line);
+    if (e["event"] == "step" && e["label"] == "unwrap phase") {
+      EXPECT_EQ(e["n"], 3) << line;
+      phases.push_back(e["i"].get<int>());
+    }
+  }
+  EXPECT_EQ(phases, (std::vector<int>{0, 1, 2, 3}));  // 0: the phase counter starts
+}
+
 }  // namespace
 }  // namespace gen3d::test
