@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: the cuda-labelled tests, then `gen3d bench dit --device cuda`
 # at the official 2.0 DiT size beside PyTorch (eager and torch.compile, bf16, the same shapes and
-# random weights; bench/dit_torch_bench.py) on the same card. Runs the binaries that
+# random weights; bench/dit_torch_bench.py) on the same card, then image -> mesh end to end
+# (`gen3d bench shape --device cuda`: 50 steps with CFG, and 5 steps without, at octree 384). Runs the binaries that
 # scripts/device_pack.sh packed into .device/ (the machine needs only its driver, the CUDA
 # runtime libraries and, for the comparison, PyTorch). Logs go to $OUT (or /tmp/gen3d-device);
 # a short table is printed last.
@@ -32,6 +33,15 @@ timeout 120 python3 bench/dit_torch_bench.py --device cuda $sizes --reps "$reps"
 timeout 240 python3 bench/dit_torch_bench.py --device cuda --compile $sizes --reps "$reps" 2>&1 |
   tail -3 | tee "$out/bench_compile.json"
 
+shape_reps=${SHAPE_REPS:-3}
+: > "$out/bench_shape.json"
+for spec in "flashvdm 50 5" "flashvdm 5 -1"; do
+  set -- $spec
+  timeout 240 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" -q bench shape --device cuda \
+    --volume "$1" --steps "$2" --guidance "$3" --octree 384 --reps "$shape_reps" 2>&1 |
+    tee -a "$out/bench_shape.json"
+done
+
 python3 - "$out" "$tests_rc" <<'PY'
 import json, pathlib, re, sys
 out, rc = pathlib.Path(sys.argv[1]), sys.argv[2]
@@ -55,4 +65,24 @@ print(f"{'runtime':32} {'median ms':>10} {'min':>8} {'max':>8} {'TFLOP/s':>8}")
 for r in rows:
     tf = f"{r[4] / 1e3:.0f}" if r[4] else "-"
     print(f"{r[0]:32} {r[1]:10.2f} {r[2] or 0:8.2f} {r[3] or 0:8.2f} {tf:>8}")
+
+# image -> mesh: the runs after the first (which also uploads the weights), median and range.
+runs = {}
+for line in (out / "bench_shape.json").read_text(errors="replace").splitlines():
+    if line.startswith("{"):
+        try:
+            j = json.loads(line)
+        except ValueError:
+            continue
+        runs.setdefault((j["steps"], j["guidance"], j["volume"], j["octree"]), []).append(j)
+print(f"\n{'image -> mesh':36} {'median s':>9} {'min':>7} {'max':>7}  stages (median run)")
+for (steps, g, vol, octree), js in runs.items():
+    timed = js[1:] if len(js) > 1 else js
+    timed = sorted(timed, key=lambda j: j["total_s"])
+    mid = timed[len(timed) // 2]
+    st = " ".join(f"{k} {v:.2f}" for k, v in mid["stages"].items())
+    label = f"{steps} steps, cfg {g}, {vol} R{octree}"
+    print(f"{label:36} {mid['total_s']:9.2f} {timed[0]['total_s']:7.2f} {timed[-1]['total_s']:7.2f}"
+          f"  {st}; points {mid['points']}, faces {mid['faces']}, build {mid['build_s']:.0f} s,"
+          f" first run {js[0]['total_s']:.2f} s")
 PY

@@ -90,6 +90,14 @@ std::shared_ptr<const DeviceLinear> device_linear(const nn::Linear& l) {
         w[i] =
             float_to_bf16(l.weight16.empty() ? l.weight.data()[i] : half_to_float(l.weight16[i]));
     }
+    // Rows padded with zero columns to the GEMM's row length.
+    const std::int64_t ld = gemm_padded_in(l.in);
+    if (ld != l.in) {
+      std::vector<std::uint16_t> padded(static_cast<std::size_t>(l.out * ld), 0);
+      for (std::int64_t o = 0; o < l.out; ++o)
+        std::copy_n(w.data() + o * l.in, l.in, padded.data() + o * ld);
+      w.swap(padded);
+    }
     auto d = std::make_shared<DeviceLinear>();
     d->weight = upload(w.data(), w.size(), "uploading a Linear weight");
     if (!l.bias.empty())
@@ -107,6 +115,34 @@ std::shared_ptr<const float> device_scale(const nn::RMSNorm& n) {
     return std::shared_ptr<const float>(p, [](const float* q) { cudaFree(const_cast<float*>(q)); });
   });
   return std::static_pointer_cast<const float>(made);
+}
+
+std::shared_ptr<const float> upload_shared(const Tensor& t, const char* what) {
+  float* p = upload(t.data(), static_cast<std::size_t>(t.numel()), what);
+  return std::shared_ptr<const float>(p, [](const float* q) { cudaFree(const_cast<float*>(q)); });
+}
+
+const float* device_parameter(const Tensor& t, const nn::DeviceCopy& slot) {
+  if (t.empty()) return nullptr;
+  if (t.device() == Device::kCuda) return t.data();
+  auto made = slot.get(
+      [&]() -> std::shared_ptr<const void> { return upload_shared(t, "uploading a parameter"); });
+  return static_cast<const float*>(made.get());
+}
+
+// A LayerNorm's weight and bias on the GPU (either may be absent).
+struct DeviceNorm {
+  std::shared_ptr<const float> weight, bias;
+};
+
+std::shared_ptr<const DeviceNorm> device_norm(const nn::LayerNorm& n) {
+  auto made = n.device_copy.get([&]() -> std::shared_ptr<const void> {
+    auto d = std::make_shared<DeviceNorm>();
+    if (!n.weight.empty()) d->weight = upload_shared(n.weight, "uploading a LayerNorm weight");
+    if (!n.bias.empty()) d->bias = upload_shared(n.bias, "uploading a LayerNorm bias");
+    return d;
+  });
+  return std::static_pointer_cast<const DeviceNorm>(made);
 }
 
 // Events around each operation while profiling is on.
@@ -192,6 +228,16 @@ class CudaOps final : public nn::DeviceOps {
                          static_cast<double>(s.q_len) * static_cast<double>(s.kv_len) *
                          static_cast<double>(s.head_dim));
   }
+  void layer_norm(const nn::LayerNorm& norm, float* y, i64 ldy, const float* x, i64 ldx,
+                  i64 rows) const override {
+    const auto d = device_norm(norm);
+    const Span span("layer_norm");
+    cuda::layer_norm(y, ldy, x, ldx, rows, norm.dim, d->weight.get(), d->bias.get(), norm.eps);
+  }
+  void swiglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden) const override {
+    const Span span("activation");
+    cuda::swiglu(g, ldg, z, ldz, rows, hidden);
+  }
   void act_inplace(kernels::Act a, float* x, i64 n) const override {
     const Span span("activation");
     cuda::act_copy(a, x, n, x, n, 1, n);
@@ -201,7 +247,10 @@ class CudaOps final : public nn::DeviceOps {
     const Span span("activation");
     cuda::act_copy(a, dst, ld_dst, src, ld_src, rows, cols);
   }
-  void add(float* y, const float* x, i64 n) const override { cuda::add(y, x, n); }
+  void add(float* y, const float* x, i64 n) const override {
+    const Span span("add");
+    cuda::add(y, x, n);
+  }
   void copy_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
                  i64 cols) const override {
     if (rows * cols == 0) return;
@@ -210,6 +259,9 @@ class CudaOps final : public nn::DeviceOps {
                             static_cast<std::size_t>(cols) * sizeof(float),
                             static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice, g_stream),
           "copy_rows");
+  }
+  const float* parameter(const Tensor& t, const nn::DeviceCopy& slot) const override {
+    return device_parameter(t, slot);
   }
   void synchronize() const override {
     check(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize");

@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,6 +26,7 @@ struct Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
   bool fused_bias = false;
+  bool fused_gelu = false;  // tanh-approximated GELU in the epilogue
   ~Plan() {
     if (d) cublasLtMatrixLayoutDestroy(d);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -33,12 +35,14 @@ struct Plan {
   }
 };
 
-using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool>;
+// m (out), n (rows), k (padded in), ldd, bias, gelu, the output pointer's alignment in bytes.
+using Key =
+    std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, bool, std::uint32_t>;
 
 // Row-major y[n, m] = x[n, k] W^T is column-major Y (m x n) = W^T-as-stored (k x m, transposed)
 // times X (k x n). Returns null when cuBLASLt offers no algorithm.
-std::unique_ptr<Plan> make_plan(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t ldd,
-                                bool bias) {
+std::unique_ptr<Plan> make_plan(const Key& key) {
+  const auto [m, n, k, ldd, bias, gelu, align_d] = key;
   auto p = std::make_unique<Plan>();
   check(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -46,11 +50,15 @@ std::unique_ptr<Plan> make_plan(std::int64_t m, std::int64_t n, std::int64_t k, 
         "transa");
   check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
         "transb");
-  if (bias) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    const cudaDataType_t bt = CUDA_R_32F;
+  if (bias || gelu) {
+    const cublasLtEpilogue_t epi = bias && gelu ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                   : gelu       ? CUBLASLT_EPILOGUE_GELU
+                                                : CUBLASLT_EPILOGUE_BIAS;
     check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
           "epilogue");
+  }
+  if (bias) {
+    const cudaDataType_t bt = CUDA_R_32F;
     check(
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt),
         "bias type");
@@ -69,6 +77,13 @@ std::unique_ptr<Plan> make_plan(std::int64_t m, std::int64_t n, std::int64_t k, 
   const std::size_t ws = kWorkspaceBytes;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                        sizeof ws);
+  // The output may start inside a larger buffer (a slice of rows or columns): algorithms must
+  // not assume more alignment than it has. A and B are whole allocations.
+  const std::uint32_t al = align_d;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al,
+                                       sizeof al);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al,
+                                       sizeof al);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle(), p->op, p->a, p->b, p->d,
@@ -77,11 +92,12 @@ std::unique_ptr<Plan> make_plan(std::int64_t m, std::int64_t n, std::int64_t k, 
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) return nullptr;
   p->algo = result.algo;
   p->fused_bias = bias;
+  p->fused_gelu = gelu;
   return p;
 }
 
 struct State {
-  std::map<Key, std::unique_ptr<Plan>> plans;
+  std::map<Key, std::unique_ptr<Plan>> plans;  // null: no algorithm for that key
   void* workspace = nullptr;
   __nv_bfloat16* staging = nullptr;  // bf16 copy of the activations
   std::size_t staging_elems = 0;
@@ -92,25 +108,38 @@ State& state() {
   return s;
 }
 
-const Plan& plan_for(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t ldd, bool bias) {
+// The plan for a shape with as much of bias and GELU in the epilogue as cuBLASLt offers an
+// algorithm for: first both, then the bias alone, then neither (the rest runs in bias_act).
+// Null when it offers none at all (the SIMT kernel runs the product).
+const Plan* plan_for(Key key) {
   auto& plans = state().plans;
-  const Key key{m, n, k, ldd, bias};
-  if (auto it = plans.find(key); it != plans.end())
-    return it->second ? *it->second : plan_for(m, n, k, ldd, false);
-  auto p = make_plan(m, n, k, ldd, bias);
-  if (!p && bias) {
-    // No fused-bias algorithm for this shape: a plain GEMM, the bias added by bias_act.
-    plans.emplace(key, nullptr);
-    return plan_for(m, n, k, ldd, false);
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, make_plan(key)).first;
+  if (it->second) return it->second.get();
+  auto& [m, n, k, ldd, bias, gelu, align] = key;
+  if (gelu) {
+    gelu = false;
+    return plan_for(key);
   }
-  if (!p)
-    throw ModelError("cuBLASLt offers no bf16 GEMM for [" + std::to_string(n) + " x " +
-                     std::to_string(k) + "] x [" + std::to_string(k) + " x " + std::to_string(m) +
-                     "]");
-  return *plans.emplace(key, std::move(p)).first->second;
+  if (bias) {
+    bias = false;
+    return plan_for(key);
+  }
+  return nullptr;
+}
+
+std::uint32_t alignment(const void* p) {
+  const auto v = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t a = 256;
+  while (a > 4 && v % a != 0) a /= 2;
+  return a;
 }
 
 }  // namespace
+
+std::int64_t gemm_padded_in(std::int64_t in) {
+  return (in + 7) / 8 * 8;
+}
 
 void gemm_bf16(float* y, std::int64_t ldy, const float* x, std::int64_t ldx,
                const std::uint16_t* weight, const float* bias, std::int64_t rows, std::int64_t in,
@@ -118,7 +147,8 @@ void gemm_bf16(float* y, std::int64_t ldy, const float* x, std::int64_t ldx,
   State& s = state();
   if (!s.workspace)
     check(cudaMallocAsync(&s.workspace, kWorkspaceBytes, stream()), "GEMM workspace");
-  const auto need = static_cast<std::size_t>(rows * in);
+  const std::int64_t k = gemm_padded_in(in);
+  const auto need = static_cast<std::size_t>(rows * k);
   if (need > s.staging_elems) {
     if (s.staging) cudaFreeAsync(s.staging, stream());
     check(cudaMallocAsync(reinterpret_cast<void**>(&s.staging), need * sizeof(__nv_bfloat16),
@@ -126,18 +156,29 @@ void gemm_bf16(float* y, std::int64_t ldy, const float* x, std::int64_t ldx,
           "GEMM staging buffer");
     s.staging_elems = need;
   }
-  to_bf16(s.staging, x, ldx, rows, in);
-  const Plan& p = plan_for(out, rows, in, ldy, bias != nullptr);
-  if (p.fused_bias)
-    check(
-        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
-        "bias pointer");
+  // Rows padded to whole 16-byte groups: zeros times the weight's zero columns add nothing.
+  if (k != in)
+    check(cudaMemsetAsync(s.staging, 0, need * sizeof(__nv_bfloat16), stream()), "GEMM staging");
+  to_bf16(s.staging, k, x, ldx, rows, in);
+  const bool gelu = act == kernels::Act::kGeluTanh;
+  const Plan* p = plan_for({out, rows, k, ldy, bias != nullptr, gelu, alignment(y)});
+  if (!p) {
+    gemm_simt(y, ldy, s.staging, k, weight, k, rows, in, out);
+    if (bias || act != kernels::Act::kNone) bias_act(y, ldy, rows, out, bias, act);
+    return;
+  }
+  if (p->fused_bias)
+    check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                         sizeof bias),
+          "bias pointer");
   const float alpha = 1.0f, beta = 0.0f;
-  check(cublasLtMatmul(lt_handle(), p.op, &alpha, weight, p.a, s.staging, p.b, &beta, y, p.d, y,
-                       p.d, &p.algo, s.workspace, kWorkspaceBytes, stream()),
+  check(cublasLtMatmul(lt_handle(), p->op, &alpha, weight, p->a, s.staging, p->b, &beta, y, p->d, y,
+                       p->d, &p->algo, s.workspace, kWorkspaceBytes, stream()),
         "cublasLtMatmul");
-  const float* rest_bias = p.fused_bias ? nullptr : bias;
-  if (rest_bias || act != kernels::Act::kNone) bias_act(y, ldy, rows, out, rest_bias, act);
+  const float* rest_bias = p->fused_bias ? nullptr : bias;
+  const kernels::Act rest_act = p->fused_gelu ? kernels::Act::kNone : act;
+  if (rest_bias || rest_act != kernels::Act::kNone)
+    bias_act(y, ldy, rows, out, rest_bias, rest_act);
 }
 
 }  // namespace gen3d::models::cuda

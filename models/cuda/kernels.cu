@@ -4,6 +4,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "models/core/error.h"
@@ -42,40 +43,122 @@ __device__ __forceinline__ float round_bf16(float x) {
   return __bfloat162float(__float2bfloat16_rn(x));
 }
 
-__global__ void to_bf16_kernel(__nv_bfloat16* dst, const float* src, i64 ld, i64 rows, i64 cols) {
-  const i64 n = rows * cols;
-  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<i64>(gridDim.x) * blockDim.x) {
-    const i64 r = i / cols, c = i - r * cols;
-    dst[i] = __float2bfloat16_rn(src[r * ld + c]);
-  }
+// 2-D launches for row-wise elementwise kernels: blockIdx.y walks rows (strided when there are
+// more than the grid holds), x covers a row's columns, so no thread divides 64-bit indices.
+constexpr unsigned kMaxGridY = 65535;
+
+dim3 grid_rows(i64 rows, i64 cols, int per_thread = 1) {
+  const i64 x = (cols + static_cast<i64>(kThreads) * per_thread - 1) /
+                (static_cast<i64>(kThreads) * per_thread);
+  return dim3(static_cast<unsigned>(x < 1 ? 1 : x),
+              static_cast<unsigned>(rows < kMaxGridY ? (rows < 1 ? 1 : rows) : kMaxGridY));
 }
 
-__global__ void bias_act_kernel(float* y, i64 ld, i64 rows, i64 cols, const float* bias, int act) {
-  const i64 n = rows * cols;
-  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<i64>(gridDim.x) * blockDim.x) {
-    const i64 r = i / cols, c = i - r * cols;
-    float v = y[r * ld + c];
-    if (bias) v += bias[c];
-    y[r * ld + c] = act_fn(act, v);
-  }
+bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+__global__ void to_bf16_kernel(__nv_bfloat16* dst, i64 ldd, const float* src, i64 ld, i64 rows,
+                               int cols) {
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x)
+      dst[r * ldd + c] = __float2bfloat16_rn(src[r * ld + c]);
+}
+
+// Four columns per thread (cols, ld and ldd multiples of 4, src 16-byte aligned).
+__global__ void to_bf16_x4_kernel(__nv_bfloat16* dst, i64 ldd, const float* src, i64 ld, i64 rows,
+                                  int cols) {
+  const int quads = cols / 4;
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < quads; c += gridDim.x * blockDim.x) {
+      const float4 v = reinterpret_cast<const float4*>(src + r * ld)[c];
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y),
+                           hi = __floats2bfloat162_rn(v.z, v.w);
+      uint2 packed;
+      packed.x = *reinterpret_cast<const unsigned*>(&lo);
+      packed.y = *reinterpret_cast<const unsigned*>(&hi);
+      reinterpret_cast<uint2*>(dst + r * ldd)[c] = packed;
+    }
+}
+
+// y[r, o] = sum_k x[r, k] w[o, k], one output per thread: for the shapes cuBLASLt takes no
+// algorithm for (a single output column, odd strides).
+__global__ void gemm_simt_kernel(float* y, i64 ldy, const __nv_bfloat16* x, i64 ldx,
+                                 const __nv_bfloat16* w, i64 ldw, i64 rows, int in, int out) {
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int o = blockIdx.x * blockDim.x + threadIdx.x; o < out; o += gridDim.x * blockDim.x) {
+      const __nv_bfloat16* xr = x + r * ldx;
+      const __nv_bfloat16* wr = w + o * ldw;
+      float acc = 0.0f;
+      for (int k = 0; k < in; ++k)
+        acc = fmaf(__bfloat162float(xr[k]), __bfloat162float(wr[k]), acc);
+      y[r * ldy + o] = acc;
+    }
+}
+
+__global__ void bias_act_kernel(float* y, i64 ld, i64 rows, int cols, const float* bias, int act) {
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
+      float v = y[r * ld + c];
+      if (bias) v += bias[c];
+      y[r * ld + c] = act_fn(act, v);
+    }
 }
 
 __global__ void act_copy_kernel(int act, float* dst, i64 ldd, const float* src, i64 lds, i64 rows,
-                                i64 cols) {
-  const i64 n = rows * cols;
-  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<i64>(gridDim.x) * blockDim.x) {
-    const i64 r = i / cols, c = i - r * cols;
-    dst[r * ldd + c] = act_fn(act, src[r * lds + c]);
-  }
+                                int cols) {
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x)
+      dst[r * ldd + c] = act_fn(act, src[r * lds + c]);
 }
 
 __global__ void add_kernel(float* y, const float* x, i64 n) {
   for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<i64>(gridDim.x) * blockDim.x)
     y[i] += x[i];
+}
+
+// g[r, c] = silu(z[r, c]) * z[r, hidden + c] (SwiGLU's gate).
+__global__ void swiglu_kernel(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, int hidden) {
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < hidden; c += gridDim.x * blockDim.x) {
+      const float a = z[r * ldz + c];
+      g[r * ldg + c] = a / (1.0f + expf(-a)) * z[r * ldz + hidden + c];
+    }
+}
+
+// h[b, t, c] += gate[b, c] * y[b, t, c] over rows r = b * tokens + t.
+__global__ void gated_residual_kernel(float* h, i64 hsb, const float* y, i64 ysb, i64 rows,
+                                      i64 tokens, int dim, const float* gate, i64 gs) {
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+    const i64 b = r / tokens, t = r - b * tokens;
+    float* hr = h + b * hsb + t * dim;
+    const float* yr = y + b * ysb + t * dim;
+    const float* gr = gate + b * gs;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < dim; c += gridDim.x * blockDim.x)
+      hr[c] += gr[c] * yr[c];
+  }
+}
+
+// The same with four columns per thread (dim, strides multiples of 4, pointers 16-byte aligned).
+__global__ void gated_residual_x4_kernel(float* h, i64 hsb, const float* y, i64 ysb, i64 rows,
+                                         i64 tokens, int dim, const float* gate, i64 gs) {
+  const int quads = dim / 4;
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+    const i64 b = r / tokens, t = r - b * tokens;
+    float4* hr = reinterpret_cast<float4*>(h + b * hsb + t * dim);
+    const float4* yr = reinterpret_cast<const float4*>(y + b * ysb + t * dim);
+    const float4* gr = reinterpret_cast<const float4*>(gate + b * gs);
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < quads; c += gridDim.x * blockDim.x) {
+      float4 hv = hr[c];
+      const float4 yv = yr[c], gv = gr[c];
+      hv.x += gv.x * yv.x;
+      hv.y += gv.y * yv.y;
+      hv.z += gv.z * yv.z;
+      hv.w += gv.w * yv.w;
+      hr[c] = hv;
+    }
+  }
 }
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the total.
@@ -91,38 +174,107 @@ __device__ float block_sum(float v, float* scratch) {
   return t;
 }
 
-// One block per row (b, t): y = (1 + scale) * LN(x) + shift, LN without affine; y may alias x.
-__global__ void ln_modulate_kernel(float* y, i64 ysb, const float* x, i64 xsb, i64 tokens, i64 dim,
-                                   const float* shift, const float* scale, i64 ms, float eps) {
-  __shared__ float scratch[32];
-  const i64 row = blockIdx.x;
-  const i64 b = row / tokens, t = row - b * tokens;
-  const float* xr = x + b * xsb + t * dim;
-  float* yr = y + b * ysb + t * dim;
-  float s = 0.0f;
-  for (i64 i = threadIdx.x; i < dim; i += blockDim.x) s += xr[i];
-  const float mean = block_sum(s, scratch) / static_cast<float>(dim);
-  float q = 0.0f;
-  for (i64 i = threadIdx.x; i < dim; i += blockDim.x) {
-    const float d = xr[i] - mean;
-    q += d * d;
-  }
-  const float rstd = 1.0f / sqrtf(block_sum(q, scratch) / static_cast<float>(dim) + eps);
-  const float* sh = shift + b * ms;
-  const float* sc = scale + b * ms;
-  for (i64 i = threadIdx.x; i < dim; i += blockDim.x)
-    yr[i] = (1.0f + sc[i]) * ((xr[i] - mean) * rstd) + sh[i];
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
 }
 
-__global__ void gated_residual_kernel(float* h, i64 hsb, const float* y, i64 ysb, i64 batch,
-                                      i64 tokens, i64 dim, const float* gate, i64 gs) {
-  const i64 n = batch * tokens * dim;
-  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<i64>(gridDim.x) * blockDim.x) {
-    const i64 b = i / (tokens * dim), rem = i - b * tokens * dim;
-    const i64 c = rem % dim;
-    h[b * hsb + rem] += gate[b * gs + c] * y[b * ysb + rem];
+// What a row normalisation applies after (x - mean) * rstd: LayerNorm's affine weight and bias
+// (either may be null), or adaLN's modulation (1 + scale[b]) * n + shift[b].
+struct NormArgs {
+  float* y;
+  i64 ysb;
+  const float* x;
+  i64 xsb;
+  i64 rows, tokens;
+  int dim;
+  const float *shift, *scale;  // modulation rows [batch, mod_stride] (null: affine)
+  i64 ms;
+  const float *weight, *bias;  // affine (null: none)
+  float eps;
+};
+
+__device__ __forceinline__ float norm_out(const NormArgs& a, i64 b, int c, float n) {
+  if (a.scale) return (1.0f + a.scale[b * a.ms + c]) * n + a.shift[b * a.ms + c];
+  if (a.weight) n = n * a.weight[c];
+  return a.bias ? n + a.bias[c] : n;
+}
+
+// One warp per row, the row held in registers (dim <= 32 V); y may alias x.
+template <int V>
+__global__ void row_norm_warp_kernel(NormArgs a) {
+  const i64 row = blockIdx.x * static_cast<i64>(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= a.rows) return;
+  const i64 b = row / a.tokens, t = row - b * a.tokens;
+  const float* xr = a.x + b * a.xsb + t * a.dim;
+  float v[V];
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int c = lane + 32 * i;
+    v[i] = c < a.dim ? xr[c] : 0.0f;
+    s += v[i];
   }
+  const float mean = warp_sum(s) / static_cast<float>(a.dim);
+  float q = 0.0f;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int c = lane + 32 * i;
+    const float d = c < a.dim ? v[i] - mean : 0.0f;
+    q += d * d;
+  }
+  const float rstd = 1.0f / sqrtf(warp_sum(q) / static_cast<float>(a.dim) + a.eps);
+  float* yr = a.y + b * a.ysb + t * a.dim;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int c = lane + 32 * i;
+    if (c < a.dim) yr[c] = norm_out(a, b, c, (v[i] - mean) * rstd);
+  }
+}
+
+// One block per row, for rows too wide for a warp's registers; y may alias x.
+__global__ void row_norm_block_kernel(NormArgs a) {
+  __shared__ float scratch[32];
+  for (i64 row = blockIdx.x; row < a.rows; row += gridDim.x) {
+    const i64 b = row / a.tokens, t = row - b * a.tokens;
+    const float* xr = a.x + b * a.xsb + t * a.dim;
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < a.dim; i += blockDim.x) s += xr[i];
+    const float mean = block_sum(s, scratch) / static_cast<float>(a.dim);
+    float q = 0.0f;
+    for (int i = threadIdx.x; i < a.dim; i += blockDim.x) {
+      const float d = xr[i] - mean;
+      q += d * d;
+    }
+    const float rstd = 1.0f / sqrtf(block_sum(q, scratch) / static_cast<float>(a.dim) + a.eps);
+    float* yr = a.y + b * a.ysb + t * a.dim;
+    for (int i = threadIdx.x; i < a.dim; i += blockDim.x)
+      yr[i] = norm_out(a, b, i, (xr[i] - mean) * rstd);
+    __syncthreads();  // y may alias x: the next row's reads start after every write
+  }
+}
+
+void row_norm(const NormArgs& a) {
+  if (a.rows == 0) return;
+  constexpr int kWarpsPerBlock = kThreads / 32;
+  const unsigned warp_blocks =
+      static_cast<unsigned>((a.rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  const int v = (a.dim + 31) / 32;
+  if (v <= 8)
+    row_norm_warp_kernel<8><<<warp_blocks, kThreads, 0, stream()>>>(a);
+  else if (v <= 16)
+    row_norm_warp_kernel<16><<<warp_blocks, kThreads, 0, stream()>>>(a);
+  else if (v <= 32)
+    row_norm_warp_kernel<32><<<warp_blocks, kThreads, 0, stream()>>>(a);
+  else if (v <= 48)
+    row_norm_warp_kernel<48><<<warp_blocks, kThreads, 0, stream()>>>(a);
+  else if (v <= 64)
+    row_norm_warp_kernel<64><<<warp_blocks, kThreads, 0, stream()>>>(a);
+  else
+    row_norm_block_kernel<<<static_cast<unsigned>(a.rows < 65535 * 16 ? a.rows : 65535 * 16),
+                            kThreads, 0, stream()>>>(a);
+  check_launch("row norm");
 }
 
 // One warp per (row, head, q or k): x * rsqrt(mean(x^2) + eps) * scale, in place.
@@ -197,47 +349,44 @@ __global__ void attention_plain_kernel(AttnArgs a) {
 }
 
 // q, k or v of every (batch, head) as bf16, zero-padded to `padded` tokens: [batch * heads,
-// padded, d], or transposed [batch * heads, d, padded] (v, so the P V product reads key pairs as
-// one 32-bit word).
+// padded, d]. Rows r = b * padded + t; four columns of one head per thread.
 __global__ void pack_heads_kernel(__nv_bfloat16* dst, const float* src, i64 bs, i64 ts, i64 hs,
-                                  i64 heads, i64 len, i64 padded, i64 d, bool transpose) {
-  const i64 per_batch = heads * padded * d;
-  const i64 b = blockIdx.y;
-  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < per_batch;
-       i += static_cast<i64>(gridDim.x) * blockDim.x) {
-    i64 h, t, c;
-    if (transpose) {  // i = (h, c, t)
-      h = i / (d * padded);
-      const i64 rem = i - h * d * padded;
-      c = rem / padded;
-      t = rem - c * padded;
-    } else {  // i = (h, t, c)
-      h = i / (padded * d);
-      const i64 rem = i - h * padded * d;
-      t = rem / d;
-      c = rem - t * d;
+                                  int heads, i64 len, i64 padded, int d, i64 rows, bool vec) {
+  const int per_head = d / 4, quads = heads * per_head;
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+    const i64 b = r / padded, t = r - b * padded;
+    for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < quads; q += gridDim.x * blockDim.x) {
+      const int h = q / per_head, c = (q - h * per_head) * 4;
+      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (t < len) {
+        const float* p = src + b * bs + t * ts + h * hs + c;
+        v = vec ? *reinterpret_cast<const float4*>(p) : make_float4(p[0], p[1], p[2], p[3]);
+      }
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y),
+                           hi = __floats2bfloat162_rn(v.z, v.w);
+      uint2 packed;
+      packed.x = *reinterpret_cast<const unsigned*>(&lo);
+      packed.y = *reinterpret_cast<const unsigned*>(&hi);
+      *reinterpret_cast<uint2*>(dst + ((b * heads + h) * padded + t) * d + c) = packed;
     }
-    const float x = t < len ? src[b * bs + t * ts + h * hs + c] : 0.0f;
-    dst[b * per_batch + i] = __float2bfloat16_rn(x);
   }
 }
 
 // FlashAttention-2 on the tensor cores' mma.sync (m16n8k16, bf16 in, float32 accumulate). A block
-// of 4 warps takes 64 queries (16 per warp) of one (batch, head); key tiles of 64 stream through
-// shared memory, double-buffered with cp.async. S = Q K^T stays in registers; the online softmax
-// runs there (each row's 4 lanes combine by shuffles); the accumulator layout of S is the operand
-// layout of P for O += P V, so P never leaves registers. Inputs come packed and zero-padded to
-// whole tiles (pack_heads_kernel), so only the scores of padded keys need masking.
-constexpr int kBM = 64, kBN = 64, kWarps = 4;
+// of 8 warps takes 128 queries (16 per warp) of one (batch, head); key and value tiles of 64 rows
+// stream through shared memory, double-buffered with cp.async, and reach the tensor cores through
+// ldmatrix (.trans for V, which stays row-major). S = Q K^T stays in registers; the online
+// softmax runs there (each row's 4 lanes combine by shuffles); the accumulator layout of S is the
+// operand layout of P for O += P V, so P never leaves registers. Inputs come packed and
+// zero-padded to whole tiles (pack_heads_kernel), so only the scores of padded keys need masking.
+constexpr int kBM = 128, kBN = 64, kWarps = 8;
 
 template <int D>
 struct FlashSmem {
-  static constexpr int ldk = D + 8;    // bf16 pitch of Q and K rows (conflict-free 32-bit reads)
-  static constexpr int ldv = kBN + 8;  // bf16 pitch of V^T rows
-  static constexpr int q_elems = kBM * ldk;
-  static constexpr int k_elems = kBN * ldk;
-  static constexpr int v_elems = D * ldv;
-  static constexpr int stage_elems = k_elems + v_elems;
+  static constexpr int ld = D + 8;  // bf16 pitch: ldmatrix's 8 row addresses hit distinct banks
+  static constexpr int q_elems = kBM * ld;
+  static constexpr int kv_elems = kBN * ld;
+  static constexpr int stage_elems = 2 * kv_elems;  // K then V
   static constexpr int bytes = (q_elems + 2 * stage_elems) * 2;
 };
 
@@ -253,6 +402,19 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+__device__ __forceinline__ void ldmatrix_x4(unsigned* r, const __nv_bfloat16* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned* r, const __nv_bfloat16* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
 __device__ __forceinline__ void mma_bf16(float* c, const unsigned* a, unsigned b0, unsigned b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
@@ -266,32 +428,21 @@ __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const unsigned*>(&v);
 }
 
-__device__ __forceinline__ unsigned ld32(const __nv_bfloat16* p) {
-  return *reinterpret_cast<const unsigned*>(p);
-}
-
-// Copies tile `j` of K ([kBN, D] rows) and V^T ([D, kBN]) into a stage with 16-byte cp.async.
-template <int D>
-__device__ void load_kv(__nv_bfloat16* stage, const __nv_bfloat16* kb, const __nv_bfloat16* vt,
-                        i64 k0, i64 lk_padded) {
-  using S = FlashSmem<D>;
-  __nv_bfloat16* Ks = stage;
-  __nv_bfloat16* Vs = stage + S::k_elems;
-  constexpr int kChunksK = kBN * D / 8, kChunksV = D * kBN / 8;
-  for (int i = threadIdx.x; i < kChunksK; i += kWarps * 32) {
+// Copies `rows` rows of D bf16 starting at row r0 of `src` into `dst` (pitch FlashSmem::ld) with
+// 16-byte cp.async.
+template <int D, int kRows>
+__device__ __forceinline__ void load_rows(__nv_bfloat16* dst, const __nv_bfloat16* src, i64 r0) {
+  constexpr int kChunks = kRows * D / 8;
+  for (int i = threadIdx.x; i < kChunks; i += kWarps * 32) {
     const int r = i / (D / 8), c = (i % (D / 8)) * 8;
-    cp_async16(Ks + r * S::ldk + c, kb + (k0 + r) * D + c);
-  }
-  for (int i = threadIdx.x; i < kChunksV; i += kWarps * 32) {
-    const int r = i / (kBN / 8), c = (i % (kBN / 8)) * 8;
-    cp_async16(Vs + r * S::ldv + c, vt + r * lk_padded + k0 + c);
+    cp_async16(dst + r * FlashSmem<D>::ld + c, src + (r0 + r) * D + c);
   }
 }
 
 template <int D>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_flash_kernel(AttnArgs a, const __nv_bfloat16* qb, const __nv_bfloat16* kb,
-                           const __nv_bfloat16* vt, i64 lq_padded, i64 lk_padded) {
+                           const __nv_bfloat16* vb, i64 lq_padded, i64 lk_padded) {
   using S = FlashSmem<D>;
   constexpr int kNT = kBN / 8;  // key n-tiles of S
   constexpr int kDT = D / 8;    // d n-tiles of O
@@ -302,21 +453,22 @@ __global__ void __launch_bounds__(kWarps * 32)
   __nv_bfloat16* const stage0 = smem + S::q_elems;  // stage i at stage0 + i * stage_elems
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
+  // ldmatrix.x4: lane l gives the address of row (l % 8) of matrix (l / 8).
+  const int mat = lane / 8, mrow = lane % 8;
   const i64 q0 = static_cast<i64>(blockIdx.x) * kBM, h = blockIdx.y, b = blockIdx.z;
   const i64 bh = b * a.heads + h;
   const __nv_bfloat16* qg = qb + bh * lq_padded * D;
   const __nv_bfloat16* kg = kb + bh * lk_padded * D;
-  const __nv_bfloat16* vg = vt + bh * D * lk_padded;
+  const __nv_bfloat16* vg = vb + bh * lk_padded * D;
 
-  for (int i = threadIdx.x; i < kBM * D / 8; i += kWarps * 32) {
-    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
-    cp_async16(Qs + r * S::ldk + c, qg + (q0 + r) * D + c);
-  }
-  load_kv<D>(stage0, kg, vg, 0, lk_padded);
+  load_rows<D, kBM>(Qs, qg, q0);
+  load_rows<D, kBN>(stage0, kg, 0);
+  load_rows<D, kBN>(stage0 + S::kv_elems, vg, 0);
   cp_async_commit();
 
   unsigned qf[kKQ][4];
   float o[kDT][4];
+#pragma unroll
   for (int j = 0; j < kDT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows g and g + 8
   const float sl2 = a.scale * 1.4426950408889634f;             // scores in log2 units
@@ -324,8 +476,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int tiles = static_cast<int>((a.lk + kBN - 1) / kBN);
   for (int j = 0; j < tiles; ++j) {
     if (j + 1 < tiles) {
-      load_kv<D>(stage0 + ((j + 1) & 1) * S::stage_elems, kg, vg, static_cast<i64>(j + 1) * kBN,
-                 lk_padded);
+      __nv_bfloat16* next = stage0 + ((j + 1) & 1) * S::stage_elems;
+      load_rows<D, kBN>(next, kg, static_cast<i64>(j + 1) * kBN);
+      load_rows<D, kBN>(next + S::kv_elems, vg, static_cast<i64>(j + 1) * kBN);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -333,56 +486,60 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     __syncthreads();
     if (j == 0) {
-      const __nv_bfloat16* qw = Qs + warp * 16 * S::ldk;
+      // A fragments of the warp's 16 query rows: matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15).
+      const __nv_bfloat16* qw = Qs + (warp * 16 + (mat & 1) * 8 + mrow) * S::ld + (mat >> 1) * 8;
 #pragma unroll
-      for (int kk = 0; kk < kKQ; ++kk) {
-        qf[kk][0] = ld32(qw + g * S::ldk + kk * 16 + 2 * t);
-        qf[kk][1] = ld32(qw + (g + 8) * S::ldk + kk * 16 + 2 * t);
-        qf[kk][2] = ld32(qw + g * S::ldk + kk * 16 + 2 * t + 8);
-        qf[kk][3] = ld32(qw + (g + 8) * S::ldk + kk * 16 + 2 * t + 8);
-      }
+      for (int kk = 0; kk < kKQ; ++kk) ldmatrix_x4(qf[kk], qw + kk * 16);
     }
     const __nv_bfloat16* Ks = stage0 + (j & 1) * S::stage_elems;
-    const __nv_bfloat16* Vs = Ks + S::k_elems;
+    const __nv_bfloat16* Vs = Ks + S::kv_elems;
 
     float s[kNT][4];
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-      const __nv_bfloat16* kr = Ks + (nt * 8 + g) * S::ldk + 2 * t;
+    for (int nt = 0; nt < kNT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    // B fragments of K^T: matrices (keys of n-tile 2p | 2p + 1) x (d 0-7 | 8-15 of the k-step).
+    const __nv_bfloat16* kw = Ks + ((mat >> 1) * 8 + mrow) * S::ld + (mat & 1) * 8;
 #pragma unroll
-      for (int kk = 0; kk < kKQ; ++kk)
-        mma_bf16(s[nt], qf[kk], ld32(kr + kk * 16), ld32(kr + kk * 16 + 8));
-    }
+    for (int p = 0; p < kNT / 2; ++p)
+#pragma unroll
+      for (int kk = 0; kk < kKQ; ++kk) {
+        unsigned kf[4];
+        ldmatrix_x4(kf, kw + p * 16 * S::ld + kk * 16);
+        mma_bf16(s[2 * p], qf[kk], kf[0], kf[1]);
+        mma_bf16(s[2 * p + 1], qf[kk], kf[2], kf[3]);
+      }
 
     // Online softmax over this tile (keys past kv_len are padding: -inf).
     const i64 k0 = static_cast<i64>(j) * kBN;
+    if (k0 + kBN > a.lk) {
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (k0 + nt * 8 + 2 * t + e >= a.lk) s[nt][e] = s[nt][2 + e] = -INFINITY;
+    }
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const bool valid = k0 + nt * 8 + 2 * t + e < a.lk;
-        s[nt][e] = valid ? s[nt][e] * sl2 : -INFINITY;
-        s[nt][2 + e] = valid ? s[nt][2 + e] * sl2 : -INFINITY;
-        mx0 = fmaxf(mx0, s[nt][e]);
-        mx1 = fmaxf(mx1, s[nt][2 + e]);
-      }
+    for (int nt = 0; nt < kNT; ++nt) {
+      mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
+    }
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);  // finite: each tile has a valid key
+    // In log2 units; finite: each tile has a valid key.
+    const float n0 = fmaxf(m0, mx0 * sl2), n1 = fmaxf(m1, mx1 * sl2);
     const float alpha0 = exp2f(m0 - n0), alpha1 = exp2f(m1 - n1);
     m0 = n0;
     m1 = n1;
     float sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
-      s[nt][0] = exp2f(s[nt][0] - n0);
-      s[nt][1] = exp2f(s[nt][1] - n0);
-      s[nt][2] = exp2f(s[nt][2] - n1);
-      s[nt][3] = exp2f(s[nt][3] - n1);
+      s[nt][0] = exp2f(fmaf(s[nt][0], sl2, -n0));
+      s[nt][1] = exp2f(fmaf(s[nt][1], sl2, -n0));
+      s[nt][2] = exp2f(fmaf(s[nt][2], sl2, -n1));
+      s[nt][3] = exp2f(fmaf(s[nt][3], sl2, -n1));
       sum0 += s[nt][0] + s[nt][1];
       sum1 += s[nt][2] + s[nt][3];
     }
@@ -396,7 +553,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       o[dn][3] *= alpha1;
     }
 
-    // O += P V: the scores' accumulator layout is the A operand's layout.
+    // O += P V: the scores' accumulator layout is the A operand's layout. B fragments of V
+    // through ldmatrix.trans: matrices (keys 0-7 | 8-15 of the k-step) x (d of n-tile 2p | 2p+1).
+    const __nv_bfloat16* vw = Vs + ((mat & 1) * 8 + mrow) * S::ld + (mat >> 1) * 8;
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {
       const unsigned pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
@@ -404,9 +563,11 @@ __global__ void __launch_bounds__(kWarps * 32)
                               pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                               pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-      for (int dn = 0; dn < kDT; ++dn) {
-        const __nv_bfloat16* vr = Vs + (dn * 8 + g) * S::ldv + kk * 16 + 2 * t;
-        mma_bf16(o[dn], pa, ld32(vr), ld32(vr + 8));
+      for (int p = 0; p < kDT / 2; ++p) {
+        unsigned vf[4];
+        ldmatrix_x4_trans(vf, vw + kk * 16 * S::ld + p * 16);
+        mma_bf16(o[2 * p], pa, vf[0], vf[1]);
+        mma_bf16(o[2 * p + 1], pa, vf[2], vf[3]);
       }
     }
     __syncthreads();  // this stage is refilled two tiles on
@@ -434,23 +595,27 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+void pack_heads(__nv_bfloat16* dst, const float* src, i64 bs, i64 ts, i64 hs, i64 batch, i64 heads,
+                i64 len, i64 padded, int d) {
+  const bool vec = aligned16(src) && bs % 4 == 0 && ts % 4 == 0 && hs % 4 == 0;
+  const i64 rows = batch * padded;
+  pack_heads_kernel<<<grid_rows(rows, heads * d / 4), kThreads, 0, stream()>>>(
+      dst, src, bs, ts, hs, static_cast<int>(heads), len, padded, d, rows, vec);
+}
+
 template <int D>
 void launch_flash(const AttnArgs& a, i64 batch) {
-  // q, k and v^T as packed, tile-padded bf16 in pool memory, freed in stream order.
+  // q, k and v as packed, tile-padded bf16 in pool memory, freed in stream order.
   const i64 lqp = (a.lq + kBM - 1) / kBM * kBM, lkp = (a.lk + kBN - 1) / kBN * kBN;
   const i64 nq = batch * a.heads * lqp * D, nk = batch * a.heads * lkp * D;
   __nv_bfloat16* buf = nullptr;
   check(cudaMallocAsync(reinterpret_cast<void**>(&buf),
                         static_cast<size_t>(nq + 2 * nk) * sizeof(__nv_bfloat16), stream()),
         "attention: bf16 staging");
-  __nv_bfloat16 *qb = buf, *kb = buf + nq, *vt = buf + nq + nk;
-  const unsigned by = static_cast<unsigned>(batch);
-  pack_heads_kernel<<<dim3(blocks_for(a.heads * lqp * D), by), kThreads, 0, stream()>>>(
-      qb, a.q, a.q_bs, a.q_ts, a.q_hs, a.heads, a.lq, lqp, D, false);
-  pack_heads_kernel<<<dim3(blocks_for(a.heads * lkp * D), by), kThreads, 0, stream()>>>(
-      kb, a.k, a.k_bs, a.k_ts, a.k_hs, a.heads, a.lk, lkp, D, false);
-  pack_heads_kernel<<<dim3(blocks_for(a.heads * lkp * D), by), kThreads, 0, stream()>>>(
-      vt, a.v, a.v_bs, a.v_ts, a.v_hs, a.heads, a.lk, lkp, D, true);
+  __nv_bfloat16 *qb = buf, *kb = buf + nq, *vb = buf + nq + nk;
+  pack_heads(qb, a.q, a.q_bs, a.q_ts, a.q_hs, batch, a.heads, a.lq, lqp, D);
+  pack_heads(kb, a.k, a.k_bs, a.k_ts, a.k_hs, batch, a.heads, a.lk, lkp, D);
+  pack_heads(vb, a.v, a.v_bs, a.v_ts, a.v_hs, batch, a.heads, a.lk, lkp, D);
   check_launch("attention: packing q, k, v");
   const int bytes = FlashSmem<D>::bytes;
   static const bool configured = [&] {
@@ -460,31 +625,50 @@ void launch_flash(const AttnArgs& a, i64 batch) {
     return true;
   }();
   (void)configured;
-  const dim3 grid(static_cast<unsigned>(lqp / kBM), static_cast<unsigned>(a.heads), by);
-  attention_flash_kernel<D><<<grid, kWarps * 32, bytes, stream()>>>(a, qb, kb, vt, lqp, lkp);
+  const dim3 grid(static_cast<unsigned>(lqp / kBM), static_cast<unsigned>(a.heads),
+                  static_cast<unsigned>(batch));
+  attention_flash_kernel<D><<<grid, kWarps * 32, bytes, stream()>>>(a, qb, kb, vb, lqp, lkp);
   check_launch("attention (tiled)");
   check(cudaFreeAsync(buf, stream()), "attention: bf16 staging");
 }
 
 }  // namespace
 
-void to_bf16(__nv_bfloat16* dst, const float* src, i64 ld_src, i64 rows, i64 cols) {
+void to_bf16(__nv_bfloat16* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows, i64 cols) {
   if (rows * cols == 0) return;
-  to_bf16_kernel<<<blocks_for(rows * cols), kThreads, 0, stream()>>>(dst, src, ld_src, rows, cols);
+  const int c = static_cast<int>(cols);
+  if (cols % 4 == 0 && ld_src % 4 == 0 && ld_dst % 4 == 0 && aligned16(src) && aligned16(dst))
+    to_bf16_x4_kernel<<<grid_rows(rows, cols, 4), kThreads, 0, stream()>>>(dst, ld_dst, src, ld_src,
+                                                                           rows, c);
+  else
+    to_bf16_kernel<<<grid_rows(rows, cols), kThreads, 0, stream()>>>(dst, ld_dst, src, ld_src, rows,
+                                                                     c);
   check_launch("to_bf16");
+}
+
+void gemm_simt(float* y, i64 ldy, const __nv_bfloat16* x, i64 ldx, const std::uint16_t* w, i64 ldw,
+               i64 rows, i64 in, i64 out) {
+  if (rows * out == 0) return;
+  gemm_simt_kernel<<<grid_rows(rows, out), kThreads, 0, stream()>>>(
+      y, ldy, x, ldx, reinterpret_cast<const __nv_bfloat16*>(w), ldw, rows, static_cast<int>(in),
+      static_cast<int>(out));
+  check_launch("gemm (plain)");
 }
 
 void bias_act(float* y, i64 ldy, i64 rows, i64 cols, const float* bias, Act act) {
   if (rows * cols == 0) return;
-  bias_act_kernel<<<blocks_for(rows * cols), kThreads, 0, stream()>>>(y, ldy, rows, cols, bias,
-                                                                      static_cast<int>(act));
+  bias_act_kernel<<<grid_rows(rows, cols), kThreads, 0, stream()>>>(
+      y, ldy, rows, static_cast<int>(cols), bias, static_cast<int>(act));
   check_launch("bias_act");
 }
 
 void act_copy(Act act, float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows, i64 cols) {
   if (rows * cols == 0) return;
-  act_copy_kernel<<<blocks_for(rows * cols), kThreads, 0, stream()>>>(
-      static_cast<int>(act), dst, ld_dst, src, ld_src, rows, cols);
+  if (rows == 1 && cols > (i64{1} << 30))
+    throw ModelError("activation on the GPU: a row of " + std::to_string(cols) +
+                     " values is too long");
+  act_copy_kernel<<<grid_rows(rows, cols), kThreads, 0, stream()>>>(
+      static_cast<int>(act), dst, ld_dst, src, ld_src, rows, static_cast<int>(cols));
   check_launch("act_copy");
 }
 
@@ -494,20 +678,38 @@ void add(float* y, const float* x, i64 n) {
   check_launch("add");
 }
 
+void swiglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden) {
+  if (rows * hidden == 0) return;
+  swiglu_kernel<<<grid_rows(rows, hidden), kThreads, 0, stream()>>>(g, ldg, z, ldz, rows,
+                                                                    static_cast<int>(hidden));
+  check_launch("swiglu");
+}
+
 void ln_modulate(float* y, i64 ysb, const float* x, i64 xsb, i64 batch, i64 tokens, i64 dim,
                  const float* shift, const float* scale, i64 mod_stride, float eps) {
-  if (batch * tokens == 0) return;
-  ln_modulate_kernel<<<static_cast<unsigned>(batch * tokens), kThreads, 0, stream()>>>(
-      y, ysb, x, xsb, tokens, dim, shift, scale, mod_stride, eps);
-  check_launch("ln_modulate");
+  row_norm({y, ysb, x, xsb, batch * tokens, tokens, static_cast<int>(dim), shift, scale, mod_stride,
+            nullptr, nullptr, eps});
+}
+
+void layer_norm(float* y, i64 ldy, const float* x, i64 ldx, i64 rows, i64 dim, const float* weight,
+                const float* bias, float eps) {
+  // Rows as batches of one token, so each row keeps its own stride.
+  row_norm(
+      {y, ldy, x, ldx, rows, 1, static_cast<int>(dim), nullptr, nullptr, 0, weight, bias, eps});
 }
 
 void gated_residual(float* h, i64 hsb, const float* y, i64 ysb, i64 batch, i64 tokens, i64 dim,
                     const float* gate, i64 gate_stride) {
-  const i64 n = batch * tokens * dim;
-  if (n == 0) return;
-  gated_residual_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(h, hsb, y, ysb, batch, tokens,
-                                                                  dim, gate, gate_stride);
+  const i64 rows = batch * tokens;
+  if (rows * dim == 0) return;
+  const bool vec = dim % 4 == 0 && hsb % 4 == 0 && ysb % 4 == 0 && gate_stride % 4 == 0 &&
+                   aligned16(h) && aligned16(y) && aligned16(gate);
+  if (vec)
+    gated_residual_x4_kernel<<<grid_rows(rows, dim, 4), kThreads, 0, stream()>>>(
+        h, hsb, y, ysb, rows, tokens, static_cast<int>(dim), gate, gate_stride);
+  else
+    gated_residual_kernel<<<grid_rows(rows, dim), kThreads, 0, stream()>>>(
+        h, hsb, y, ysb, rows, tokens, static_cast<int>(dim), gate, gate_stride);
   check_launch("gated_residual");
 }
 

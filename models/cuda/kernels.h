@@ -14,13 +14,22 @@ namespace gen3d::models::cuda {
 
 using i64 = std::int64_t;
 
-// dst[r, c] (packed rows x cols) = bf16(src[r, c]) (row stride ld_src).
-void to_bf16(__nv_bfloat16* dst, const float* src, i64 ld_src, i64 rows, i64 cols);
+// dst[r, c] (row stride ld_dst) = bf16(src[r, c]) (row stride ld_src).
+void to_bf16(__nv_bfloat16* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows, i64 cols);
+// y[rows, out] (row stride ldy) = x[rows, in] w[out, in]^T (bf16 bits, row strides ldx, ldw) in
+// float32, one output per thread: the fallback for shapes cuBLASLt offers no algorithm for.
+void gemm_simt(float* y, i64 ldy, const __nv_bfloat16* x, i64 ldx, const std::uint16_t* w, i64 ldw,
+               i64 rows, i64 in, i64 out);
 // y[r, c] = act(y[r, c] + bias[c]) (bias may be null).
 void bias_act(float* y, i64 ldy, i64 rows, i64 cols, const float* bias, kernels::Act act);
 void act_copy(kernels::Act act, float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
               i64 cols);
 void add(float* y, const float* x, i64 n);
+// g[r, c] = silu(z[r, c]) * z[r, hidden + c].
+void swiglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden);
+// y = (x - mean) * rstd * weight + bias per row (weight, bias may be null); y may alias x.
+void layer_norm(float* y, i64 ldy, const float* x, i64 ldx, i64 rows, i64 dim, const float* weight,
+                const float* bias, float eps);
 void ln_modulate(float* y, i64 ysb, const float* x, i64 xsb, i64 batch, i64 tokens, i64 dim,
                  const float* shift, const float* scale, i64 mod_stride, float eps);
 void gated_residual(float* h, i64 hsb, const float* y, i64 ysb, i64 batch, i64 tokens, i64 dim,

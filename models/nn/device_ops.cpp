@@ -5,6 +5,11 @@
 #include <atomic>
 #include <string>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <cmath>
+
 #include "models/core/error.h"
 #include "models/kernels/fused.h"
 #include "models/nn/layers.h"
@@ -40,6 +45,20 @@ class CpuOps final : public DeviceOps {
                  const kernels::AttentionShape& s) const override {
     kernels::attention(out, q, k, v, s);
   }
+  void layer_norm(const LayerNorm& norm, float* y, i64 ldy, const float* x, i64 ldx,
+                  i64 rows) const override {
+    norm(y, ldy, x, ldx, rows);
+  }
+  void swiglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden) const override {
+    tbb::parallel_for(tbb::blocked_range<i64>(0, rows, 16), [&](const tbb::blocked_range<i64>& r) {
+      for (i64 i = r.begin(); i < r.end(); ++i) {
+        const float* x1 = z + i * ldz;
+        const float* x2 = x1 + hidden;
+        float* gi = g + i * ldg;
+        for (i64 j = 0; j < hidden; ++j) gi[j] = x1[j] / (1.0f + std::exp(-x1[j])) * x2[j];
+      }
+    });
+  }
   void act_inplace(kernels::Act a, float* x, i64 n) const override {
     kernels::act_inplace(a, x, n);
   }
@@ -54,6 +73,7 @@ class CpuOps final : public DeviceOps {
                  i64 cols) const override {
     for (i64 r = 0; r < rows; ++r) std::copy_n(src + r * ld_src, cols, dst + r * ld_dst);
   }
+  const float* parameter(const Tensor& t, const DeviceCopy&) const override { return t.data(); }
 };
 
 const CpuOps kCpuOps;

@@ -9,11 +9,14 @@
 #include <cstdint>
 
 #include "models/core/device.h"
+#include "models/core/tensor.h"
 #include "models/kernels/activations.h"
 #include "models/kernels/attention.h"
 
 namespace gen3d::models::nn {
 
+class DeviceCopy;
+struct LayerNorm;
 struct Linear;
 struct RMSNorm;
 using i64 = std::int64_t;
@@ -40,6 +43,12 @@ class DeviceOps {
   virtual void attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
                          const kernels::HeadsView& k, const kernels::HeadsView& v,
                          const kernels::AttentionShape& s) const = 0;
+  // y[rows, dim] (row stride ldy) = the layer's LayerNorm of x (row stride ldx); y may alias x.
+  virtual void layer_norm(const LayerNorm& norm, float* y, i64 ldy, const float* x, i64 ldx,
+                          i64 rows) const = 0;
+  // g[r, c] = silu(z[r, c]) * z[r, hidden + c] for c < hidden (SwiGLU's gate; row strides ldg,
+  // ldz).
+  virtual void swiglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden) const = 0;
   virtual void act_inplace(kernels::Act a, float* x, i64 n) const = 0;
   // dst[r, c] = act(src[r, c]) for a rows x cols block.
   virtual void act_copy(kernels::Act a, float* dst, i64 ld_dst, const float* src, i64 ld_src,
@@ -50,6 +59,10 @@ class DeviceOps {
   // device.
   virtual void copy_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
                          i64 cols) const = 0;
+  // A parameter tensor (on the host) readable by this device's kernels: its own data on the CPU;
+  // on a device, a copy made on first use and kept in `slot`, so it lives as long as the layer
+  // that owns the slot.
+  virtual const float* parameter(const Tensor& t, const DeviceCopy& slot) const = 0;
   // Waits until every operation issued so far has finished (a no-op on the CPU).
   virtual void synchronize() const {}
 };

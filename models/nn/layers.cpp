@@ -67,6 +67,7 @@ void LayerNorm::load(ParamSource& p, const std::string& name, i64 features, floa
   eps = epsilon;
   weight = p.take(name + ".weight", {features});
   bias = p.take(name + ".bias", {features});
+  device_copy = DeviceCopy();
 }
 
 void LayerNorm::operator()(float* y, i64 ldy, const float* x, i64 ldx, i64 rows) const {

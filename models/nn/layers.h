@@ -66,6 +66,7 @@ struct Linear {
 // nn.LayerNorm(dim) with an affine weight and bias.
 struct LayerNorm {
   Tensor weight, bias;  // [dim]
+  DeviceCopy device_copy;
   i64 dim = 0;
   float eps = 1e-5f;
 

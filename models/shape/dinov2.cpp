@@ -19,6 +19,7 @@
 #include "models/kernels/linear.h"
 #include "models/kernels/norms.h"
 #include "models/nn/config_reader.h"
+#include "models/nn/device_ops.h"
 #include "models/nn/init.h"
 #include "models/nn/layers.h"
 #include "models/nn/model_cache.h"
@@ -92,6 +93,7 @@ struct Layer {
   LayerNorm norm1, norm2;
   Attention attention;
   Tensor lambda1, lambda2;  // layer_scale{1,2}.lambda1 [C]
+  nn::DeviceCopy lambda1_copy, lambda2_copy;
   Ffn mlp;
   void load(ParamSource& c, const std::string& name, const Dinov2Config& cfg) {
     const i64 C = cfg.hidden_size;
@@ -133,8 +135,9 @@ Tensor columns(const float* base, i64 B, i64 T, i64 ld, i64 c0, i64 w) {
 }
 
 // x[r, c] += lambda[c] * y[r, c] over rows x C (layer scale + residual).
-void scaled_residual(float* x, const float* y, const float* lambda, i64 rows, i64 C) {
-  kernels::gated_residual(x, rows * C, y, rows * C, 1, rows, C, lambda, 0);
+void scaled_residual(const nn::DeviceOps& k, float* x, const float* y, const float* lambda,
+                     i64 rows, i64 C) {
+  k.gated_residual(x, rows * C, y, rows * C, 1, rows, C, lambda, 0);
 }
 
 }  // namespace
@@ -245,6 +248,7 @@ ImageEncoderConfig ImageEncoderConfig::from_file(const std::string& path,
 
 struct Dinov2Model::Impl {
   Dinov2Config cfg;
+  Device device = Device::kCpu;
   Act act = Act::kGeluErf;
   i64 params = 0;
   std::size_t bytes = 0;
@@ -307,6 +311,7 @@ Dinov2Model Dinov2Model::load(const Dinov2Config& config, WeightMap& weights, Op
   config.validate();
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
+  impl->device = opt.device;
   nn::CheckpointParams params(weights, opt.storage);
   impl->load(params);
   weights.finish("Dinov2Model");
@@ -329,6 +334,7 @@ Dinov2Model Dinov2Model::random(const Dinov2Config& config, std::uint64_t seed, 
   config.validate();
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
+  impl->device = opt.device;
   // Uniform weights with PyTorch's default bound sqrt(3 / fan_in); norm weights 1 ± 0.1,
   // layer scales in [0.1, 1), tokens and position embeddings ± 0.5, biases ± 0.02.
   nn::SplitMix rng(seed * nn::kGoldenGamma + 0x632BE59BD9F9776Bull);
@@ -408,6 +414,10 @@ Tensor Dinov2Model::forward(const Tensor& pixel_values, const TraceFn* trace) co
   if (pixel_values.rank() != 4 || pixel_values.empty() || pixel_values.dim(1) != ch)
     throw ModelError("Dinov2Model::forward: pixel_values has shape " + pixel_values.shape().str() +
                      ", expected [B, " + std::to_string(ch) + ", H, W]");
+  if (pixel_values.device() != Device::kCpu)
+    throw ModelError("Dinov2Model::forward: pixel_values must be on the CPU");
+  if (trace && m.device != Device::kCpu)
+    throw ModelError("Dinov2Model::forward: per-layer traces are taken on the CPU only");
   const i64 B = pixel_values.dim(0), H = pixel_values.dim(2), W = pixel_values.dim(3);
   const i64 gh = H / P, gw = W / P;
   if (gh == 0 || gw == 0)
@@ -415,8 +425,14 @@ Tensor Dinov2Model::forward(const Tensor& pixel_values, const TraceFn* trace) co
                      " is smaller than one patch (" + std::to_string(P) + ")");
   const i64 N = gh * gw, T = N + 1, rows = B * T;
   const i64 nh = cfg.num_attention_heads, D = cfg.head_dim();
+  const nn::DeviceOps& k = nn::device_ops(m.device);
+  const Device dev = m.device;
   auto tr = [trace](const std::string& name, const Tensor& v) {
     if (trace) (*trace)(name, v);
+  };
+  // A host tensor where the pass runs: itself on the CPU, a copy on a device.
+  auto on_device = [dev](const Tensor& t) {
+    return dev == Device::kCpu ? Tensor::view(t.data(), t.shape()) : t.to(dev);
   };
 
   // Patch embedding: im2col rows [B, N, ch P P] (column order ch, ky, kx like the conv weight).
@@ -430,10 +446,13 @@ Tensor Dinov2Model::forward(const Tensor& pixel_values, const TraceFn* trace) co
         std::copy_n(pixel_values.data() + ((b * ch + c) * H + py * P + ky) * W + px * P, P,
                     dst + (c * P + ky) * P);
   });
-  Tensor X({B, T, C});  // [B, T, C] residual stream
-  for (i64 b = 0; b < B; ++b) {
-    std::copy_n(m.cls_token.data(), C, X.data() + b * T * C);               // [C] CLS
-    m.patch(X.data() + (b * T + 1) * C, C, cols.data() + b * N * K, K, N);  // [N, C]
+  Tensor X0({B, T, C});  // [B, T, C] CLS rows; the patch rows are written on the device
+  for (i64 b = 0; b < B; ++b) std::copy_n(m.cls_token.data(), C, X0.data() + b * T * C);
+  Tensor X = dev == Device::kCpu ? std::move(X0) : X0.to(dev);  // [B, T, C] residual stream
+  {
+    const Tensor cols_d = on_device(cols);
+    for (i64 b = 0; b < B; ++b)
+      k.linear(m.patch, X.data() + (b * T + 1) * C, C, cols_d.data() + b * N * K, K, N);  // [N, C]
   }
   if (trace) {
     Tensor patches({B, N, C});  // [B, N, C] rows 1.. of each item
@@ -443,26 +462,26 @@ Tensor Dinov2Model::forward(const Tensor& pixel_values, const TraceFn* trace) co
   }
   const Tensor pos = position_embeddings(static_cast<int>(gh), static_cast<int>(gw), H == W);
   tr("emb.pos", pos);  // [1, T, C]
-  for (i64 b = 0; b < B; ++b) {
-    float* xb = X.data() + b * T * C;
-    for (i64 i = 0; i < T * C; ++i) xb[i] += pos.data()[i];  // [T, C]
+  {
+    const Tensor pos_d = on_device(pos);
+    for (i64 b = 0; b < B; ++b) k.add(X.data() + b * T * C, pos_d.data(), T * C);  // [T, C]
   }
   tr("hidden_states.0", X);
 
-  Tensor A({B, T, C});        // [B, T, C] normed input / attention context
-  Tensor QKV({B, T, 3 * C});  // [B, T, 3C] columns (3, heads, D)
-  Tensor Pout({B, T, C});     // [B, T, C] branch outputs
+  Tensor A({B, T, C}, dev);        // [B, T, C] normed input / attention context
+  Tensor QKV({B, T, 3 * C}, dev);  // [B, T, 3C] columns (3, heads, D)
+  Tensor Pout({B, T, C}, dev);     // [B, T, C] branch outputs
   i64 max_hidden = 0;
   for (const Layer& l : m.layers)
     max_hidden = std::max(max_hidden, l.mlp.swiglu ? 3 * l.mlp.hidden : l.mlp.hidden);
-  Tensor HID({rows * std::max<i64>(max_hidden, 1)});  // [rows, 2hf + hf] or [rows, 4C]
+  Tensor HID({rows * std::max<i64>(max_hidden, 1)}, dev);  // [rows, 2hf + hf] or [rows, 4C]
 
   for (std::size_t li = 0; li < m.layers.size(); ++li) {
     const Layer& L = m.layers[li];
     const std::string pre = "layer." + std::to_string(li) + ".";
-    L.norm1(A.data(), X.data(), rows);  // [B, T, C]
+    k.layer_norm(L.norm1, A.data(), C, X.data(), C, rows);  // [B, T, C]
     if (trace) tr(pre + "norm1", A);
-    L.attention.qkv(QKV.data(), 3 * C, A.data(), C, rows);  // [B, T, 3C]
+    k.linear(L.attention.qkv, QKV.data(), 3 * C, A.data(), C, rows);  // [B, T, 3C]
     if (trace) {
       tr(pre + "q", columns(QKV.data(), B, T, 3 * C, 0, C));
       tr(pre + "k", columns(QKV.data(), B, T, 3 * C, C, C));
@@ -485,53 +504,42 @@ Tensor Dinov2Model::forward(const Tensor& pixel_values, const TraceFn* trace) co
         }
       tr(pre + "attn_probs", probs);
     }
-    kernels::attention({A.data(), T * C, C, D}, {QKV.data(), T * 3 * C, 3 * C, D},
-                       {QKV.data() + C, T * 3 * C, 3 * C, D},
-                       {QKV.data() + 2 * C, T * 3 * C, 3 * C, D},
-                       {B, nh, T, T, D, 0.0f, L.attention.qkv.bf16()});  // A = context [B, T, C]
+    k.attention({A.data(), T * C, C, D}, {QKV.data(), T * 3 * C, 3 * C, D},
+                {QKV.data() + C, T * 3 * C, 3 * C, D}, {QKV.data() + 2 * C, T * 3 * C, 3 * C, D},
+                {B, nh, T, T, D, 0.0f, L.attention.qkv.bf16()});  // A = context [B, T, C]
     if (trace) tr(pre + "attn_context", A);
-    L.attention.dense(Pout.data(), C, A.data(), C, rows);  // [B, T, C]
+    k.linear(L.attention.dense, Pout.data(), C, A.data(), C, rows);  // [B, T, C]
     if (trace) {
       tr(pre + "attn_out", Pout);
       Tensor ls({B, T, C});
       for (i64 i = 0; i < rows * C; ++i) ls.data()[i] = L.lambda1.data()[i % C] * Pout.data()[i];
       tr(pre + "ls1", ls);
     }
-    scaled_residual(X.data(), Pout.data(), L.lambda1.data(), rows, C);  // [B, T, C]
+    scaled_residual(k, X.data(), Pout.data(), k.parameter(L.lambda1, L.lambda1_copy), rows,
+                    C);  // [B, T, C]
     if (trace) tr(pre + "resid1", X);
-    L.norm2(A.data(), X.data(), rows);  // [B, T, C]
+    k.layer_norm(L.norm2, A.data(), C, X.data(), C, rows);  // [B, T, C]
     if (trace) tr(pre + "norm2", A);
     const i64 hf = L.mlp.hidden;
     if (L.mlp.swiglu) {
-      float* Z = HID.data();                           // [rows, 2hf] = [x1 | x2]
-      float* G = HID.data() + rows * 2 * hf;           // [rows, hf]
-      L.mlp.weights_in(Z, 2 * hf, A.data(), C, rows);  // [rows, 2hf]
+      float* Z = HID.data();                                     // [rows, 2hf] = [x1 | x2]
+      float* G = HID.data() + rows * 2 * hf;                     // [rows, hf]
+      k.linear(L.mlp.weights_in, Z, 2 * hf, A.data(), C, rows);  // [rows, 2hf]
       if (trace) tr(pre + "mlp_up", Tensor::view(Z, {B, T, 2 * hf}));
-      tbb::parallel_for(tbb::blocked_range<i64>(0, rows, 16),
-                        [&](const tbb::blocked_range<i64>& r) {
-                          for (i64 i = r.begin(); i < r.end(); ++i) {
-                            const float* x1 = Z + i * 2 * hf;
-                            const float* x2 = x1 + hf;
-                            float* g = G + i * hf;
-                            for (i64 j = 0; j < hf; ++j) {
-                              const float s = x1[j] / (1.0f + std::exp(-x1[j]));  // silu(x1)
-                              g[j] = s * x2[j];
-                            }
-                          }
-                        });
+      k.swiglu(G, hf, Z, 2 * hf, rows, hf);  // silu(x1) * x2
       if (trace) tr(pre + "mlp_hidden", Tensor::view(G, {B, T, hf}));
-      L.mlp.weights_out(Pout.data(), C, G, hf, rows);  // [rows, C]
+      k.linear(L.mlp.weights_out, Pout.data(), C, G, hf, rows);  // [rows, C]
     } else {
       float* Hd = HID.data();  // [rows, 4C]
       if (trace) {
-        L.mlp.fc1(Hd, hf, A.data(), C, rows);  // [rows, 4C] before the activation
+        k.linear(L.mlp.fc1, Hd, hf, A.data(), C, rows);  // [rows, 4C] before the activation
         tr(pre + "mlp_up", Tensor::view(Hd, {B, T, hf}));
-        kernels::act_inplace(m.act, Hd, rows * hf);
+        k.act_inplace(m.act, Hd, rows * hf);
         tr(pre + "mlp_hidden", Tensor::view(Hd, {B, T, hf}));
       } else {
-        L.mlp.fc1(Hd, hf, A.data(), C, rows, m.act);  // [rows, 4C] fused activation
+        k.linear(L.mlp.fc1, Hd, hf, A.data(), C, rows, m.act);  // [rows, 4C] fused activation
       }
-      L.mlp.fc2(Pout.data(), C, Hd, hf, rows);  // [rows, C]
+      k.linear(L.mlp.fc2, Pout.data(), C, Hd, hf, rows);  // [rows, C]
     }
     if (trace) {
       tr(pre + "mlp_out", Pout);
@@ -539,11 +547,13 @@ Tensor Dinov2Model::forward(const Tensor& pixel_values, const TraceFn* trace) co
       for (i64 i = 0; i < rows * C; ++i) ls.data()[i] = L.lambda2.data()[i % C] * Pout.data()[i];
       tr(pre + "ls2", ls);
     }
-    scaled_residual(X.data(), Pout.data(), L.lambda2.data(), rows, C);  // [B, T, C]
+    scaled_residual(k, X.data(), Pout.data(), k.parameter(L.lambda2, L.lambda2_copy), rows,
+                    C);  // [B, T, C]
     if (trace) tr("hidden_states." + std::to_string(li + 1), X);
   }
-  Tensor out({B, T, C});                    // [B, T, C]
-  m.layernorm(out.data(), X.data(), rows);  // last_hidden_state
+  Tensor out({B, T, C}, dev);                                   // [B, T, C]
+  k.layer_norm(m.layernorm, out.data(), C, X.data(), C, rows);  // last_hidden_state
+  if (dev != Device::kCpu) out = out.to(Device::kCpu);
   tr("last_hidden_state", out);
   return out;
 }

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/core/device.h"
 #include "models/core/dtype.h"  // WeightStorage
 #include "models/core/tensor.h"
 
@@ -75,6 +76,9 @@ struct ImageEncoderConfig {
 
 struct Dinov2Options {
   WeightStorage storage = WeightStorage::kF32;  // in-memory dtype of Linear / patch weights
+  // Where forward passes run (inputs and outputs stay on the CPU). On a device the layers run in
+  // bf16 with the weights uploaded there once; per-layer traces are taken on the CPU only.
+  Device device = Device::kCpu;
 };
 
 class Dinov2Model {

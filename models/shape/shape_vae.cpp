@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
@@ -18,6 +19,7 @@
 #include "models/kernels/linear.h"
 #include "models/kernels/norms.h"
 #include "models/nn/config_reader.h"
+#include "models/nn/device_ops.h"
 #include "models/nn/layers.h"
 #include "models/shape/checkpoints.h"
 
@@ -155,24 +157,30 @@ struct ShapeVAE::Impl {
     });
   }
 
-  // Keys / values of the cross attention for B items: decoded [B, N, W] -> KV [B, N, 2W] with
-  // the keys k-normalized in place.
-  Tensor cross_kv(const float* decoded, i64 B, i64 N, const ShapeVAE::TraceFn* trace) const {
+  // Keys / values of the cross attention for B items: decoded [B, N, W] (on `k`'s device) -> KV
+  // [B, N, 2W] there, with the keys k-normalized in place.
+  Tensor cross_kv(const nn::DeviceOps& k, const float* decoded, i64 B, i64 N,
+                  const ShapeVAE::TraceFn* trace) const {
     const i64 W = cfg.width, D = cfg.head_dim(), nh = cfg.heads;
-    Tensor y({B, N, W});                       // [B, N, W]
-    geo.ln_2(y.data(), W, decoded, W, B * N);  // [B, N, W]
+    Tensor y({B, N, W}, k.device());                         // [B, N, W]
+    k.layer_norm(geo.ln_2, y.data(), W, decoded, W, B * N);  // [B, N, W]
     if (trace) (*trace)("trace.geo_decoder.cross_attn_decoder.ln_2.out", y);
-    Tensor kv({B, N, 2 * W});                        // [B, N, 2W]
-    geo.c_kv(kv.data(), 2 * W, y.data(), W, B * N);  // [B, N, 2W]
+    Tensor kv({B, N, 2 * W}, k.device());                      // [B, N, 2W]
+    k.linear(geo.c_kv, kv.data(), 2 * W, y.data(), W, B * N);  // [B, N, 2W]
     if (trace) (*trace)("trace.geo_decoder.cross_attn_decoder.attn.c_kv.out", kv);
     if (geo.norm.on) {
-      geo.norm.k_norm(kv.data(), 2 * D, kv.data(), 2 * D, B * N * nh);  // keys, per head
+      k.layer_norm(geo.norm.k_norm, kv.data(), 2 * D, kv.data(), 2 * D, B * N * nh);  // keys
       if (trace)
         (*trace)("trace.geo_decoder.cross_attn_decoder.attn.attention.k_norm.out",
                  gather_heads(kv.data(), B, N, 2 * W, 0, nh, 2 * D, D));  // [B, N, nh, D]
     }
     return kv;
   }
+
+  // The dense geometry decoder on a device: xyz [P, 3] on the host, kv [1, N, 2W] on `k`'s
+  // device -> out [P] on the host.
+  void geo_forward_device(const nn::DeviceOps& k, const float* xyz, i64 P, const float* kv, i64 N,
+                          float* out) const;
 
   // Geometry decoder for B items at shared points: xyz [P, 3], kv [B, N, 2W] -> out [B, P].
   // groups (B == 1 only): attention groups with FlashVDM key selection, or empty (all keys).
@@ -291,6 +299,38 @@ void ShapeVAE::Impl::geo_forward(const float* xyz, i64 P, const float* kv, i64 B
     fin = y.data();
   }
   geo.output_proj(out, 1, fin, W, R);  // [B, P, 1]
+}
+
+void ShapeVAE::Impl::geo_forward_device(const nn::DeviceOps& k, const float* xyz, i64 P,
+                                        const float* kv, i64 N, float* out) const {
+  const i64 W = cfg.width, D = cfg.head_dim(), nh = cfg.heads, E = cfg.fourier_dim();
+  const i64 M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
+  const Device dev = k.device();
+  Tensor fe({P, E});  // [P, E]
+  fourier(xyz, P, fe.data());
+  const Tensor fe_d = fe.to(dev);
+  Tensor x({P, W}, dev), y({P, W}, dev), q({P, W}, dev), hid({P, M}, dev);
+  k.linear(geo.query_proj, x.data(), W, fe_d.data(), E, P);  // [P, W] residual stream
+  k.layer_norm(geo.ln_1, y.data(), W, x.data(), W, P);
+  k.linear(geo.c_q, q.data(), W, y.data(), W, P);  // [P, nh D]
+  if (geo.norm.on) k.layer_norm(geo.norm.q_norm, q.data(), D, q.data(), D, P * nh);
+  k.attention({y.data(), P * W, W, D}, {q.data(), P * W, W, D}, {kv, N * 2 * W, 2 * W, 2 * D},
+              {kv + D, N * 2 * W, 2 * W, 2 * D}, {1, nh, P, N, D, 0.0f, true});  // [P, W]
+  k.linear(geo.c_proj, q.data(), W, y.data(), W, P);
+  k.add(x.data(), q.data(), P * W);
+  k.layer_norm(geo.ln_3, y.data(), W, x.data(), W, P);
+  k.linear(geo.mlp.c_fc, hid.data(), M, y.data(), W, P, Act::kGeluErf);
+  k.linear(geo.mlp.c_proj, q.data(), W, hid.data(), M, P);
+  k.add(x.data(), q.data(), P * W);
+  const float* fin = x.data();
+  if (geo.has_ln_post) {
+    k.layer_norm(geo.ln_post, y.data(), W, x.data(), W, P);
+    fin = y.data();
+  }
+  Tensor logits({P, 1}, dev);
+  k.linear(geo.output_proj, logits.data(), 1, fin, W, P);
+  const Tensor host = logits.to(Device::kCpu);
+  std::copy_n(host.data(), P, out);
 }
 
 // ---- config ----------------------------------------------------------------------------------
@@ -459,8 +499,12 @@ Tensor ShapeVAE::decode(const Tensor& latents, const TraceFn* trace) const {
   const Impl& m = *impl_;
   const ShapeVAEConfig& c = m.cfg;
   nn::check_shape(latents, "ShapeVAE::decode", "latents", {-1, -1, c.embed_dim});
+  if (trace && device_ != Device::kCpu)
+    throw ModelError("ShapeVAE::decode: traces are taken on the CPU only");
   const i64 B = latents.dim(0), N = latents.dim(1), C = c.embed_dim;
   const i64 W = c.width, nh = c.heads, D = c.head_dim(), R = B * N;
+  const nn::DeviceOps& k = nn::device_ops(device_);
+  const Device dev = device_;
   auto tr = [&](const std::string& name, const Tensor& v) {
     if (trace) (*trace)(name, v);
   };
@@ -468,21 +512,23 @@ Tensor ShapeVAE::decode(const Tensor& latents, const TraceFn* trace) const {
   const float inv = static_cast<float>(1.0 / c.scale_factor);  // python float -> fp32 op
   for (i64 i = 0; i < R * C; ++i) z.data()[i] = latents.data()[i] * inv;
   tr("act.latents_unscaled", z);
-  Tensor h({B, N, W});                     // [B, N, W]
-  m.post_kl(h.data(), W, z.data(), C, R);  // [B, N, W]
+  if (dev != Device::kCpu) z = z.to(dev);
+  Tensor h({B, N, W}, dev);                          // [B, N, W]
+  k.linear(m.post_kl, h.data(), W, z.data(), C, R);  // [B, N, W]
   tr("act.post_kl", h);
-  Tensor y({B, N, W}), qkv({B, N, 3 * W}), a({B, N, W}), p({B, N, W});
-  Tensor hid({R, 4 * W});  // [B N, 4W]
+  Tensor y({B, N, W}, dev), qkv({B, N, 3 * W}, dev), a({B, N, W}, dev), p({B, N, W}, dev);
+  Tensor hid({R, 4 * W}, dev);  // [B N, 4W]
   for (std::size_t bi = 0; bi < m.blocks.size(); ++bi) {
     const ResidualAttentionBlock& blk = m.blocks[bi];
     const std::string pre = "trace.transformer.resblocks." + std::to_string(bi) + ".";
-    blk.ln_1(y.data(), W, h.data(), W, R);  // [B, N, W]
+    k.layer_norm(blk.ln_1, y.data(), W, h.data(), W, R);  // [B, N, W]
     tr(pre + "ln_1.out", y);
-    blk.c_qkv(qkv.data(), 3 * W, y.data(), W, R);  // [B, N, nh (q|k|v) D]
+    k.linear(blk.c_qkv, qkv.data(), 3 * W, y.data(), W, R);  // [B, N, nh (q|k|v) D]
     tr(pre + "attn.c_qkv.out", qkv);
     if (blk.norm.on) {
-      blk.norm.q_norm(qkv.data(), 3 * D, qkv.data(), 3 * D, R * nh);          // q per head
-      blk.norm.k_norm(qkv.data() + D, 3 * D, qkv.data() + D, 3 * D, R * nh);  // k per head
+      k.layer_norm(blk.norm.q_norm, qkv.data(), 3 * D, qkv.data(), 3 * D, R * nh);  // q per head
+      k.layer_norm(blk.norm.k_norm, qkv.data() + D, 3 * D, qkv.data() + D, 3 * D,
+                   R * nh);  // k per head
       if (trace) {
         tr(pre + "attn.attention.q_norm.out",
            gather_heads(qkv.data(), B, N, 3 * W, 0, nh, 3 * D, D));
@@ -490,24 +536,29 @@ Tensor ShapeVAE::decode(const Tensor& latents, const TraceFn* trace) const {
            gather_heads(qkv.data(), B, N, 3 * W, D, nh, 3 * D, D));
       }
     }
-    kernels::attention({a.data(), N * W, W, D}, {qkv.data(), N * 3 * W, 3 * W, 3 * D},
-                       {qkv.data() + D, N * 3 * W, 3 * W, 3 * D},
-                       {qkv.data() + 2 * D, N * 3 * W, 3 * W, 3 * D},
-                       {B, nh, N, N, D, 0.0f, blk.c_qkv.bf16()});  // [B, N, W]
+    k.attention({a.data(), N * W, W, D}, {qkv.data(), N * 3 * W, 3 * W, 3 * D},
+                {qkv.data() + D, N * 3 * W, 3 * W, 3 * D},
+                {qkv.data() + 2 * D, N * 3 * W, 3 * W, 3 * D},
+                {B, nh, N, N, D, 0.0f, blk.c_qkv.bf16()});  // [B, N, W]
     tr(pre + "attn.c_proj.in", a);
-    blk.c_proj(p.data(), W, a.data(), W, R);  // [B, N, W]
+    k.linear(blk.c_proj, p.data(), W, a.data(), W, R);  // [B, N, W]
     tr(pre + "attn.c_proj.out", p);
-    for (i64 i = 0; i < R * W; ++i) h.data()[i] += p.data()[i];  // [B, N, W]
-    blk.ln_2(y.data(), W, h.data(), W, R);                       // [B, N, W]
+    k.add(h.data(), p.data(), R * W);                     // [B, N, W]
+    k.layer_norm(blk.ln_2, y.data(), W, h.data(), W, R);  // [B, N, W]
     tr(pre + "ln_2.out", y);
-    blk.mlp.c_fc(hid.data(), 4 * W, y.data(), W, R);  // [B N, 4W]
-    tr(pre + "mlp.c_fc.out", hid);
-    kernels::act_inplace(Act::kGeluErf, hid.data(), R * 4 * W);  // [B N, 4W]
-    blk.mlp.c_proj(p.data(), W, hid.data(), 4 * W, R);           // [B, N, W]
+    if (dev == Device::kCpu || trace) {
+      k.linear(blk.mlp.c_fc, hid.data(), 4 * W, y.data(), W, R);  // [B N, 4W]
+      tr(pre + "mlp.c_fc.out", hid);
+      k.act_inplace(Act::kGeluErf, hid.data(), R * 4 * W);  // [B N, 4W]
+    } else {
+      k.linear(blk.mlp.c_fc, hid.data(), 4 * W, y.data(), W, R, Act::kGeluErf);  // [B N, 4W]
+    }
+    k.linear(blk.mlp.c_proj, p.data(), W, hid.data(), 4 * W, R);  // [B, N, W]
     tr(pre + "mlp.c_proj.out", p);
-    for (i64 i = 0; i < R * W; ++i) h.data()[i] += p.data()[i];  // [B, N, W]
+    k.add(h.data(), p.data(), R * W);  // [B, N, W]
     tr("act.transformer.resblocks." + std::to_string(bi), h);
   }
+  if (dev != Device::kCpu) h = h.to(Device::kCpu);
   tr("out.decoded_latents", h);
   return h;
 }
@@ -517,8 +568,18 @@ Tensor ShapeVAE::query(const Tensor& decoded, const Tensor& points, const TraceF
   nn::check_shape(decoded, "ShapeVAE::query", "decoded latents", {-1, -1, m.cfg.width});
   nn::check_shape(points, "ShapeVAE::query", "points", {-1, 3});
   const i64 B = decoded.dim(0), N = decoded.dim(1), P = points.dim(0);
-  Tensor kv = m.cross_kv(decoded.data(), B, N, trace);  // [B, N, 2W]
-  Tensor out({B, P, 1});                                // [B, P, 1]
+  Tensor out({B, P, 1});  // [B, P, 1]
+  if (device_ != Device::kCpu) {
+    if (trace) throw ModelError("ShapeVAE::query: traces are taken on the CPU only");
+    const nn::DeviceOps& k = nn::device_ops(device_);
+    const Tensor dd = decoded.to(device_);
+    for (i64 b = 0; b < B; ++b) {
+      const Tensor kv = m.cross_kv(k, dd.data() + b * N * m.cfg.width, 1, N, nullptr);
+      m.geo_forward_device(k, points.data(), P, kv.data(), N, out.data() + b * P);
+    }
+    return out;
+  }
+  Tensor kv = m.cross_kv(nn::device_ops(Device::kCpu), decoded.data(), B, N, trace);  // [B, N, 2W]
   m.geo_forward(points.data(), P, kv.data(), B, N, out.data(), trace);
   if (trace) (*trace)("out.query_logits", out);
   return out;
@@ -564,6 +625,40 @@ class VaeGeometryField final : public Field {
   i64 n_;
 };
 
+// The geometry decoder on a device: points go through in blocks of kBlock rows (the last one
+// padded, so a point's logit does not depend on the caller's chunking), one block at a time (the
+// device runs one stream). Every key is attended: key selection is a CPU path.
+class VaeDeviceGeometryField final : public Field {
+ public:
+  VaeDeviceGeometryField(std::shared_ptr<const ShapeVAE::Impl> impl, Tensor kv, i64 n, Device d)
+      : impl_(std::move(impl)), kv_(std::move(kv)), n_(n), ops_(nn::device_ops(d)) {}
+  void evaluate(const float* xyz, std::int64_t n, float* out) const override {
+    std::lock_guard lock(mutex_);
+    std::vector<float> pts, res;
+    for (i64 p0 = 0; p0 < n; p0 += kBlock) {
+      const i64 m = std::min(kBlock, n - p0);
+      if (m == kBlock) {
+        impl_->geo_forward_device(ops_, xyz + 3 * p0, kBlock, kv_.data(), n_, out + p0);
+        continue;
+      }
+      pts.assign(static_cast<std::size_t>(3 * kBlock), 0.0f);
+      res.resize(static_cast<std::size_t>(kBlock));
+      std::copy_n(xyz + 3 * p0, 3 * m, pts.data());
+      impl_->geo_forward_device(ops_, pts.data(), kBlock, kv_.data(), n_, res.data());
+      std::copy_n(res.data(), m, out + p0);
+    }
+  }
+  std::int64_t key_count() const override { return n_; }
+
+ private:
+  static constexpr i64 kBlock = 8192;
+  std::shared_ptr<const ShapeVAE::Impl> impl_;
+  Tensor kv_;  // [1, N, 2W] on the device, keys normalized
+  i64 n_;
+  const nn::DeviceOps& ops_;
+  mutable std::mutex mutex_;
+};
+
 }  // namespace
 
 std::shared_ptr<const Field> ShapeVAE::geometry_field(const Tensor& decoded, std::int64_t b) const {
@@ -573,7 +668,13 @@ std::shared_ptr<const Field> ShapeVAE::geometry_field(const Tensor& decoded, std
     throw ModelError("ShapeVAE::geometry_field: batch item " + std::to_string(b) + " outside [0, " +
                      std::to_string(decoded.dim(0)) + ")");
   const i64 N = decoded.dim(1), W = impl_->cfg.width;
-  Tensor kv = impl_->cross_kv(decoded.data() + b * N * W, 1, N, nullptr);
+  if (device_ != Device::kCpu) {
+    const Tensor item = Tensor::view(decoded.data() + b * N * W, {1, N, W}).to(device_);
+    Tensor kv = impl_->cross_kv(nn::device_ops(device_), item.data(), 1, N, nullptr);
+    return std::make_shared<VaeDeviceGeometryField>(impl_, std::move(kv), N, device_);
+  }
+  Tensor kv =
+      impl_->cross_kv(nn::device_ops(Device::kCpu), decoded.data() + b * N * W, 1, N, nullptr);
   return std::make_shared<VaeGeometryField>(impl_, std::move(kv), N);
 }
 

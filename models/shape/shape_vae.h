@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/core/device.h"
 #include "models/core/dtype.h"
 #include "models/core/tensor.h"
 #include "models/shape/field.h"
@@ -78,6 +79,12 @@ class ShapeVAE {
   const ShapeVAEConfig& config() const;
   std::int64_t num_parameters() const;
 
+  // Where decode(), query() and geometry fields made from now on run (inputs and outputs stay on
+  // the CPU). On a device the layers run in bf16, with the weights uploaded there once; traces
+  // are taken on the CPU only, and geometry fields evaluate every key (no FlashVDM selection).
+  void set_device(Device device) { device_ = device; }
+  Device device() const { return device_; }
+
   // latents [B, N, C] in the sampler's scaled space -> decoded latents [B, N, W]
   // (x (1/scale_factor), post_kl, self-attention blocks; no final LayerNorm).
   Tensor decode(const Tensor& latents, const TraceFn* trace = nullptr) const;
@@ -97,6 +104,7 @@ class ShapeVAE {
  private:
   explicit ShapeVAE(std::shared_ptr<const Impl> impl);
   std::shared_ptr<const Impl> impl_;
+  Device device_ = Device::kCpu;
 };
 
 // FlashVDM's key count for T latent tokens: 1024 if T = 3072, 256 if T = 512, else T / 3.

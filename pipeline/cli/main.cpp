@@ -8,6 +8,7 @@
 
 #include "pipeline/cli/batch_command.h"
 #include "pipeline/cli/bench_dit.h"
+#include "pipeline/cli/bench_shape.h"
 #include "pipeline/cli/bench_single_image.h"
 #include "pipeline/cli/cache_study.h"
 #include "pipeline/cli/check_models.h"
@@ -260,6 +261,8 @@ int main(int argc, char** argv) {
   bench_cmd->require_subcommand(1);
   gen3d::cli::BenchDitOptions bench_dit;
   gen3d::cli::add_bench_dit(*bench_cmd, bench_dit);
+  gen3d::cli::BenchShapeOptions bench_shape;
+  gen3d::cli::add_bench_shape(*bench_cmd, bench_shape);
   gen3d::cli::BenchSingleImageOptions bench_single;
   gen3d::cli::add_bench_single_image(*bench_cmd, bench_single);
 
@@ -346,6 +349,7 @@ int main(int argc, char** argv) {
     if (*study_cmd) return gen3d::cli::cmd_cache_study(study);
     if (*check_cmd) return gen3d::cli::cmd_check_models(models_check);
     if (*bench_dit.command) return gen3d::cli::cmd_bench_dit(bench_dit);
+    if (*bench_shape.command) return gen3d::cli::cmd_bench_shape(bench_shape);
     if (*bench_single.command) return gen3d::cli::cmd_bench_single_image(bench_single);
     if (*cache_cmd.info || *cache_cmd.clear || *cache_cmd.verify)
       return gen3d::cli::cmd_cache(cache_cmd);
