@@ -2,11 +2,6 @@
 // (cpp-httplib's client). Texturing takes the model-free path at 256 px, so each job is quick;
 // shape generation runs a tiny random model folder (tests/support/tiny_models.h) at a coarse grid.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +20,7 @@
 #include "mesh/io.h"
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "support/serve_process.h"
 #include "support/tiny_models.h"
 
 namespace gen3d::test {
@@ -36,63 +32,6 @@ std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
-
-// A port no one listens on now (the kernel's pick for a socket bound to port 0).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// `gen3d serve ARGS --port P` in a child process, stopped with SIGTERM when destroyed.
-class ServeProcess {
- public:
-  explicit ServeProcess(std::vector<std::string> args) : port_(free_port()) {
-    args.insert(args.begin(), {gen3d_executable(), "serve", "--port", std::to_string(port_)});
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    // Up when it answers anything (a server with a token answers 401).
-    for (int i = 0; i < 200; ++i) {
-      if (client().Get("/health")) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ADD_FAILURE() << "gen3d serve did not start on port " << port_;
-  }
-  ~ServeProcess() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-  ServeProcess(const ServeProcess&) = delete;
-  ServeProcess& operator=(const ServeProcess&) = delete;
-
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60, 0);
-    return c;
-  }
-
- private:
-  int port_;
-  pid_t pid_ = -1;
-};
 
 const std::string kMesh = "tests/data/mesh/meshes-assimp/glTF2/BoxTextured.glb";
 const std::string kImage = "assets/images/spider_front.png";
