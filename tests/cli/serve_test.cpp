@@ -556,6 +556,19 @@ TEST(ServeAccess, TokenIsRequiredOnEveryRequest) {
   r = c.Get("/health");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+  // The studio's page and scripts hold no data: a browser loads them without the token.
+  auto browser = server.client();
+  r = browser.Get("/");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(r->body.find("gen3d studio"), std::string::npos);
+  r = browser.Get("/studio/studio.js");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  r = browser.Get("/v1/jobs");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
 }
 
 TEST(ServeAccess, FullQueueIs503WithRetryAfter) {
