@@ -217,7 +217,7 @@ async function watch(id) {
 function drawGraph(graph, nodes) {
   const svg = $('graph');
   if (!graph || svg.childElementCount) return;
-  const W = 160, H = 38, GX = 30, GY = 12;
+  const W = 170, H = 38, GX = 30, GY = 12;
   const column = new Map(), rows = [];
   for (const n of graph.nodes) {  // topological order
     const c = Math.max(-1, ...n.after.map((p) => column.get(p))) + 1;
