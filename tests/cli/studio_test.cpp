@@ -169,8 +169,13 @@ class Browser {
                                            : c.Delete(path.c_str());
     if (!r) throw WebDriverError(method + " " + path + ": no answer");
     const json j = json::parse(r->body, nullptr, false);
-    if (r->status != 200 || j.is_discarded())
-      throw WebDriverError(method + " " + path + ": " + r->body.substr(0, 600));
+    if (j.is_discarded()) throw WebDriverError(method + " " + path + ": " + r->body.substr(0, 400));
+    if (r->status != 200) {  // {"value": {"error", "message", "stacktrace"}}: the message says it
+      const json& v = j["value"];
+      throw WebDriverError(
+          method + " " + path + ": " +
+          (v.is_object() && v.contains("message") ? v["message"].dump() : r->body.substr(0, 400)));
+    }
     return j["value"];
   }
 
