@@ -3,6 +3,8 @@
 # Runs as root, or through sudo otherwise. Never prompts.
 # ocl-icd-opencl-dev: Debian's oneDNN CMake package requires OpenCL (it only recommends it, and
 # recommends are not installed here).
+# libjs-three: three.js, compiled into `gen3d serve`'s web studio for its 3D viewer.
+# chromium, chromium-driver: the headless browser the studio's test drives (it skips without one).
 set -euo pipefail
 
 packages=(
@@ -10,8 +12,8 @@ packages=(
   libtbb-dev libopencv-dev libassimp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libopenblas-dev libmeshoptimizer-dev libeigen3-dev libminizip-dev libxxhash-dev libdnnl-dev
   ocl-icd-opencl-dev libpng-dev libturbojpeg0-dev libwebp-dev libtinygltf-dev libdraco-dev
-  libyaml-cpp-dev libcpp-httplib-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libyaml-cpp-dev libcpp-httplib-dev libjs-three
+  libgtest-dev libgmock-dev libbenchmark-dev chromium chromium-driver
 )
 
 missing=()

@@ -17,6 +17,7 @@
 #include "pipeline/cli/serve/job_queue.h"
 #include "pipeline/cli/serve/job_runner.h"
 #include "pipeline/cli/serve/reference_api.h"
+#include "pipeline/cli/serve/studio.h"
 #include "pipeline/error.h"
 
 namespace gen3d::cli {
@@ -147,7 +148,10 @@ class Server {
   void routes() {
     http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       request_start() = std::chrono::steady_clock::now();
-      if (options_.token.empty() || authorized(req))
+      // The studio's page and scripts hold no data: a browser loads them without the token (the
+      // page asks for it and sends it with its API calls).
+      if (options_.token.empty() || authorized(req) ||
+          (req.method == "GET" && is_studio_path(req.path)))
         return httplib::Server::HandlerResponse::Unhandled;
       res.set_header("WWW-Authenticate", "Bearer");
       send_error(res, 401, "unauthorized", "this server needs \"Authorization: Bearer <token>\"");
@@ -182,6 +186,7 @@ class Server {
 
     add_reference_routes(http_, jobs_, runner_);
     add_job_routes(http_, jobs_, runner_);
+    add_studio_routes(http_);
   }
 
   static std::chrono::steady_clock::time_point& request_start() {

@@ -2,11 +2,6 @@
 // (cpp-httplib's client). Texturing takes the model-free path at 256 px, so each job is quick;
 // shape generation runs a tiny random model folder (tests/support/tiny_models.h) at a coarse grid.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +20,7 @@
 #include "mesh/io.h"
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "support/serve_process.h"
 #include "support/tiny_models.h"
 
 namespace gen3d::test {
@@ -36,63 +32,6 @@ std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
-
-// A port no one listens on now (the kernel's pick for a socket bound to port 0).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// `gen3d serve ARGS --port P` in a child process, stopped with SIGTERM when destroyed.
-class ServeProcess {
- public:
-  explicit ServeProcess(std::vector<std::string> args) : port_(free_port()) {
-    args.insert(args.begin(), {gen3d_executable(), "serve", "--port", std::to_string(port_)});
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    // Up when it answers anything (a server with a token answers 401).
-    for (int i = 0; i < 200; ++i) {
-      if (client().Get("/health")) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ADD_FAILURE() << "gen3d serve did not start on port " << port_;
-  }
-  ~ServeProcess() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-  ServeProcess(const ServeProcess&) = delete;
-  ServeProcess& operator=(const ServeProcess&) = delete;
-
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60, 0);
-    return c;
-  }
-
- private:
-  int port_;
-  pid_t pid_ = -1;
-};
 
 const std::string kMesh = "tests/data/mesh/meshes-assimp/glTF2/BoxTextured.glb";
 const std::string kImage = "assets/images/spider_front.png";
@@ -342,6 +281,28 @@ TEST_F(Serve, JobApiStreamsNodeEventsAndServesTheResult) {
   ASSERT_EQ(result->status, 200);
   EXPECT_TRUE(load_glb(result->body, "job").texture);
 
+  // The graph (every node, with its producers), drawn by the studio before the nodes run; nodes
+  // only a report reads are in it but did not run.
+  ASSERT_TRUE(s.contains("graph")) << s.dump();
+  const json& graph = s["graph"]["nodes"];
+  EXPECT_GT(graph.size(), s["nodes"].size());
+  for (const json& n : s["nodes"])
+    EXPECT_TRUE(std::any_of(graph.begin(), graph.end(), [&](const json& g) {
+      return g["id"] == n["id"] && g["stage"] == n["stage"];
+    })) << n.dump();
+  // The files it serves: the result and the Chrome trace; no report unless asked.
+  EXPECT_EQ(s["files"]["result"], "/v1/jobs/" + id + "/result");
+  ASSERT_EQ(s["files"]["trace"], "/v1/jobs/" + id + "/trace");
+  EXPECT_FALSE(s["files"].contains("report"));
+  const auto trace = c.Get(("/v1/jobs/" + id + "/trace").c_str());
+  ASSERT_TRUE(trace);
+  ASSERT_EQ(trace->status, 200);
+  EXPECT_FALSE(json::parse(trace->body)["traceEvents"].empty());
+  const auto report = c.Get(("/v1/jobs/" + id + "/report").c_str());
+  ASSERT_TRUE(report);
+  EXPECT_EQ(report->status, 404);
+  EXPECT_EQ(error_of(report)["error_code"], "no_report");
+
   const auto list = c.Get("/v1/jobs");
   ASSERT_TRUE(list);
   EXPECT_NE(list->body.find(id), std::string::npos);
@@ -349,6 +310,71 @@ TEST_F(Serve, JobApiStreamsNodeEventsAndServesTheResult) {
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("gen3d_jobs{state=\"done\"}"), std::string::npos);
   EXPECT_NE(metrics->body.find("gen3d_queue_length 0"), std::string::npos);
+}
+
+// Runs a job to its end; returns its state.
+json run_job(httplib::Client& c, const json& body) {
+  const auto r = c.Post("/v1/jobs", body.dump(), "application/json");
+  EXPECT_TRUE(r && r->status == 202) << (r ? r->body : "no answer");
+  if (!r || r->status != 202) return json::object();
+  const std::string id = json::parse(r->body)["id"];
+  read_events(c, id);
+  return json::parse(c.Get(("/v1/jobs/" + id).c_str())->body);
+}
+
+TEST_F(Serve, JobApiWritesTheReportWhenAsked) {
+  auto c = client();
+  const json s =
+      run_job(c, {{"pipeline", "texture"},
+                  {"files",
+                   {{"box.glb", io::base64_encode(read_bytes(kMesh))},
+                    {"front.png", io::base64_encode(read_bytes(kImage))}}},
+                  {"vars", {{"mesh", "box.glb"}, {"image", "front.png"}, {"report", true}}}});
+  ASSERT_EQ(s["state"], "done") << s.dump();
+  // With a report every node runs.
+  EXPECT_EQ(s["nodes"].size(), s["graph"]["nodes"].size());
+  for (const json& n : s["nodes"]) EXPECT_EQ(n["status"], "done") << n.dump();
+  ASSERT_TRUE(s["files"].contains("report")) << s.dump();
+  const auto report = c.Get(s["files"]["report"].get<std::string>().c_str());
+  ASSERT_TRUE(report);
+  ASSERT_EQ(report->status, 200);
+  EXPECT_EQ(report->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_TRUE(report->body.starts_with("<!doctype html>")) << report->body.substr(0, 40);
+}
+
+TEST_F(Serve, JobApiTexturesFromViewImagesOrAnotherMesh) {
+  auto c = client();
+  const std::string box = io::base64_encode(read_bytes(kMesh));
+  const std::string image = io::base64_encode(read_bytes(kImage));
+  // One image per view (the official six), in view order.
+  json s = run_job(
+      c, {{"pipeline", "texture"},
+          {"files", {{"box.glb", box}, {"v.png", image}}},
+          {"vars",
+           {{"mesh", "box.glb"},
+            {"views", json::array({"v.png", "v.png", "v.png", "v.png", "v.png", "v.png"})}}}});
+  ASSERT_EQ(s["state"], "done") << s.dump();
+  EXPECT_TRUE(std::any_of(s["nodes"].begin(), s["nodes"].end(), [](const json& n) {
+    return n["stage"] == "views_from_files";
+  })) << s.dump();
+  // Texture transfer from another textured mesh.
+  s = run_job(c, {{"pipeline", "texture"},
+                  {"files", {{"box.glb", box}, {"source.glb", box}}},
+                  {"vars", {{"mesh", "box.glb"}, {"source_mesh", "source.glb"}}}});
+  ASSERT_EQ(s["state"], "done") << s.dump();
+  EXPECT_TRUE(std::any_of(s["nodes"].begin(), s["nodes"].end(), [](const json& n) {
+    return n["stage"] == "views_from_mesh";
+  })) << s.dump();
+  // One source, not two.
+  const auto r =
+      post("/v1/jobs",
+           json{{"pipeline", "texture"},
+                {"files", {{"box.glb", box}, {"front.png", image}}},
+                {"vars", {{"mesh", "box.glb"}, {"image", "front.png"}, {"source_mesh", "box.glb"}}}}
+               .dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(error_of(r)["error_code"], "conflicting_vars");
 }
 
 TEST_F(Serve, JobApiRefusesPathsAndUnknownVariables) {
@@ -530,6 +556,19 @@ TEST(ServeAccess, TokenIsRequiredOnEveryRequest) {
   r = c.Get("/health");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+  // The studio's page and scripts hold no data: a browser loads them without the token.
+  auto browser = server.client();
+  r = browser.Get("/");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(r->body.find("gen3d studio"), std::string::npos);
+  r = browser.Get("/studio/studio.js");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  r = browser.Get("/v1/jobs");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
 }
 
 TEST(ServeAccess, FullQueueIs503WithRetryAfter) {

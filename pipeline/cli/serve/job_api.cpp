@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 
 namespace gen3d::cli {
 
+namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
@@ -38,6 +40,12 @@ json job_json(const Job& j) {
   if (s.finished != Job::Clock::time_point{}) out["finished"] = unix_seconds(s.finished);
   if (!s.error.code.empty())
     out["error"] = {{"error", s.error.message}, {"error_code", s.error.code}};
+  if (!s.graph.empty()) out["graph"] = json::parse(s.graph);
+  // What the job serves besides its state: a URL per file.
+  json files = json::object();
+  if (s.state == JobState::kDone) files["result"] = "/v1/jobs/" + j.id + "/result";
+  for (const auto& [name, path] : s.files) files[name] = "/v1/jobs/" + j.id + "/" + name;
+  out["files"] = std::move(files);
   return out;
 }
 
@@ -112,35 +120,67 @@ std::string in_dir(const JobContext& ctx, const std::string& item) {
              : item.substr(0, eq + 1) + (ctx.dir / item.substr(eq + 1)).string();
 }
 
-// "texture": `gen3d texture` on an uploaded mesh and images.
+// "texture": `gen3d texture` on an uploaded mesh, with one source of view images: reference
+// images (`image`), one image per view (`views`, in view order) or another textured mesh
+// (`source_mesh`).
 JobWork texture_work(Vars& vars, const std::string& format, JobRunner& runner) {
   TextureOptions t;
-  std::vector<std::string> images;
+  std::vector<std::string> images, views;
+  bool report = false;
   for (const auto& [key, v] : vars.items().items()) {
-    if (key == "mesh")
+    if (key == "mesh") {
       t.mesh = vars.file(v, key);
-    else if (key == "image")
+    } else if (key == "image") {
       for (const json& i : v.is_array() ? v : json::array({v})) images.push_back(vars.file(i, key));
-    else if (key == "faces")
+    } else if (key == "views") {
+      if (!v.is_array() || v.empty())
+        throw HttpError(400, "bad_var", "\"views\" must be a list of file names, in view order");
+      for (const json& i : v) {
+        views.push_back(vars.file(i, key));
+        if (views.back().find('=') != std::string::npos)
+          throw HttpError(400, "bad_var", "\"views\": file names in view order (no VIEW=)");
+      }
+    } else if (key == "source_mesh") {
+      t.source_mesh = vars.file(v, key);
+    } else if (key == "faces") {
       t.faces = Vars::integer(v, key);
-    else if (key == "texture_size")
+    } else if (key == "texture_size") {
       t.texture_size = Vars::integer(v, key);
-    else if (key == "render_size")
+    } else if (key == "render_size") {
       t.render_size = Vars::integer(v, key);
-    else if (key == "reunwrap")
+    } else if (key == "reunwrap") {
       t.reunwrap = Vars::boolean(v, key);
-    else
+    } else if (key == "report") {
+      report = Vars::boolean(v, key);
+    } else {
       throw HttpError(400, "unknown_var",
                       "\"vars\": unknown variable \"" + key +
-                          "\" (mesh, image, texture_size, render_size, faces, reunwrap)");
+                          "\" (mesh, image, views, source_mesh, texture_size, render_size, faces, "
+                          "reunwrap, report)");
+    }
   }
   if (t.mesh.empty()) throw HttpError(400, "missing_var", "\"vars\" needs \"mesh\"");
-  if (images.empty()) throw HttpError(400, "missing_var", "\"vars\" needs \"image\"");
-  return [&runner, files = vars.take_files(), images = std::move(images), t,
-          format](JobContext& ctx) mutable -> JobOutput {
+  const int sources = !images.empty() + !views.empty() + !t.source_mesh.empty();
+  if (sources != 1)
+    throw HttpError(400, sources == 0 ? "missing_var" : "conflicting_vars",
+                    "\"vars\" needs one source of view images: \"image\", \"views\" or "
+                    "\"source_mesh\"");
+  return [&runner, files = vars.take_files(), images = std::move(images), views = std::move(views),
+          t, format, report](JobContext& ctx) mutable -> JobOutput {
     for (const Upload& u : files) write_file(ctx.dir / u.name, u.bytes);
     t.mesh = in_dir(ctx, t.mesh);
     for (const std::string& i : images) t.images.push_back(in_dir(ctx, i));
+    if (!t.source_mesh.empty()) t.source_mesh = in_dir(ctx, t.source_mesh);
+    if (!views.empty()) {
+      // `--views DIR` reads a folder's images sorted by name: numbered in the order given.
+      t.views_dir = (ctx.dir / "views").string();
+      fs::create_directories(t.views_dir);
+      for (size_t i = 0; i < views.size(); ++i)
+        fs::copy_file(ctx.dir / views[i],
+                      fs::path(t.views_dir) /
+                          fmt::format("{:03}{}", i, fs::path(views[i]).extension().string()));
+    }
+    if (report) t.report_path = (ctx.dir / "report.html").string();
     t.output = (ctx.dir / ("output." + format)).string();
     return runner.texture(ctx, std::move(t));
   };
@@ -263,6 +303,21 @@ void result(const JobQueue& jobs, const httplib::Request& req, httplib::Response
                   fmt::format("the job is {}: no result yet", job_state_name(s.state)));
 }
 
+// GET /v1/jobs/{id}/trace and /report: a file the job wrote beside its output.
+void side_file(const JobQueue& jobs, const httplib::Request& req, httplib::Response& res,
+               const std::string& name, const std::string& type) {
+  const auto j = find_job(jobs, req);
+  const Job::Snapshot s = j->snapshot();
+  const auto it = s.files.find(name);
+  if (it == s.files.end())
+    throw HttpError(404, "no_" + name,
+                    name == "report"
+                        ? "the job has no report (a texture job with \"report\": true "
+                          "has one once it is done)"
+                        : "the job has no trace (yet): it is written when the run ends");
+  res.set_content(read_file(it->second), type);
+}
+
 void health(const JobQueue& jobs, httplib::Response& res) {
   const QueueCounts c = jobs.counts();
   send_json(res, 200,
@@ -316,6 +371,12 @@ void add_job_routes(httplib::Server& http, JobQueue& jobs, JobRunner& runner) {
            guarded([&](const Req& req, Res& res) { events(jobs, req, res); }));
   http.Get(R"(/v1/jobs/([^/]+)/result)",
            guarded([&](const Req& req, Res& res) { result(jobs, req, res); }));
+  http.Get(R"(/v1/jobs/([^/]+)/trace)", guarded([&](const Req& req, Res& res) {
+             side_file(jobs, req, res, "trace", "application/json");
+           }));
+  http.Get(R"(/v1/jobs/([^/]+)/report)", guarded([&](const Req& req, Res& res) {
+             side_file(jobs, req, res, "report", "text/html; charset=utf-8");
+           }));
   http.Delete(R"(/v1/jobs/([^/]+))", guarded([&](const Req& req, Res& res) {
                 const auto j = find_job(jobs, req);
                 j->cancel();

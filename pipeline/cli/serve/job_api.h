@@ -1,8 +1,8 @@
 #pragma once
 // gen3d's own job API: POST /v1/jobs (pipelines "texture" and "shape"), GET /v1/jobs,
 // GET /v1/jobs/{id} (state with per-node progress), GET /v1/jobs/{id}/events (server-sent
-// events), GET /v1/jobs/{id}/result, DELETE /v1/jobs/{id}; and GET /health, GET /metrics
-// (Prometheus text).
+// events), GET /v1/jobs/{id}/result, /trace and /report, DELETE /v1/jobs/{id}; and GET /health,
+// GET /metrics (Prometheus text).
 
 #include <httplib.h>
 

@@ -48,8 +48,8 @@ std::string new_uuid() {
 
 Job::Snapshot Job::snapshot() const {
   std::lock_guard lock(mutex_);
-  return Snapshot{state_,   phase_,   error_,    output_,       nodes_,
-                  created_, started_, finished_, events_.size()};
+  return Snapshot{state_,   phase_,    error_,         output_, nodes_, created_,
+                  started_, finished_, events_.size(), graph_,  files_};
 }
 
 std::vector<std::string> Job::events_from(size_t from, std::chrono::milliseconds wait,
@@ -70,6 +70,17 @@ void Job::set_phase(std::string phase) {
   std::lock_guard lock(mutex_);
   phase_ = std::move(phase);
   changed_.notify_all();
+}
+
+void Job::set_graph(std::string graph_json) {
+  std::lock_guard lock(mutex_);
+  graph_ = std::move(graph_json);
+  changed_.notify_all();
+}
+
+void Job::add_file(const std::string& name, std::string path) {
+  std::lock_guard lock(mutex_);
+  files_[name] = std::move(path);
 }
 
 void Job::add_event(const progress::Event& e) {

@@ -88,6 +88,8 @@ class Job {
     std::vector<NodeProgress> nodes;
     Clock::time_point created, started, finished;
     size_t events = 0;
+    std::string graph;                         // the graph as JSON text, once it is built ("")
+    std::map<std::string, std::string> files;  // side files by name ("trace", "report"): paths
   };
   Snapshot snapshot() const;
 
@@ -99,6 +101,11 @@ class Job {
   bool wait_finished(std::chrono::milliseconds wait) const;
 
   void set_phase(std::string phase);
+  // The graph the job runs, as JSON text (`{"name", "nodes": [{"id", "stage", "after"}]}`), set
+  // before it starts: a client draws it and colours its nodes from the events.
+  void set_graph(std::string graph_json);
+  // A file the job wrote beside its output (a trace, a report), served by `name`.
+  void add_file(const std::string& name, std::string path);
   void cancel() { cancel_.store(true); }
 
  private:
@@ -114,6 +121,8 @@ class Job {
   JobOutput output_;
   std::vector<NodeProgress> nodes_;
   std::vector<std::string> events_;
+  std::string graph_;
+  std::map<std::string, std::string> files_;
   Clock::time_point created_ = Clock::now(), started_, finished_;
   std::atomic<bool> cancel_{false};
   JobWork work_;

@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <utility>
 #include <vector>
 
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
 #include "models/shape/checkpoints.h"
 #include "pipeline/cli/serve/http.h"
+#include "pipeline/cli/texgen_report.h"
 #include "pipeline/executor.h"
 #include "pipeline/graph.h"
 #include "pipeline/profiler.h"
@@ -65,13 +69,34 @@ ServeModels find_serve_models(const std::string& dir) {
 JobRunner::JobRunner(ServeModels models, int texture_size, int render_size)
     : models_(std::move(models)), texture_size_(texture_size), render_size_(render_size) {}
 
-void JobRunner::run(JobContext& ctx, const pipeline::Graph& graph) {
+namespace {
+
+// The graph as a client draws it: each node's id, stage and producers, in topological order.
+std::string graph_json(const pipeline::Graph& graph) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const size_t i : graph.order) {
+    const pipeline::GraphNode& n = graph.nodes[i];
+    nlohmann::json after = nlohmann::json::array();
+    for (const size_t p : n.after) after.push_back(graph.nodes[p].id);
+    nodes.push_back({{"id", n.id}, {"stage", n.contract->name}, {"after", std::move(after)}});
+  }
+  return nlohmann::json{{"name", graph.name}, {"nodes", std::move(nodes)}}.dump();
+}
+
+}  // namespace
+
+void JobRunner::run(JobContext& ctx, const pipeline::Graph& graph, const std::string& report) {
+  ctx.job.set_graph(graph_json(graph));
   pipeline::Profiler profiler;
   pipeline::ExecutorOptions exec;
   exec.interrupt = &ctx.cancel;
   exec.run_id = ctx.job.id;
-  exec.elide_unused = true;  // no report: what only a report shows is not run
+  exec.elide_unused = report.empty();  // no report: what only a report shows is not run
   const pipeline::RunResult run = pipeline::execute(graph, profiler, exec, &shared_);
+  // The trace is kept for failed runs too: it shows where the run stopped.
+  const std::string trace = (ctx.dir / "trace.json").string();
+  io::write_file_atomically(trace, profiler.chrome_trace_json());
+  ctx.job.add_file("trace", trace);
   if (run.interrupted) throw JobFailure("cancelled", "cancelled", false);
   if (run.error) {
     // A file the client sent that does not load is the client's fault.
@@ -80,6 +105,10 @@ void JobRunner::run(JobContext& ctx, const pipeline::Graph& graph) {
       input = input || (n.status == pipeline::NodeStatus::Failed && n.stage.starts_with("load_"));
     throw JobFailure(input ? "bad_input" : "pipeline_failed", *run.error, input);
   }
+  if (!report.empty()) {
+    io::write_file_atomically(report, texgen_report_html(graph, run, profiler));
+    ctx.job.add_file("report", report);
+  }
 }
 
 JobOutput JobRunner::texture(JobContext& ctx, TextureOptions t) {
@@ -87,7 +116,8 @@ JobOutput JobRunner::texture(JobContext& ctx, TextureOptions t) {
   t.models_dir = models_.paint;
   if (t.texture_size == 0) t.texture_size = texture_size_;
   if (t.render_size == 0) t.render_size = render_size_;
-  run(ctx, texture_graph(t));
+  const std::string report = std::exchange(t.report_path, "");
+  run(ctx, texture_graph(t), report);
   return {t.output, content_type(t.output)};
 }
 
@@ -98,7 +128,7 @@ JobOutput JobRunner::shape(JobContext& ctx, ShapeOptions s) {
   s.model = models_.shape;
   if (const std::string problem = resolve_shape_defaults(s); !problem.empty())
     throw JobFailure("no_shape_model", "the shape model cannot run: " + problem, false);
-  run(ctx, shape_graph(s));
+  run(ctx, shape_graph(s), "");
   return {s.output, content_type(s.output)};
 }
 

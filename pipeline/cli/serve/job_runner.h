@@ -39,7 +39,8 @@ class JobRunner {
   const ServeModels& models() const { return models_; }
 
   // Runs `gen3d texture`'s graph for `t` (with the paint model when there is one, else
-  // model-free); the output is `t.output`. The job's phase is "texturing".
+  // model-free); the output is `t.output`, with `t.report_path` (when set) the HTML report of
+  // `gen3d texture --report`. The job's phase is "texturing".
   JobOutput texture(JobContext& ctx, TextureOptions t);
 
   // Runs `gen3d shape`'s graph for `s` (an image; the model is the server's): the output is
@@ -47,7 +48,10 @@ class JobRunner {
   JobOutput shape(JobContext& ctx, ShapeOptions s);
 
  private:
-  void run(JobContext& ctx, const pipeline::Graph& graph);
+  // Runs `graph` for the job: its graph and events go to the job, its Chrome trace to
+  // `trace.json` in the job's folder (the file "trace"), and with a `report` path the texgen
+  // report there once the run succeeded (the file "report"; the nodes only a report reads run).
+  void run(JobContext& ctx, const pipeline::Graph& graph, const std::string& report);
 
   const ServeModels models_;
   const int texture_size_;
