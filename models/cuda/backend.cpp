@@ -164,28 +164,26 @@ struct Profile {
 };
 Profile g_profile;
 
-class Span {
- public:
-  explicit Span(const char* name) : name_(name) {
-    if (!g_profile.on.load(std::memory_order_relaxed)) return;
-    std::lock_guard lock(g_profile.mutex);
-    start_ = g_profile.event();
-    check(cudaEventRecord(start_, g_stream), "cudaEventRecord");
-  }
-  ~Span() {
-    if (!start_) return;
-    std::lock_guard lock(g_profile.mutex);
-    cudaEvent_t end = g_profile.event();
-    cudaEventRecord(end, g_stream);
-    g_profile.spans.push_back({name_, {start_, end}});
-  }
-  Span(const Span&) = delete;
-  Span& operator=(const Span&) = delete;
+}  // namespace
 
- private:
-  const char* name_;
-  cudaEvent_t start_ = nullptr;
-};
+ProfileSpan::ProfileSpan(const char* name) : name_(name) {
+  if (!g_profile.on.load(std::memory_order_relaxed)) return;
+  std::lock_guard lock(g_profile.mutex);
+  start_ = g_profile.event();
+  check(cudaEventRecord(start_, g_stream), "cudaEventRecord");
+}
+
+ProfileSpan::~ProfileSpan() {
+  if (!start_) return;
+  std::lock_guard lock(g_profile.mutex);
+  cudaEvent_t end = g_profile.event();
+  cudaEventRecord(end, g_stream);
+  g_profile.spans.push_back({name_, {start_, end}});
+}
+
+namespace {
+
+using Span = ProfileSpan;
 
 class CudaOps final : public nn::DeviceOps {
  public:
@@ -222,8 +220,7 @@ class CudaOps final : public nn::DeviceOps {
   void attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
                  const kernels::HeadsView& k, const kernels::HeadsView& v,
                  const kernels::AttentionShape& s) const override {
-    const Span span("attention");
-    cuda::attention(out, q, k, v, s);
+    cuda::attention(out, q, k, v, s);  // profiles its packing and its kernel apart
     kernels::count_flops(4.0 * static_cast<double>(s.batch * s.heads) *
                          static_cast<double>(s.q_len) * static_cast<double>(s.kv_len) *
                          static_cast<double>(s.head_dim));
@@ -237,6 +234,11 @@ class CudaOps final : public nn::DeviceOps {
   void swiglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden) const override {
     const Span span("activation");
     cuda::swiglu(g, ldg, z, ldz, rows, hidden);
+  }
+  void fourier(float* out, const float* xyz, i64 points, const float* freqs,
+               i64 num_freqs) const override {
+    const Span span("fourier");
+    cuda::fourier(out, xyz, points, freqs, num_freqs);
   }
   void act_inplace(kernels::Act a, float* x, i64 n) const override {
     const Span span("activation");

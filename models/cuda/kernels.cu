@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "models/core/error.h"
@@ -278,21 +279,44 @@ void row_norm(const NormArgs& a) {
 }
 
 // One warp per (row, head, q or k): x * rsqrt(mean(x^2) + eps) * scale, in place.
-__global__ void qk_rmsnorm_kernel(float* qkv, i64 rows, i64 ld, i64 heads, i64 head_dim,
+// Rows walk blockIdx.y; the block's warps take the row's (head, q or k) pairs: warp w is head
+// w / 2, q when w is even. x * rsqrt(mean(x^2) + eps) * scale, in place.
+__global__ void qk_rmsnorm_kernel(float* qkv, i64 rows, i64 ld, int heads, int head_dim,
                                   i64 head_stride, i64 q_off, i64 k_off, const float* q_scale,
                                   const float* k_scale, float eps) {
-  const i64 warp = (blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (warp >= rows * heads * 2) return;
-  const bool is_k = warp % 2 == 1;
-  const i64 rh = warp / 2, r = rh / heads, n = rh - r * heads;
-  float* p = qkv + r * ld + (is_k ? k_off : q_off) + n * head_stride;
-  const float* sc = is_k ? k_scale : q_scale;
-  float s = 0.0f;
-  for (i64 d = lane; d < head_dim; d += 32) s += p[d] * p[d];
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  const float r_ = 1.0f / sqrtf(s / static_cast<float>(head_dim) + eps);
-  for (i64 d = lane; d < head_dim; d += 32) p[d] = (p[d] * r_) * sc[d];
+  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int w = blockIdx.x * warps + threadIdx.x / 32; w < 2 * heads; w += gridDim.x * warps) {
+      const bool is_k = (w & 1) != 0;
+      float* p = qkv + r * ld + (is_k ? k_off : q_off) + (w >> 1) * head_stride;
+      const float* sc = is_k ? k_scale : q_scale;
+      float s = 0.0f;
+      for (int d = lane; d < head_dim; d += 32) s += p[d] * p[d];
+      s = warp_sum(s);
+      const float r_ = 1.0f / sqrtf(s / static_cast<float>(head_dim) + eps);
+      for (int d = lane; d < head_dim; d += 32) p[d] = (p[d] * r_) * sc[d];
+    }
+}
+
+// Fourier features of points, as the CPU computes them: out[p] = [x y z | sin(x f_j).., sin(y
+// f_j).., sin(z f_j).. | cos(..)], each product x f_j in float32, sin and cos in double.
+__global__ void fourier_kernel(float* out, const float* xyz, i64 points, const float* freqs,
+                               int F) {
+  const int E = 3 * (2 * F + 1), per_point = 3 * F;
+  const i64 n = points * per_point;
+  for (i64 idx = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; idx < n;
+       idx += static_cast<i64>(gridDim.x) * blockDim.x) {
+    const i64 p = idx / per_point;
+    const int i = static_cast<int>(idx - p * per_point), a = i / F, j = i - a * F;
+    const float v = xyz[p * 3 + a];
+    const float arg = v * freqs[j];
+    double sn, cs;
+    sincos(static_cast<double>(arg), &sn, &cs);
+    float* o = out + p * E;
+    o[3 + i] = static_cast<float>(sn);
+    o[3 + per_point + i] = static_cast<float>(cs);
+    if (j == 0) o[a] = v;
+  }
 }
 
 struct AttnArgs {
@@ -613,10 +637,12 @@ void launch_flash(const AttnArgs& a, i64 batch) {
                         static_cast<size_t>(nq + 2 * nk) * sizeof(__nv_bfloat16), stream()),
         "attention: bf16 staging");
   __nv_bfloat16 *qb = buf, *kb = buf + nq, *vb = buf + nq + nk;
+  std::optional<ProfileSpan> span(std::in_place, "attention_pack");
   pack_heads(qb, a.q, a.q_bs, a.q_ts, a.q_hs, batch, a.heads, a.lq, lqp, D);
   pack_heads(kb, a.k, a.k_bs, a.k_ts, a.k_hs, batch, a.heads, a.lk, lkp, D);
   pack_heads(vb, a.v, a.v_bs, a.v_ts, a.v_hs, batch, a.heads, a.lk, lkp, D);
   check_launch("attention: packing q, k, v");
+  span.emplace("attention");
   const int bytes = FlashSmem<D>::bytes;
   static const bool configured = [&] {
     check(cudaFuncSetAttribute(attention_flash_kernel<D>,
@@ -715,12 +741,22 @@ void gated_residual(float* h, i64 hsb, const float* y, i64 ysb, i64 batch, i64 t
 
 void qk_rmsnorm(float* qkv, i64 rows, i64 ld, i64 heads, i64 head_dim, i64 head_stride,
                 i64 q_offset, i64 k_offset, const float* q_scale, const float* k_scale, float eps) {
-  const i64 warps = rows * heads * 2;
-  if (warps == 0) return;
-  const i64 blocks = (warps * 32 + kThreads - 1) / kThreads;
-  qk_rmsnorm_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream()>>>(
-      qkv, rows, ld, heads, head_dim, head_stride, q_offset, k_offset, q_scale, k_scale, eps);
+  if (rows * heads == 0) return;
+  constexpr int kWarpsPerBlock = kThreads / 32;
+  const i64 x = (2 * heads + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const dim3 grid(static_cast<unsigned>(x),
+                  static_cast<unsigned>(rows < kMaxGridY ? rows : kMaxGridY));
+  qk_rmsnorm_kernel<<<grid, kThreads, 0, stream()>>>(qkv, rows, ld, static_cast<int>(heads),
+                                                     static_cast<int>(head_dim), head_stride,
+                                                     q_offset, k_offset, q_scale, k_scale, eps);
   check_launch("qk_rmsnorm");
+}
+
+void fourier(float* out, const float* xyz, i64 points, const float* freqs, i64 num_freqs) {
+  if (points * num_freqs == 0) return;
+  fourier_kernel<<<blocks_for(points * 3 * num_freqs), kThreads, 0, stream()>>>(
+      out, xyz, points, freqs, static_cast<int>(num_freqs));
+  check_launch("fourier");
 }
 
 void attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
@@ -763,6 +799,7 @@ void attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
           "attention: shared memory size");
   const dim3 grid(static_cast<unsigned>(s.q_len), static_cast<unsigned>(s.heads),
                   static_cast<unsigned>(s.batch));
+  const ProfileSpan span("attention");
   attention_plain_kernel<<<grid, 128, static_cast<size_t>(bytes), stream()>>>(a);
   check_launch("attention (plain)");
 }

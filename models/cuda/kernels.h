@@ -36,6 +36,9 @@ void gated_residual(float* h, i64 hsb, const float* y, i64 ysb, i64 batch, i64 t
                     const float* gate, i64 gate_stride);
 void qk_rmsnorm(float* qkv, i64 rows, i64 ld, i64 heads, i64 head_dim, i64 head_stride,
                 i64 q_offset, i64 k_offset, const float* q_scale, const float* k_scale, float eps);
+// Fourier features [points, 3 (2F + 1)] of points [points, 3] (kernels' formula: see
+// DeviceOps::fourier).
+void fourier(float* out, const float* xyz, i64 points, const float* freqs, i64 num_freqs);
 // Softmax attention with bf16 operands and float32 accumulation and softmax. Head dims 64 and
 // 128 run a tiled kernel on the tensor cores (never materialising q_len x kv_len); other head
 // dims a plain kernel that keeps one query's scores in shared memory.

@@ -19,4 +19,18 @@ void check(cublasStatus_t s, const char* what);
 // Checks the last launch on the calling thread.
 void check_launch(const char* what);
 
+// While profiling is on (backend.h: set_profiling), the GPU time of the work issued in this
+// object's lifetime is added to `name` (a string literal) in the profile.
+class ProfileSpan {
+ public:
+  explicit ProfileSpan(const char* name);
+  ~ProfileSpan();
+  ProfileSpan(const ProfileSpan&) = delete;
+  ProfileSpan& operator=(const ProfileSpan&) = delete;
+
+ private:
+  const char* name_;
+  cudaEvent_t start_ = nullptr;
+};
+
 }  // namespace gen3d::models::cuda

@@ -59,6 +59,25 @@ class CpuOps final : public DeviceOps {
       }
     });
   }
+  void fourier(float* out, const float* xyz, i64 points, const float* freqs,
+               i64 num_freqs) const override {
+    const i64 F = num_freqs, E = 3 * (2 * F + 1);
+    tbb::parallel_for(i64{0}, points, i64{1024}, [&](i64 p0) {
+      const i64 p1 = std::min(points, p0 + 1024);
+      for (i64 p = p0; p < p1; ++p) {
+        float* o = out + p * E;
+        for (int a = 0; a < 3; ++a) {
+          const float v = xyz[p * 3 + a];
+          o[a] = v;
+          for (i64 j = 0; j < F; ++j) {
+            const float arg = v * freqs[j];  // float32 product
+            o[3 + a * F + j] = static_cast<float>(std::sin(static_cast<double>(arg)));
+            o[3 + 3 * F + a * F + j] = static_cast<float>(std::cos(static_cast<double>(arg)));
+          }
+        }
+      }
+    });
+  }
   void act_inplace(kernels::Act a, float* x, i64 n) const override {
     kernels::act_inplace(a, x, n);
   }

@@ -49,6 +49,11 @@ class DeviceOps {
   // g[r, c] = silu(z[r, c]) * z[r, hidden + c] for c < hidden (SwiGLU's gate; row strides ldg,
   // ldz).
   virtual void swiglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden) const = 0;
+  // Fourier features of points xyz [points, 3] (FourierEmbedder with its input):
+  // out[p] = [x y z | sin(x f_j) j < F, sin(y f_j).., sin(z f_j).. | cos(..) likewise], each
+  // product in float32, sin and cos in double rounded to float. freqs [F] on this device.
+  virtual void fourier(float* out, const float* xyz, i64 points, const float* freqs,
+                       i64 num_freqs) const = 0;
   virtual void act_inplace(kernels::Act a, float* x, i64 n) const = 0;
   // dst[r, c] = act(src[r, c]) for a rows x cols block.
   virtual void act_copy(kernels::Act a, float* dst, i64 ld_dst, const float* src, i64 ld_src,

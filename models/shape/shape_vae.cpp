@@ -93,7 +93,9 @@ struct ShapeVAE::Impl {
   ShapeVAEConfig cfg;
   i64 params = 0;
   std::vector<float> freqs;  // [F] float32 frequencies (x pi if include_pi)
-  Linear post_kl;            // C -> W
+  Tensor freqs_t;            // the same as a tensor, for devices
+  nn::DeviceCopy freqs_copy;
+  Linear post_kl;  // C -> W
   std::vector<ResidualAttentionBlock> blocks;
   GeoDecoder geo;
 
@@ -135,26 +137,13 @@ struct ShapeVAE::Impl {
       const float f = std::ldexp(1.0f, j);  // 2^j, exact
       freqs[static_cast<std::size_t>(j)] = cfg.include_pi ? f * pi : f;
     }
+    freqs_t = Tensor({cfg.num_freqs});
+    std::copy(freqs.begin(), freqs.end(), freqs_t.data());
   }
 
   // points [P, 3] -> out [P, 3 (2F + 1)]: [x y z | sin(x f_0..x f_F-1, y .., z ..) | cos(..)]
   void fourier(const float* xyz, i64 P, float* out) const {
-    const i64 F = cfg.num_freqs, E = cfg.fourier_dim();
-    tbb::parallel_for(i64{0}, P, i64{1024}, [&](i64 p0) {
-      const i64 p1 = std::min(P, p0 + 1024);
-      for (i64 p = p0; p < p1; ++p) {
-        float* o = out + p * E;
-        for (int a = 0; a < 3; ++a) {
-          const float v = xyz[p * 3 + a];
-          o[a] = v;
-          for (i64 j = 0; j < F; ++j) {
-            const float arg = v * freqs[static_cast<std::size_t>(j)];  // float32 product
-            o[3 + a * F + j] = static_cast<float>(std::sin(static_cast<double>(arg)));
-            o[3 + 3 * F + a * F + j] = static_cast<float>(std::cos(static_cast<double>(arg)));
-          }
-        }
-      }
-    });
+    nn::device_ops(Device::kCpu).fourier(out, xyz, P, freqs.data(), cfg.num_freqs);
   }
 
   // Keys / values of the cross attention for B items: decoded [B, N, W] (on `k`'s device) -> KV
@@ -177,10 +166,19 @@ struct ShapeVAE::Impl {
     return kv;
   }
 
-  // The dense geometry decoder on a device: xyz [P, 3] on the host, kv [1, N, 2W] on `k`'s
-  // device -> out [P] on the host.
+  // Buffers of one block of P points on a device.
+  struct GeoScratch {
+    Tensor fe, x, y, q, hid;
+  };
+  GeoScratch geo_scratch(Device d, i64 P) const {
+    const i64 W = cfg.width, M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
+    return {Tensor({P, cfg.fourier_dim()}, d), Tensor({P, W}, d), Tensor({P, W}, d),
+            Tensor({P, W}, d), Tensor({P, M}, d)};
+  }
+  // The dense geometry decoder on a device, everything there: xyz [P, 3], kv [1, N, 2W] ->
+  // logits [P].
   void geo_forward_device(const nn::DeviceOps& k, const float* xyz, i64 P, const float* kv, i64 N,
-                          float* out) const;
+                          GeoScratch& s, float* logits) const;
 
   // Geometry decoder for B items at shared points: xyz [P, 3], kv [B, N, 2W] -> out [B, P].
   // groups (B == 1 only): attention groups with FlashVDM key selection, or empty (all keys).
@@ -302,35 +300,30 @@ void ShapeVAE::Impl::geo_forward(const float* xyz, i64 P, const float* kv, i64 B
 }
 
 void ShapeVAE::Impl::geo_forward_device(const nn::DeviceOps& k, const float* xyz, i64 P,
-                                        const float* kv, i64 N, float* out) const {
+                                        const float* kv, i64 N, GeoScratch& s,
+                                        float* logits) const {
   const i64 W = cfg.width, D = cfg.head_dim(), nh = cfg.heads, E = cfg.fourier_dim();
   const i64 M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
-  const Device dev = k.device();
-  Tensor fe({P, E});  // [P, E]
-  fourier(xyz, P, fe.data());
-  const Tensor fe_d = fe.to(dev);
-  Tensor x({P, W}, dev), y({P, W}, dev), q({P, W}, dev), hid({P, M}, dev);
-  k.linear(geo.query_proj, x.data(), W, fe_d.data(), E, P);  // [P, W] residual stream
-  k.layer_norm(geo.ln_1, y.data(), W, x.data(), W, P);
-  k.linear(geo.c_q, q.data(), W, y.data(), W, P);  // [P, nh D]
-  if (geo.norm.on) k.layer_norm(geo.norm.q_norm, q.data(), D, q.data(), D, P * nh);
-  k.attention({y.data(), P * W, W, D}, {q.data(), P * W, W, D}, {kv, N * 2 * W, 2 * W, 2 * D},
+  float *fe = s.fe.data(), *x = s.x.data(), *y = s.y.data(), *q = s.q.data(), *hid = s.hid.data();
+  k.fourier(fe, xyz, P, k.parameter(freqs_t, freqs_copy), cfg.num_freqs);  // [P, E]
+  k.linear(geo.query_proj, x, W, fe, E, P);                                // [P, W] residual stream
+  k.layer_norm(geo.ln_1, y, W, x, W, P);
+  k.linear(geo.c_q, q, W, y, W, P);  // [P, nh D]
+  if (geo.norm.on) k.layer_norm(geo.norm.q_norm, q, D, q, D, P * nh);
+  k.attention({y, P * W, W, D}, {q, P * W, W, D}, {kv, N * 2 * W, 2 * W, 2 * D},
               {kv + D, N * 2 * W, 2 * W, 2 * D}, {1, nh, P, N, D, 0.0f, true});  // [P, W]
-  k.linear(geo.c_proj, q.data(), W, y.data(), W, P);
-  k.add(x.data(), q.data(), P * W);
-  k.layer_norm(geo.ln_3, y.data(), W, x.data(), W, P);
-  k.linear(geo.mlp.c_fc, hid.data(), M, y.data(), W, P, Act::kGeluErf);
-  k.linear(geo.mlp.c_proj, q.data(), W, hid.data(), M, P);
-  k.add(x.data(), q.data(), P * W);
-  const float* fin = x.data();
+  k.linear(geo.c_proj, q, W, y, W, P);
+  k.add(x, q, P * W);
+  k.layer_norm(geo.ln_3, y, W, x, W, P);
+  k.linear(geo.mlp.c_fc, hid, M, y, W, P, Act::kGeluErf);
+  k.linear(geo.mlp.c_proj, q, W, hid, M, P);
+  k.add(x, q, P * W);
+  const float* fin = x;
   if (geo.has_ln_post) {
-    k.layer_norm(geo.ln_post, y.data(), W, x.data(), W, P);
-    fin = y.data();
+    k.layer_norm(geo.ln_post, y, W, x, W, P);
+    fin = y;
   }
-  Tensor logits({P, 1}, dev);
-  k.linear(geo.output_proj, logits.data(), 1, fin, W, P);
-  const Tensor host = logits.to(Device::kCpu);
-  std::copy_n(host.data(), P, out);
+  k.linear(geo.output_proj, logits, 1, fin, W, P);  // [P]
 }
 
 // ---- config ----------------------------------------------------------------------------------
@@ -563,28 +556,6 @@ Tensor ShapeVAE::decode(const Tensor& latents, const TraceFn* trace) const {
   return h;
 }
 
-Tensor ShapeVAE::query(const Tensor& decoded, const Tensor& points, const TraceFn* trace) const {
-  const Impl& m = *impl_;
-  nn::check_shape(decoded, "ShapeVAE::query", "decoded latents", {-1, -1, m.cfg.width});
-  nn::check_shape(points, "ShapeVAE::query", "points", {-1, 3});
-  const i64 B = decoded.dim(0), N = decoded.dim(1), P = points.dim(0);
-  Tensor out({B, P, 1});  // [B, P, 1]
-  if (device_ != Device::kCpu) {
-    if (trace) throw ModelError("ShapeVAE::query: traces are taken on the CPU only");
-    const nn::DeviceOps& k = nn::device_ops(device_);
-    const Tensor dd = decoded.to(device_);
-    for (i64 b = 0; b < B; ++b) {
-      const Tensor kv = m.cross_kv(k, dd.data() + b * N * m.cfg.width, 1, N, nullptr);
-      m.geo_forward_device(k, points.data(), P, kv.data(), N, out.data() + b * P);
-    }
-    return out;
-  }
-  Tensor kv = m.cross_kv(nn::device_ops(Device::kCpu), decoded.data(), B, N, trace);  // [B, N, 2W]
-  m.geo_forward(points.data(), P, kv.data(), B, N, out.data(), trace);
-  if (trace) (*trace)("out.query_logits", out);
-  return out;
-}
-
 namespace {
 
 class VaeGeometryField final : public Field {
@@ -633,20 +604,21 @@ class VaeDeviceGeometryField final : public Field {
   VaeDeviceGeometryField(std::shared_ptr<const ShapeVAE::Impl> impl, Tensor kv, i64 n, Device d)
       : impl_(std::move(impl)), kv_(std::move(kv)), n_(n), ops_(nn::device_ops(d)) {}
   void evaluate(const float* xyz, std::int64_t n, float* out) const override {
+    if (n <= 0) return;
     std::lock_guard lock(mutex_);
-    std::vector<float> pts, res;
-    for (i64 p0 = 0; p0 < n; p0 += kBlock) {
-      const i64 m = std::min(kBlock, n - p0);
-      if (m == kBlock) {
-        impl_->geo_forward_device(ops_, xyz + 3 * p0, kBlock, kv_.data(), n_, out + p0);
-        continue;
-      }
-      pts.assign(static_cast<std::size_t>(3 * kBlock), 0.0f);
-      res.resize(static_cast<std::size_t>(kBlock));
-      std::copy_n(xyz + 3 * p0, 3 * m, pts.data());
-      impl_->geo_forward_device(ops_, pts.data(), kBlock, kv_.data(), n_, res.data());
-      std::copy_n(res.data(), m, out + p0);
-    }
+    const Device d = ops_.device();
+    const i64 blocks = (n + kBlock - 1) / kBlock, padded = blocks * kBlock;
+    // Points and logits of the whole call stay on the device; one copy each way.
+    Tensor pts({padded, 3});
+    std::copy_n(xyz, 3 * n, pts.data());
+    const Tensor pts_d = pts.to(d);
+    Tensor logits({padded}, d);
+    ShapeVAE::Impl::GeoScratch scratch = impl_->geo_scratch(d, kBlock);
+    for (i64 b = 0; b < blocks; ++b)
+      impl_->geo_forward_device(ops_, pts_d.data() + 3 * b * kBlock, kBlock, kv_.data(), n_,
+                                scratch, logits.data() + b * kBlock);
+    const Tensor host = logits.to(Device::kCpu);
+    std::copy_n(host.data(), n, out);
   }
   std::int64_t key_count() const override { return n_; }
 
@@ -660,6 +632,29 @@ class VaeDeviceGeometryField final : public Field {
 };
 
 }  // namespace
+
+Tensor ShapeVAE::query(const Tensor& decoded, const Tensor& points, const TraceFn* trace) const {
+  const Impl& m = *impl_;
+  nn::check_shape(decoded, "ShapeVAE::query", "decoded latents", {-1, -1, m.cfg.width});
+  nn::check_shape(points, "ShapeVAE::query", "points", {-1, 3});
+  const i64 B = decoded.dim(0), N = decoded.dim(1), P = points.dim(0);
+  Tensor out({B, P, 1});  // [B, P, 1]
+  if (device_ != Device::kCpu) {
+    if (trace) throw ModelError("ShapeVAE::query: traces are taken on the CPU only");
+    const nn::DeviceOps& k = nn::device_ops(device_);
+    const Tensor dd = decoded.to(device_);
+    for (i64 b = 0; b < B; ++b) {
+      Tensor kv = m.cross_kv(k, dd.data() + b * N * m.cfg.width, 1, N, nullptr);
+      VaeDeviceGeometryField(impl_, std::move(kv), N, device_)
+          .evaluate(points.data(), P, out.data() + b * P);
+    }
+    return out;
+  }
+  Tensor kv = m.cross_kv(nn::device_ops(Device::kCpu), decoded.data(), B, N, trace);  // [B, N, 2W]
+  m.geo_forward(points.data(), P, kv.data(), B, N, out.data(), trace);
+  if (trace) (*trace)("out.query_logits", out);
+  return out;
+}
 
 std::shared_ptr<const Field> ShapeVAE::geometry_field(const Tensor& decoded, std::int64_t b) const {
   nn::check_shape(decoded, "ShapeVAE::geometry_field", "decoded latents",

@@ -71,10 +71,12 @@ void add_bench_shape(CLI::App& bench, BenchShapeOptions& opt) {
   c->add_option("--device", opt.device, "cpu, or cuda")->capture_default_str();
   c->add_option("--precision", opt.precision, "CPU weights: auto, fp32 or bf16 (cuda: bf16)")
       ->capture_default_str();
-  c->add_option("--steps", opt.steps, "sampler steps")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  c->add_option("--guidance", opt.guidance, "guidance scale (< 0: no CFG, batch 1)")
+  c->add_option("--steps", opt.steps, "sampler steps; a comma list runs each")
+      ->delimiter(',')
+      ->capture_default_str();
+  c->add_option("--guidance", opt.guidance,
+                "guidance scale (< 0: no CFG, batch 1); a comma list pairs with --steps")
+      ->delimiter(',')
       ->capture_default_str();
   c->add_option("--octree", opt.octree, "octree resolution")
       ->capture_default_str()
@@ -97,6 +99,12 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
   } catch (const std::exception& e) {
     throw pipeline::ConfigError(std::string("bench shape: ") + e.what());
   }
+  for (const int n : opt.steps)
+    if (n < 1 || n > 1000)
+      throw pipeline::ConfigError("bench shape: --steps " + std::to_string(n) +
+                                  " is outside 1..1000");
+  if (opt.guidance.size() != 1 && opt.guidance.size() != opt.steps.size())
+    throw pipeline::ConfigError("bench shape: --guidance takes one value or one per --steps value");
   if (device != models::Device::kCpu) {
     if (precision == models::Precision::kFp32 && opt.precision != "auto")
       throw pipeline::ConfigError("bench shape: --device cuda runs the networks in bf16");
@@ -139,59 +147,62 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
   vae.set_device(device);
   const double build_s = seconds_since(t_build);
 
-  for (int rep = 0; rep < opt.reps; ++rep) {
-    nlohmann::json stages;
-    const auto t0 = Clock::now();
-    auto timed = [&](const char* name, auto&& f) {
-      const auto ts = Clock::now();
-      auto r = f();
-      stages[name] = seconds_since(ts);
-      return r;
-    };
-    // Normalized pixels as the conditioner makes them.
-    const models::Tensor pixels = uniform({1, 3, image, image}, 4, -2.0f, 2.0f);
-    const models::Tensor cond = timed("dinov2", [&] { return encoder.forward(pixels); });
-    const models::Tensor noise = uniform({1, vae_cfg.num_latents, dit_cfg.in_channels}, 5, -1.7f,
-                                         1.7f);  // unit variance
-    models::SamplerOptions so;
-    so.steps = opt.steps;
-    so.guidance_scale = opt.guidance;
-    const models::Tensor latents =
-        timed("sampler", [&] { return models::sample(dit, so, nullptr, noise, cond); });
-    const models::Tensor decoded = timed("vae_decode", [&] { return vae.decode(latents); });
-    models::VolumeDecodeOptions vo;
-    vo.method = method;
-    vo.resolution = opt.octree;
-    models::VolumeDecodeStats stats;
-    const models::VolumeGrid grid = timed("volume_decode", [&] {
-      const CostedSurfaceField field(vae.geometry_field(decoded, 0));
-      return models::decode_volume(field, vo, &stats);
-    });
-    const mesh::Mesh m = timed("marching_cubes", [&] {
-      return mesh::marching_cubes({grid.values.data(), grid.n(), grid.n(), grid.n()});
-    });
-    const double total_s = seconds_since(t0);
+  for (std::size_t run = 0; run < opt.steps.size(); ++run)
+    for (int rep = 0; rep < opt.reps; ++rep) {
+      const int steps = opt.steps[run];
+      const double guidance = opt.guidance[opt.guidance.size() == 1 ? 0 : run];
+      nlohmann::json stages;
+      const auto t0 = Clock::now();
+      auto timed = [&](const char* name, auto&& f) {
+        const auto ts = Clock::now();
+        auto r = f();
+        stages[name] = seconds_since(ts);
+        return r;
+      };
+      // Normalized pixels as the conditioner makes them.
+      const models::Tensor pixels = uniform({1, 3, image, image}, 4, -2.0f, 2.0f);
+      const models::Tensor cond = timed("dinov2", [&] { return encoder.forward(pixels); });
+      const models::Tensor noise = uniform({1, vae_cfg.num_latents, dit_cfg.in_channels}, 5, -1.7f,
+                                           1.7f);  // unit variance
+      models::SamplerOptions so;
+      so.steps = steps;
+      so.guidance_scale = guidance;
+      const models::Tensor latents =
+          timed("sampler", [&] { return models::sample(dit, so, nullptr, noise, cond); });
+      const models::Tensor decoded = timed("vae_decode", [&] { return vae.decode(latents); });
+      models::VolumeDecodeOptions vo;
+      vo.method = method;
+      vo.resolution = opt.octree;
+      models::VolumeDecodeStats stats;
+      const models::VolumeGrid grid = timed("volume_decode", [&] {
+        const CostedSurfaceField field(vae.geometry_field(decoded, 0));
+        return models::decode_volume(field, vo, &stats);
+      });
+      const mesh::Mesh m = timed("marching_cubes", [&] {
+        return mesh::marching_cubes({grid.values.data(), grid.n(), grid.n(), grid.n()});
+      });
+      const double total_s = seconds_since(t0);
 
-    nlohmann::json j;
-    j["bench"] = "shape";
-    j["rep"] = rep;
-    j["model"] = opt.tiny ? "2.0 (tiny)" : "2.0";
-    j["device"] = models::device_name(device);
-    if (device != models::Device::kCpu) j["gpu"] = device_description(device);
-    j["precision"] = models::precision_name(precision);
-    j["steps"] = opt.steps;
-    j["guidance"] = opt.guidance;
-    j["octree"] = opt.octree;
-    j["volume"] = models::volume_method_name(method);
-    j["total_s"] = total_s;
-    j["stages"] = stages;
-    j["build_s"] = build_s;
-    j["points"] = stats.points_queried;
-    j["faces"] = m.faces.size();
-    j["surface"] = "sphere r 0.5, logit 10 sdf; the VAE decoder runs on every point";
-    std::printf("%s\n", j.dump().c_str());
-    std::fflush(stdout);
-  }
+      nlohmann::json j;
+      j["bench"] = "shape";
+      j["rep"] = rep;
+      j["model"] = opt.tiny ? "2.0 (tiny)" : "2.0";
+      j["device"] = models::device_name(device);
+      if (device != models::Device::kCpu) j["gpu"] = device_description(device);
+      j["precision"] = models::precision_name(precision);
+      j["steps"] = steps;
+      j["guidance"] = guidance;
+      j["octree"] = opt.octree;
+      j["volume"] = models::volume_method_name(method);
+      j["total_s"] = total_s;
+      j["stages"] = stages;
+      j["build_s"] = build_s;
+      j["points"] = stats.points_queried;
+      j["faces"] = m.faces.size();
+      j["surface"] = "sphere r 0.5, logit 10 sdf; the VAE decoder runs on every point";
+      std::printf("%s\n", j.dump().c_str());
+      std::fflush(stdout);
+    }
   return 0;
 }
 

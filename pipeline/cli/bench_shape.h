@@ -11,14 +11,17 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 namespace gen3d::cli {
 
 struct BenchShapeOptions {
   std::string device = "cpu";      // cpu, or cuda (the networks in bf16 on the GPU)
   std::string precision = "auto";  // CPU storage: auto, fp32, bf16 (cuda: bf16)
-  int steps = 50;
-  double guidance = 5.0;  // < 0: no classifier-free guidance (batch 1)
+  // Sampler runs, paired by position (one model build serves them all): steps, and guidance
+  // scales (< 0: no classifier-free guidance, batch 1; one value applies to every run).
+  std::vector<int> steps{50};
+  std::vector<double> guidance{5.0};
   int octree = 384;
   std::string volume = "hierarchical";  // dense, hierarchical, flashvdm
   bool tiny = false;                    // tiny networks, for a quick check of the path

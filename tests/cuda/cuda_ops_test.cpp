@@ -193,7 +193,9 @@ TEST(CudaOps, RowNormsAtNetworkWidths) {
         ASSERT_NEAR(y_gpu.data()[r * ld + c], y_cpu.data()[r * ld + c],
                     1e-5 * (1 + std::abs(y_cpu.data()[r * ld + c])))
             << r << " " << c;
-      if (r + 1 < rows) ASSERT_TRUE(std::isnan(y_gpu.data()[r * ld + dim]));
+      if (r + 1 < rows) {
+        ASSERT_TRUE(std::isnan(y_gpu.data()[r * ld + dim]));
+      }
     }
     // In place, as the VAE normalizes q and k heads.
     Tensor in_place = x.to(Device::kCuda);
@@ -243,6 +245,23 @@ TEST(CudaOps, SwigluAndParameters) {
   const Tensor back = Tensor::view(a, {hidden}, Device::kCuda).to(Device::kCpu);
   for (i64 i = 0; i < hidden; ++i) ASSERT_EQ(back.data()[i], p.data()[i]);
   EXPECT_EQ(nn::device_ops(Device::kCpu).parameter(p, slot), p.data());
+}
+
+// The VAE's Fourier features: float32 products, double sin and cos rounded to float on both.
+TEST(CudaOps, FourierFeatures) {
+  GEN3D_REQUIRE_GPU();
+  const i64 P = 1000, F = 8, E = 3 * (2 * F + 1);
+  Tensor xyz = random({P, 3}, 14, 0.7f);
+  Tensor freqs({F});
+  for (i64 j = 0; j < F; ++j) freqs.data()[j] = std::ldexp(1.0f, static_cast<int>(j)) * 3.14159265f;
+  Tensor f_cpu = poisoned({P, E});
+  nn::device_ops(Device::kCpu).fourier(f_cpu.data(), xyz.data(), P, freqs.data(), F);
+  const Tensor xd = xyz.to(Device::kCuda), fd_ = freqs.to(Device::kCuda);
+  Tensor fd = poisoned({P, E}).to(Device::kCuda);
+  gpu().fourier(fd.data(), xd.data(), P, fd_.data(), F);
+  const Tensor f_gpu = fd.to(Device::kCpu);
+  for (i64 i = 0; i < P * E; ++i)
+    ASSERT_NEAR(f_gpu.data()[i], f_cpu.data()[i], 1e-6 * (1 + std::abs(f_cpu.data()[i]))) << i;
 }
 
 // Attention over packed (3, heads, D) rows, against the CPU's bf16 path (the same bf16 roundings
