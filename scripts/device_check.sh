@@ -23,19 +23,24 @@ timeout 180 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d_cuda_tests" --gtest_col
   tee "$out/cuda_tests.log"
 tests_rc=${PIPESTATUS[0]}
 
-reps=${REPS:-10}
-sizes="--hidden 1024 --heads 16 --depth 16 --single 32 --tokens 3072 --context-tokens 1370
-       --context-dim 1536 --in-channels 64 --batch 2"
-timeout 240 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" bench dit --device cuda \
-  --precision bf16 $sizes --reps "$reps" 2>&1 | tee "$out/bench_gen3d.json"
-timeout 120 python3 bench/dit_torch_bench.py --device cuda $sizes --reps "$reps" 2>&1 |
-  tee "$out/bench_eager.json"
-timeout 240 python3 bench/dit_torch_bench.py --device cuda --compile $sizes --reps "$reps" 2>&1 |
-  tail -3 | tee "$out/bench_compile.json"
+# DIT=0 skips the DiT comparison (a call that only re-times image -> mesh).
+if [ "${DIT:-1}" = 1 ]; then
+  reps=${REPS:-10}
+  sizes="--hidden 1024 --heads 16 --depth 16 --single 32 --tokens 3072 --context-tokens 1370
+         --context-dim 1536 --in-channels 64 --batch 2"
+  timeout 240 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" bench dit --device cuda \
+    --precision bf16 $sizes --reps "$reps" 2>&1 | tee "$out/bench_gen3d.json"
+  timeout 120 python3 bench/dit_torch_bench.py --device cuda $sizes --reps "$reps" 2>&1 |
+    tee "$out/bench_eager.json"
+  timeout 240 python3 bench/dit_torch_bench.py --device cuda --compile $sizes --reps "$reps" 2>&1 |
+    tail -3 | tee "$out/bench_compile.json"
+else
+  : > "$out/bench_gen3d.json"; : > "$out/bench_eager.json"; : > "$out/bench_compile.json"
+fi
 
 shape_reps=${SHAPE_REPS:-3}
 timeout 300 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" -q bench shape --device cuda \
-  --volume flashvdm --steps 50,5 --guidance 5,-1 --octree 384 --reps "$shape_reps" 2>&1 |
+  --volume flashvdm --steps 50,5 --guidance 5,-1 --octree 384 --reps "$shape_reps" --profile 2>&1 |
   tee "$out/bench_shape.json"
 
 python3 - "$out" "$tests_rc" <<'PY'
@@ -63,12 +68,15 @@ for r in rows:
     print(f"{r[0]:32} {r[1]:10.2f} {r[2] or 0:8.2f} {r[3] or 0:8.2f} {tf:>8}")
 
 # image -> mesh: the runs after the first (which also uploads the weights), median and range.
-runs = {}
+runs, profile = {}, None
 for line in (out / "bench_shape.json").read_text(errors="replace").splitlines():
     if line.startswith("{"):
         try:
             j = json.loads(line)
         except ValueError:
+            continue
+        if j.get("bench") == "shape-profile":
+            profile = j
             continue
         runs.setdefault((j["steps"], j["guidance"], j["volume"], j["octree"]), []).append(j)
 print(f"\n{'image -> mesh':36} {'median s':>9} {'min':>7} {'max':>7}  stages (median run)")
@@ -81,4 +89,8 @@ for (steps, g, vol, octree), js in runs.items():
     print(f"{label:36} {mid['total_s']:9.2f} {timed[0]['total_s']:7.2f} {timed[-1]['total_s']:7.2f}"
           f"  {st}; points {mid['points']}, faces {mid['faces']}, build {mid['build_s']:.0f} s,"
           f" first run {js[0]['total_s']:.2f} s")
+if profile:
+    ops = ", ".join(f"{k} {v:.0f}" for k, v in
+                    sorted(profile["gpu_ms_by_op"].items(), key=lambda kv: -kv[1]))
+    print(f"volume decode, profiled: {profile['wall_s']:.2f} s wall; GPU ms by op: {ops}")
 PY

@@ -623,7 +623,7 @@ class VaeDeviceGeometryField final : public Field {
   std::int64_t key_count() const override { return n_; }
 
  private:
-  static constexpr i64 kBlock = 8192;
+  static constexpr i64 kBlock = 16384;
   std::shared_ptr<const ShapeVAE::Impl> impl_;
   Tensor kv_;  // [1, N, 2W] on the device, keys normalized
   i64 n_;

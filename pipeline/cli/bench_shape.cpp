@@ -83,6 +83,8 @@ void add_bench_shape(CLI::App& bench, BenchShapeOptions& opt) {
       ->check(CLI::Range(16, 1024));
   c->add_option("--volume", opt.volume, "dense, hierarchical or flashvdm")->capture_default_str();
   c->add_flag("--tiny", opt.tiny, "tiny networks (checks the path, times nothing useful)");
+  c->add_flag("--profile", opt.profile,
+              "then profile one more volume decode on the device (GPU ms per operation)");
   c->add_option("--reps", opt.reps, "end-to-end runs (the first also uploads weights to a device)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
@@ -173,6 +175,8 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
       models::VolumeDecodeOptions vo;
       vo.method = method;
       vo.resolution = opt.octree;
+      // A device field takes whole blocks of points per call; fewer, larger calls.
+      if (device != models::Device::kCpu) vo.num_chunks = i64{1} << 16;
       models::VolumeDecodeStats stats;
       const models::VolumeGrid grid = timed("volume_decode", [&] {
         const CostedSurfaceField field(vae.geometry_field(decoded, 0));
@@ -203,6 +207,32 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
     }
+  if (opt.profile && device != models::Device::kCpu) {
+    const models::Tensor pixels = uniform({1, 3, image, image}, 4, -2.0f, 2.0f);
+    const models::Tensor noise =
+        uniform({1, vae_cfg.num_latents, dit_cfg.in_channels}, 5, -1.7f, 1.7f);
+    models::SamplerOptions so;
+    so.steps = 1;
+    so.guidance_scale = -1.0;
+    const models::Tensor decoded =
+        vae.decode(models::sample(dit, so, nullptr, noise, encoder.forward(pixels)));
+    models::VolumeDecodeOptions vo;
+    vo.method = method;
+    vo.resolution = opt.octree;
+    vo.num_chunks = i64{1} << 16;
+    const CostedSurfaceField field(vae.geometry_field(decoded, 0));
+    const auto ts = Clock::now();
+    nlohmann::json ops;
+    for (const auto& [name, ms] :
+         profile_device(device, [&] { (void)models::decode_volume(field, vo); }))
+      ops[name] = ms;
+    nlohmann::json j;
+    j["bench"] = "shape-profile";
+    j["stage"] = "volume_decode";
+    j["wall_s"] = seconds_since(ts);
+    j["gpu_ms_by_op"] = ops;
+    std::printf("%s\n", j.dump().c_str());
+  }
   return 0;
 }
 

@@ -26,6 +26,9 @@ struct BenchShapeOptions {
   std::string volume = "hierarchical";  // dense, hierarchical, flashvdm
   bool tiny = false;                    // tiny networks, for a quick check of the path
   int reps = 1;  // end-to-end runs after one build (the first also uploads weights to a device)
+  // After the runs, one more volume decode with the device's per-operation profile (a line of
+  // its own: events around every operation cost time, so the timed runs go without).
+  bool profile = false;
   CLI::App* command = nullptr;
 };
 
