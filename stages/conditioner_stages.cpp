@@ -29,13 +29,13 @@ using pipeline::StageContract;
 class EncodeImage final : public pipeline::Stage {
  public:
   StageContract contract() const override {
-    return StageContract(
-               "encode_image",
-               "Image condition for shape generation: recenter on the alpha box, composite on "
-               "white, resize (OpenCV-exact ImageProcessorV2), then the DINOv2 encoder "
-               "(DinoImageEncoder). An image without alpha first gets one from the classical "
-               "remove_background (border-colour threshold / GrabCut, not the learned rembg).")
-        .model_class()
+    StageContract c(
+        "encode_image",
+        "Image condition for shape generation: recenter on the alpha box, composite on "
+        "white, resize (OpenCV-exact ImageProcessorV2), then the DINOv2 encoder "
+        "(DinoImageEncoder). An image without alpha first gets one from the classical "
+        "remove_background (border-colour threshold / GrabCut, not the learned rembg).");
+    c.model_class()
         .reads_files("model", true)
         .reads_files("config")
         .input<image::Image>("image", "reference image (RGBA, or RGB / grey on a plain background)")
@@ -63,9 +63,12 @@ class EncodeImage final : public pipeline::Stage {
                 "classical background removal for images without alpha")
         .param<double>("background_threshold", 0.08, Range{0.0, 1.8},
                        "RGB distance from the border colour that counts as foreground");
+    add_device_param(c);
+    return c;
   }
 
   void check(const ParamMap& params, std::vector<std::string>& problems) const override {
+    check_device(params, problems);
     const auto& model = std::get<std::string>(params.at("model"));
     if (!std::filesystem::exists(model)) problems.push_back("model weights not found: " + model);
     const auto& config = std::get<std::string>(params.at("config"));
@@ -85,7 +88,8 @@ class EncodeImage final : public pipeline::Stage {
     {
       auto span = ctx.span("load model");
       encoder = models::shared_image_encoder(src.weights, src.config,
-                                             ctx.param<std::string>("config_section"), storage);
+                                             ctx.param<std::string>("config_section"), storage,
+                                             node_device(ctx));
     }
 
     auto image = ctx.in<image::Image>("image");

@@ -128,11 +128,11 @@ class Denoise final : public pipeline::Stage {
   StageContract contract() const override {
     const models::TeaCacheOptions tea;
     const models::TaylorSeerOptions ts;
-    return StageContract("denoise",
-                         "Flow-matching sampling (Euler, CFG [cond; uncond]) of shape latents with "
-                         "the Hunyuan3D DiT and an optional step cache (FBCache, TeaCache or "
-                         "TaylorSeer).")
-        .model_class()
+    StageContract c("denoise",
+                    "Flow-matching sampling (Euler, CFG [cond; uncond]) of shape latents with "
+                    "the Hunyuan3D DiT and an optional step cache (FBCache, TeaCache or "
+                    "TaylorSeer).");
+    c.model_class()
         .reads_files("model", true)
         .reads_files("config")
         .input<Tensor>("cond", "condition tokens [B, Lc, context_in_dim]")
@@ -177,9 +177,12 @@ class Denoise final : public pipeline::Stage {
                     "trailing FULL steps C")
         .param<bool>("taylorseer_image_rows_only", false,
                      "keep no condition-stream factors (same result, ~30 % less memory)");
+    add_device_param(c);
+    return c;
   }
 
   void check(const ParamMap& params, std::vector<std::string>& problems) const override {
+    check_device(params, problems);
     try {
       for (const auto& p : cache_config(FromMap{params}).problems()) problems.push_back(p);
     } catch (const std::exception& e) {
@@ -201,6 +204,7 @@ class Denoise final : public pipeline::Stage {
                                       ctx.param<std::string>("weights") == "f16"
                                           ? models::WeightStorage::kF16
                                           : models::WeightStorage::kF32);
+    src.device = node_device(ctx);
     std::shared_ptr<const models::ShapeDenoiser> model;
     {
       auto span = ctx.span("load model");

@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "mesh/cleanup.h"
 #include "mesh/error.h"
 #include "mesh/marching_cubes.h"
@@ -31,7 +34,7 @@ using pipeline::StageContract;
 
 // Model params shared by the two VAE stages.
 StageContract& vae_params(StageContract& c) {
-  return c.model_class()
+  c.model_class()
       .reads_files("model", true)
       .reads_files("config")
       .required<std::string>(
@@ -50,6 +53,8 @@ StageContract& vae_params(StageContract& c) {
       .param<std::string>("config_section", "",
                           "section of the config with the VAE params (default: \"vae\" when the "
                           "file has one, else the whole file)");
+  add_device_param(c);
+  return c;
 }
 
 // The ShapeVAE of this node's params (loaded once per process, shared by vae_decode and
@@ -59,6 +64,7 @@ std::shared_ptr<const models::ShapeVAE> load_vae(StageContext& ctx) {
       models::resolve_checkpoint(ctx.param<std::string>("model"), ctx.param<std::string>("config"));
   src.section = ctx.param<std::string>("config_section");
   src.storage = models::storage_for(models::parse_precision(ctx.param<std::string>("precision")));
+  src.device = node_device(ctx);
   auto span = ctx.span("load model");
   return models::shared_shape_vae(src);
 }
@@ -72,6 +78,9 @@ class VaeDecode final : public pipeline::Stage {
     c.input<Tensor>("latents", "sampler latents [B, N, embed_dim]")
         .output<Tensor>("decoded", "decoded latents [B, N, width]");
     return vae_params(c);
+  }
+  void check(const pipeline::ParamMap& params, std::vector<std::string>& problems) const override {
+    check_device(params, problems);
   }
   void run(StageContext& ctx) const override {
     const auto vae = load_vae(ctx);
@@ -95,13 +104,17 @@ class VolumeDecode final : public pipeline::Stage {
         .param<int>("resolution", 384, Range{1, 4096}, "octree_resolution R (cells per axis)")
         .param<int>("min_resolution", 63, Range{1, 4096}, "coarsest level (hierarchical/flashvdm)")
         .param<double>("bounds", 1.01, Range{1e-6, 1e6}, "box [-bounds, bounds]^3")
-        .param<int>("num_chunks", 8000, Range{1, 1 << 30}, "points per decoder call (memory knob)")
+        .param<int>("num_chunks", 8000, Range{1, 1 << 30},
+                    "points per decoder call (memory knob; at least 65536 on a GPU)")
         .param<int>("mini_grid_num", 4, Range{1, 64}, "FlashVDM level-0 blocks per axis")
         .param<double>("band_abs_logit", 0.95, Range{0, 1e6}, "refinement band |logit - level|")
         .param<double>("level", 0.0, Range{-1e6, 1e6}, "iso level the band is built around")
         .param<int>("top_k", -1, Range{-1, 1 << 20}, "FlashVDM keys per head (-1: spec rule)")
         .param<int>("item", 0, Range{0, 1 << 20}, "batch item to decode");
     return vae_params(c);
+  }
+  void check(const pipeline::ParamMap& params, std::vector<std::string>& problems) const override {
+    check_device(params, problems);
   }
   void run(StageContext& ctx) const override {
     const auto vae = load_vae(ctx);
@@ -114,6 +127,9 @@ class VolumeDecode final : public pipeline::Stage {
     o.bbox_min = {-b, -b, -b};
     o.bbox_max = {b, b, b};
     o.num_chunks = ctx.param<int64_t>("num_chunks");
+    // A device field runs whole blocks of 16 Ki points: fewer, larger calls keep it busy.
+    if (vae->device() != models::Device::kCpu)
+      o.num_chunks = std::max<std::int64_t>(o.num_chunks, std::int64_t{1} << 16);
     o.mini_grid_num = ctx.param<int>("mini_grid_num");
     o.band_abs_logit = ctx.param<float>("band_abs_logit");
     o.level = ctx.param<float>("level");

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "models/core/error.h"
 #include "models/core/precision.h"
 
 namespace gen3d::stages {
@@ -50,6 +51,33 @@ void report_view_images(const pipeline::StageContext& ctx, const ImageList& imag
   size_t with_image = 0;
   for (const auto& image : images) with_image += !image.empty();
   ctx.gauge("multiview.views_with_images", static_cast<double>(with_image));
+}
+
+void add_device_param(pipeline::StageContract& c) {
+  c.choice("device", "cpu", {"cpu", "cuda"},
+           "where the network runs: cpu, or cuda (bf16 on a GPU through the CUDA backend; its "
+           "weights are uploaded once per process)");
+}
+
+void check_device(const pipeline::ParamMap& params, std::vector<std::string>& problems) {
+  const auto d = params.find("device");
+  const auto p = params.find("precision");
+  if (d == params.end() || p == params.end()) return;
+  if (std::get<std::string>(d->second) == "cuda" && std::get<std::string>(p->second) == "fp32")
+    problems.push_back(
+        "device cuda runs the network in bf16: set precision to auto or bf16 (fp32 runs on the "
+        "CPU)");
+}
+
+models::Device node_device(const pipeline::StageContext& ctx) {
+  const models::Device d = models::parse_device(ctx.param<std::string>("device"));
+  try {
+    models::ensure_device(d);
+  } catch (const std::exception& e) {
+    throw models::ModelError(ctx.node_id() + ": device " + models::device_name(d) + ": " +
+                             e.what());
+  }
+  return d;
 }
 
 std::string resolved_precision(const std::string& spelled) {

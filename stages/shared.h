@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "models/core/device.h"
 #include "pipeline/stage.h"
 #include "render/raster_cache.h"
 #include "stages/types.h"
@@ -25,6 +26,14 @@ void make_output_dir(const std::string& path);
 // What a `precision` parameter means on this machine ("auto" resolved): the stage cache keys model
 // stages by it, so a cache shared by CPUs with and without bf16 keeps their results apart.
 std::string resolved_precision(const std::string& spelled);
+
+// The `device` param of the shape networks' stages: cpu, or cuda (the network in bf16 on a GPU
+// through the CUDA backend).
+void add_device_param(pipeline::StageContract& c);
+// A node's device against its precision: the CUDA backend runs bf16 only.
+void check_device(const pipeline::ParamMap& params, std::vector<std::string>& problems);
+// The node's device, its backend installed in this process; throws naming the node otherwise.
+models::Device node_device(const pipeline::StageContext& ctx);
 
 // Publishes the cache's counters (hits, misses, rasterizations, bytes, evictions) as gauges.
 void report_cache(const pipeline::StageContext& ctx, const render::RasterCache& cache);

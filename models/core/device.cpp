@@ -72,4 +72,22 @@ bool has_device_memory(Device d) {
   return g_memory[static_cast<std::size_t>(d)].load() != nullptr;
 }
 
+namespace {
+std::array<std::atomic<void (*)()>, 2> g_installers{nullptr, nullptr};
+}  // namespace
+
+void register_device_installer(Device d, void (*install)()) {
+  g_installers[static_cast<std::size_t>(d)].store(install);
+}
+
+void ensure_device(Device d) {
+  if (d == Device::kCpu || has_device_memory(d)) return;
+  void (*install)() = g_installers[static_cast<std::size_t>(d)].load();
+  if (!install)
+    throw ModelError(std::string("no ") + device_name(d) +
+                     " backend in this program: gen3d was built without CUDA (GEN3D_CUDA=OFF or "
+                     "no nvcc at build time)");
+  install();  // throws ModelError when no GPU is visible
+}
+
 }  // namespace gen3d::models

@@ -35,4 +35,12 @@ const DeviceMemory& device_memory(Device d);
 void register_device_memory(Device d, const DeviceMemory* memory);
 bool has_device_memory(Device d);
 
+// Makes `d` usable in this process: nothing for the CPU; for a device, runs the installer a
+// program registered for it (once; it registers the device's memory and operations), else throws
+// ModelError saying this program has no backend for it.
+void ensure_device(Device d);
+// A program that links a backend registers how to install it (cheap: nothing runs until a
+// network asks for the device).
+void register_device_installer(Device d, void (*install)());
+
 }  // namespace gen3d::models

@@ -76,16 +76,20 @@ CheckpointSource resolve_checkpoint(const std::string& path, const std::string& 
 std::shared_ptr<const Hunyuan3DDiT> shared_dit(const CheckpointSource& source) {
   const std::string key = nn::canonical_path(source.weights) + "|" +
                           nn::canonical_path(source.config) + "|" + source.section + "|" +
-                          std::string(storage_name(source.storage));
+                          std::string(storage_name(source.storage)) + "|" +
+                          device_name(source.device);
   return nn::shared_model<Hunyuan3DDiT>(key, [&] {
     const DiTConfig cfg = DiTConfig::from_file(source.config, source.section);
-    return Hunyuan3DDiT::load(cfg, source.weights, DiTOptions{source.storage});
+    return Hunyuan3DDiT::load(cfg, source.weights, DiTOptions{source.storage, source.device});
   });
 }
 
 std::shared_ptr<const ShapeDenoiser> shared_denoiser(const CheckpointSource& source) {
   const std::string section = nn::read_config_file(source.config, source.section).dump();
   if (!DiT21Config::describes(section)) return shared_dit(source);
+  if (source.device != Device::kCpu)
+    throw ModelError(source.weights + ": the 2.1 DiT (HunYuanDiTPlain) runs on the CPU only; " +
+                     device_name(source.device) + " runs the 2.0 DiT");
   const std::string key = nn::canonical_path(source.weights) + "|" +
                           nn::canonical_path(source.config) + "|" + source.section + "|" +
                           std::string(storage_name(source.storage));
@@ -166,12 +170,14 @@ std::string conditioner_section_of(const std::string& config) {
 std::shared_ptr<const ShapeVAE> shared_shape_vae(const CheckpointSource& source) {
   std::string section = source.section;
   if (section.empty() && has_section(source.config, kVaePrefix)) section = kVaePrefix;
-  const std::string key = nn::canonical_path(source.weights) + "|" +
-                          nn::canonical_path(source.config) + "|" + section + "|" +
-                          std::string(storage_name(source.storage));
+  const std::string key =
+      nn::canonical_path(source.weights) + "|" + nn::canonical_path(source.config) + "|" + section +
+      "|" + std::string(storage_name(source.storage)) + "|" + device_name(source.device);
   return nn::shared_model<ShapeVAE>(key, [&] {
-    return ShapeVAE::load(ShapeVAEConfig::from_file(source.config, section), source.weights,
-                          source.storage);
+    ShapeVAE vae = ShapeVAE::load(ShapeVAEConfig::from_file(source.config, section), source.weights,
+                                  source.storage);
+    vae.set_device(source.device);
+    return vae;
   });
 }
 

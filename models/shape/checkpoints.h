@@ -30,6 +30,7 @@ struct CheckpointSource {
   std::string config;               // config.yaml or JSON config with the official keys
   std::string section{kDiTPrefix};  // section of `config` holding the network's params
   WeightStorage storage = WeightStorage::kF32;
+  Device device = Device::kCpu;  // where the loaded network runs (models::ensure_device first)
 };
 
 // Resolves `path` (a checkpoint file or a directory) and an optional config path:

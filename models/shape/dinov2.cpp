@@ -600,12 +600,13 @@ Tensor DinoImageEncoder::unconditional(std::int64_t batch) const {
 std::shared_ptr<const DinoImageEncoder> shared_image_encoder(const std::string& weights,
                                                              const std::string& config,
                                                              const std::string& section,
-                                                             WeightStorage storage) {
+                                                             WeightStorage storage, Device device) {
   const std::string key = nn::canonical_path(weights) + "|" + nn::canonical_path(config) + "|" +
-                          section + "|" + std::string(storage_name(storage));
+                          section + "|" + std::string(storage_name(storage)) + "|" +
+                          device_name(device);
   return nn::shared_model<DinoImageEncoder>(key, [&] {
     const ImageEncoderConfig cfg = ImageEncoderConfig::from_file(config, section);
-    return DinoImageEncoder::load(cfg, weights, Dinov2Options{storage});
+    return DinoImageEncoder::load(cfg, weights, Dinov2Options{storage, device});
   });
 }
 

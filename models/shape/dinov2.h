@@ -150,6 +150,7 @@ class DinoImageEncoder {
 std::shared_ptr<const DinoImageEncoder> shared_image_encoder(const std::string& weights,
                                                              const std::string& config,
                                                              const std::string& section,
-                                                             WeightStorage storage);
+                                                             WeightStorage storage,
+                                                             Device device = Device::kCpu);
 
 }  // namespace gen3d::models

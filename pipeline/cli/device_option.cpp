@@ -9,19 +9,19 @@
 
 namespace gen3d::cli {
 
-void use_device(models::Device d) {
-  if (d == models::Device::kCpu) return;
+void register_devices() {
 #ifdef GEN3D_HAVE_CUDA
-  try {
-    models::cuda::install();
-  } catch (const std::exception& e) {
-    throw pipeline::ConfigError(std::string("--device cuda: ") + e.what());
-  }
-#else
-  throw pipeline::ConfigError(
-      "--device cuda: this gen3d was built without the CUDA backend (no nvcc at build time, or "
-      "GEN3D_CUDA=OFF)");
+  models::register_device_installer(models::Device::kCuda, &models::cuda::install);
 #endif
+}
+
+void use_device(models::Device d) {
+  try {
+    models::ensure_device(d);
+  } catch (const std::exception& e) {
+    throw pipeline::ConfigError(std::string("--device ") + models::device_name(d) + ": " +
+                                e.what());
+  }
 }
 
 std::vector<std::pair<std::string, double>> profile_device(models::Device d,

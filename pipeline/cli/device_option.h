@@ -11,6 +11,9 @@
 
 namespace gen3d::cli {
 
+// Registers the backends this program links (models::ensure_device installs them on first use,
+// e.g. when a pipeline node asks for `device: cuda`). Called once at startup.
+void register_devices();
 // Makes `d` usable in this process (installs the CUDA backend once); throws
 // pipeline::ConfigError saying why it cannot be.
 void use_device(models::Device d);

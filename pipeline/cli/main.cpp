@@ -13,6 +13,7 @@
 #include "pipeline/cli/cache_study.h"
 #include "pipeline/cli/check_models.h"
 #include "pipeline/cli/commands.h"
+#include "pipeline/cli/device_option.h"
 #include "pipeline/cli/progress_display.h"
 #include "pipeline/cli/serve_command.h"
 #include "pipeline/cli/shape_command.h"
@@ -48,6 +49,7 @@ bool may_run_networks(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (may_run_networks(argc, argv)) gen3d::cli::passive_omp_wait(argv);
+  gen3d::cli::register_devices();
   CLI::App app{"gen3d: native 3D generation pipelines (texgen, shapegen) on a oneTBB flow graph"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("gen3d ") + GEN3D_VERSION);
@@ -169,6 +171,11 @@ int main(int argc, char** argv) {
                    "network precision: auto (bf16 where the CPU has AVX512-BF16 or AMX, else "
                    "fp32), fp32 or bf16")
       ->check(CLI::IsMember({"auto", "fp32", "bf16"}));
+  shape_cmd
+      ->add_option("--device", shape.device,
+                   "where the networks run: cpu (default), or cuda (bf16 on a GPU; a gen3d built "
+                   "with the CUDA backend)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   shape_cmd->add_option("--steps", shape.steps, "denoising steps");
   shape_cmd->add_option("--guidance", shape.guidance, "classifier-free guidance scale");
   shape_cmd->add_option("--seed", shape.seed, "noise seed");

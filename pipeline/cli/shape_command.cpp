@@ -95,6 +95,7 @@ std::vector<std::string> shape_sets(const ShapeOptions& o) {
   str("method", o.method);
   str("cache", o.cache);
   str("precision", o.precision);
+  str("device", o.device);
   num("steps", o.steps, -1);
   if (o.guidance > -1e8) s.push_back(fmt::format("guidance={}", o.guidance));
   num("seed", o.seed, -1);

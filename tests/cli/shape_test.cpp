@@ -79,6 +79,33 @@ TEST(ShapeCommand, BadInputsFailCleanly) {
   EXPECT_NE(r.output.find("/nonexistent/vae.safetensors"), std::string::npos) << r.output;
 }
 
+// --device cuda reaches every network node; fp32 on the GPU is refused at validation; a process
+// without a GPU (or a build without the backend) fails with one message naming the node.
+TEST(ShapeCommand, DeviceCudaIsPassedOnOrRefusedClearly) {
+  const auto dump = run_gen3d("shape --device cuda --dump");
+  ASSERT_EQ(dump.exit_code, 0) << dump.output;
+  EXPECT_NE(dump.output.find("\"device\": \"cuda\""), std::string::npos) << dump.output;
+  EXPECT_EQ(run_gen3d("shape --device tpu --dump").exit_code, 2);
+
+  const std::string dir = temp_dir("shape_cuda");
+  const auto fp32 =
+      run_gen3d("shape --device cuda --precision fp32 --steps 2 -o " + dir + "/a.obj");
+  EXPECT_NE(fp32.exit_code, 0);
+  EXPECT_NE(fp32.output.find("device cuda runs the network in bf16"), std::string::npos)
+      << fp32.output;
+  EXPECT_FALSE(fs::exists(dir + "/a.obj"));
+
+  if (!golden_models_present()) GTEST_SKIP() << "golden models absent";
+  const auto r = run_gen3d("shape --device cuda --steps 2 --resolution 32 --min-resolution 16 -o " +
+                           dir + "/b.obj");
+  if (r.exit_code == 0) {  // a GPU and the backend: the mesh is there
+    EXPECT_GT(mesh::load_mesh(dir + "/b.obj").face_count(), 0u);
+  } else {
+    EXPECT_NE(r.output.find("denoise: device cuda: "), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(dir + "/b.obj"));
+  }
+}
+
 // --- from an image -------------------------------------------------------------------------
 
 const std::string kImage = "assets/images/spider_front.png";
