@@ -14,7 +14,8 @@ Precision parse_precision(std::string_view s) {
   if (s == "auto") return Precision::kAuto;
   if (s == "fp32") return Precision::kFp32;
   if (s == "bf16") return Precision::kBf16;
-  throw ModelError("precision '" + std::string(s) + "' is not one of auto, fp32, bf16");
+  if (s == "int8") return Precision::kInt8;
+  throw ModelError("precision '" + std::string(s) + "' is not one of auto, fp32, bf16, int8");
 }
 
 std::string_view precision_name(Precision p) {
@@ -25,6 +26,8 @@ std::string_view precision_name(Precision p) {
       return "fp32";
     case Precision::kBf16:
       return "bf16";
+    case Precision::kInt8:
+      return "int8";
   }
   return "?";
 }
@@ -42,7 +45,14 @@ Precision resolve_precision(Precision p) {
 }
 
 WeightStorage storage_for(Precision p, WeightStorage fp32_storage) {
-  return resolve_precision(p) == Precision::kBf16 ? WeightStorage::kBF16 : fp32_storage;
+  switch (resolve_precision(p)) {
+    case Precision::kBf16:
+      return WeightStorage::kBF16;
+    case Precision::kInt8:
+      return WeightStorage::kInt8;
+    default:
+      return fp32_storage;
+  }
 }
 
 }  // namespace gen3d::models
