@@ -33,6 +33,17 @@ std::string_view precision_name(Precision p) {
 }
 
 Precision resolve_precision(Precision p) {
+  if (p == Precision::kInt8) {
+    static const bool warned = [] {
+      if (!kernels::cpu_has_vnni())
+        spdlog::warn(
+            "models: int8 on a CPU without AVX512-VNNI or AVX-VNNI: oneDNN sums int8 products in "
+            "int16 there, which can saturate; bf16 or fp32 is safer ({})",
+            kernels::dnnl_description());
+      return true;
+    }();
+    (void)warned;
+  }
   if (p != Precision::kAuto) return p;
   static const Precision chosen = [] {
     const bool native = kernels::cpu_has_native_bf16();

@@ -591,6 +591,13 @@ bool cpu_has_native_bf16() {
   return (isa & bf16) == bf16;
 }
 
+bool cpu_has_vnni() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_vnni);
+  const auto avx2 = static_cast<unsigned>(dnnl_cpu_isa_avx2_vnni);
+  return (isa & avx512) == avx512 || (isa & avx2) == avx2;
+}
+
 const char* dnnl_description() {
   static const std::string s = [] {
     const dnnl_version_t* v = dnnl_version();

@@ -122,6 +122,9 @@ void passive_omp_wait(char** argv);
 
 // Whether this CPU runs bf16 matmuls natively (AVX512-BF16 or AMX), from oneDNN's ISA query.
 bool cpu_has_native_bf16();
+// Whether it has int8 dot products (AVX512-VNNI or AVX-VNNI): without them oneDNN sums pairs of
+// int8 products in int16, which large activations can saturate.
+bool cpu_has_vnni();
 // oneDNN's version and CPU runtime, e.g. "oneDNN 2.6.3 (OpenMP)".
 const char* dnnl_description();
 // Threads the most recent oneDNN call was given (benchmarks report it).
