@@ -145,10 +145,11 @@ class Denoise final : public pipeline::Stage {
                             "next to the weights)")
         .param<std::string>("config_section", "model", "section of the config with the DiT params")
         .choice("weights", "f32", {"f32", "f16"}, "in-memory dtype of Linear weights (fp32)")
-        .choice("precision", "auto", {"auto", "fp32", "bf16"},
+        .choice("precision", "auto", {"auto", "fp32", "bf16", "int8"},
                 "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
-                "accumulation, norms and state) or fp32; auto: bf16 where the CPU has AVX512-BF16 "
-                "or AMX")
+                "accumulation, norms and state) or fp32; int8: bf16 with the attention and MLP "
+                "products in int8 (per-channel weight and per-token activation scales); auto: "
+                "bf16 where the CPU has AVX512-BF16 or AMX")
         .keys_by("precision", resolved_precision)
         .param<int>("steps", 50, Range{1, 1000}, "denoising steps N")
         .param<double>("guidance_scale", 5.0, Range{-1, 100},

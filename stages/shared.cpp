@@ -63,10 +63,10 @@ void check_device(const pipeline::ParamMap& params, std::vector<std::string>& pr
   const auto d = params.find("device");
   const auto p = params.find("precision");
   if (d == params.end() || p == params.end()) return;
-  if (std::get<std::string>(d->second) == "cuda" && std::get<std::string>(p->second) == "fp32")
-    problems.push_back(
-        "device cuda runs the network in bf16: set precision to auto or bf16 (fp32 runs on the "
-        "CPU)");
+  const std::string& precision = std::get<std::string>(p->second);
+  if (std::get<std::string>(d->second) == "cuda" && precision != "auto" && precision != "bf16")
+    problems.push_back("device cuda runs the network in bf16: set precision to auto or bf16 (" +
+                       precision + " runs on the CPU)");
 }
 
 models::Device node_device(const pipeline::StageContext& ctx) {

@@ -148,6 +148,8 @@ std::string_view storage_name(WeightStorage s) {
       return "f16";
     case WeightStorage::kBF16:
       return "bf16";
+    case WeightStorage::kInt8:
+      return "int8";
   }
   return "?";
 }

@@ -13,10 +13,18 @@ enum class DType { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool };
 // widens panels on use (norm scales and biases stay float32); values round to half. kBF16 is the
 // bf16 precision mode: weights round to bf16 and are packed for oneDNN, and the GEMMs they feed
 // take bf16 activations with float32 accumulation (norms, softmax and the residual stream stay
-// float32).
-enum class WeightStorage { kF32, kF16, kBF16 };
+// float32). kInt8 is the int8 precision mode: the Linear layers a network marks as quantizable
+// (the big products of its transformer blocks) keep int8 weights with one float32 scale per output
+// channel and take int8 activations quantized per token (W8A8); every other weight is kept as
+// kBF16 keeps it, so a network with no such layers runs in bf16.
+enum class WeightStorage { kF32, kF16, kBF16, kInt8 };
 
-// "f32", "f16", "bf16".
+// Whether weights are rounded to bf16 for oneDNN (kBF16, and kInt8's layers that stay bf16).
+inline bool bf16_storage(WeightStorage s) {
+  return s == WeightStorage::kBF16 || s == WeightStorage::kInt8;
+}
+
+// "f32", "f16", "bf16", "int8".
 std::string_view storage_name(WeightStorage s);
 
 // "F32" -> DType::kF32 etc. (safetensors spelling); returns false for unknown names.

@@ -14,7 +14,8 @@ Precision parse_precision(std::string_view s) {
   if (s == "auto") return Precision::kAuto;
   if (s == "fp32") return Precision::kFp32;
   if (s == "bf16") return Precision::kBf16;
-  throw ModelError("precision '" + std::string(s) + "' is not one of auto, fp32, bf16");
+  if (s == "int8") return Precision::kInt8;
+  throw ModelError("precision '" + std::string(s) + "' is not one of auto, fp32, bf16, int8");
 }
 
 std::string_view precision_name(Precision p) {
@@ -25,11 +26,24 @@ std::string_view precision_name(Precision p) {
       return "fp32";
     case Precision::kBf16:
       return "bf16";
+    case Precision::kInt8:
+      return "int8";
   }
   return "?";
 }
 
 Precision resolve_precision(Precision p) {
+  if (p == Precision::kInt8) {
+    static const bool warned = [] {
+      if (!kernels::cpu_has_vnni())
+        spdlog::warn(
+            "models: int8 on a CPU without AVX512-VNNI or AVX-VNNI: oneDNN sums int8 products in "
+            "int16 there, which can saturate; bf16 or fp32 is safer ({})",
+            kernels::dnnl_description());
+      return true;
+    }();
+    (void)warned;
+  }
   if (p != Precision::kAuto) return p;
   static const Precision chosen = [] {
     const bool native = kernels::cpu_has_native_bf16();
@@ -42,7 +56,14 @@ Precision resolve_precision(Precision p) {
 }
 
 WeightStorage storage_for(Precision p, WeightStorage fp32_storage) {
-  return resolve_precision(p) == Precision::kBf16 ? WeightStorage::kBF16 : fp32_storage;
+  switch (resolve_precision(p)) {
+    case Precision::kBf16:
+      return WeightStorage::kBF16;
+    case Precision::kInt8:
+      return WeightStorage::kInt8;
+    default:
+      return fp32_storage;
+  }
 }
 
 }  // namespace gen3d::models

@@ -1,8 +1,10 @@
 #pragma once
 // The precision a network runs in. fp32: float32 weights and GEMMs (the golden-exact path).
 // bf16: weights kept in bf16, GEMMs with bf16 operands and float32 accumulation (norms, softmax,
-// the residual stream and sampler state stay float32). auto: bf16 where the CPU has AVX512-BF16
-// or AMX, fp32 elsewhere, decided at run time (the binary stays portable).
+// the residual stream and sampler state stay float32). int8: bf16, except the Linear layers a
+// network marks as quantizable (the DiTs' attention and MLP products), which run W8A8 with int32
+// accumulation (WeightStorage::kInt8). auto: bf16 where the CPU has AVX512-BF16 or AMX, fp32
+// elsewhere, decided at run time (the binary stays portable).
 
 #include <string_view>
 
@@ -10,9 +12,9 @@
 
 namespace gen3d::models {
 
-enum class Precision { kAuto, kFp32, kBf16 };
+enum class Precision { kAuto, kFp32, kBf16, kInt8 };
 
-// "auto", "fp32", "bf16"; throws ModelError naming the value otherwise.
+// "auto", "fp32", "bf16", "int8"; throws ModelError naming the value otherwise.
 Precision parse_precision(std::string_view s);
 std::string_view precision_name(Precision p);
 // kAuto resolved for this CPU (logged once per process).

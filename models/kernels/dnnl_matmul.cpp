@@ -23,6 +23,7 @@
 #include "models/core/dtype.h"
 #include "models/core/error.h"
 #include "models/kernels/flops.h"
+#include "models/kernels/quantize.h"
 
 namespace gen3d::models::kernels {
 
@@ -262,6 +263,120 @@ void linear_bf16(float* y, i64 ldy, const float* x, i64 ldx, const Bf16Weight& w
   run(p->prim, p->pd.scratchpad_desc(), std::move(args));
 }
 
+// ---- int8 linear layers ------------------------------------------------------------------------
+
+namespace {
+
+// s8 x s8 -> f32 matmuls by shape, with the weight scales as runtime per-column output scales.
+// The weight stays plain [N, K] ([K, N] with strides {1, K}): oneDNN 2.6 picks its int8 gemm for
+// it, as fast as for a packed layout at the DiT's shapes, and no copy per layout is needed.
+using Int8Key = std::tuple<i64, i64, i64, i64, int>;  // M, K, N, ldy, threads
+std::shared_mutex g_int8_mu;
+std::map<Int8Key, std::shared_ptr<LinearPrim>> g_int8_prims;
+
+std::shared_ptr<LinearPrim> int8_prim(i64 M, i64 K, i64 N, i64 ldy, const ThreadGrant& grant) {
+  const Int8Key key{M, K, N, ldy, grant.threads()};
+  {
+    std::shared_lock lock(g_int8_mu);
+    auto it = g_int8_prims.find(key);
+    if (it != g_int8_prims.end()) return it->second;
+  }
+  auto p = std::make_shared<LinearPrim>();
+  create([&] {
+    const memory::desc src({M, K}, dt::s8, memory::format_tag::ab);
+    const memory::desc wei({K, N}, dt::s8, memory::format_tag::ba);
+    const memory::desc dst({M, N}, dt::f32, memory::dims{ldy, 1});
+    dnnl::primitive_attr attr = user_scratchpad();
+    attr.set_output_scales(1 << 1, {DNNL_RUNTIME_F32_VAL});
+    p->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, engine());
+    p->prim = dnnl::matmul(p->pd);
+  });
+  std::unique_lock lock(g_int8_mu);
+  return g_int8_prims.emplace(key, std::move(p)).first->second;
+}
+
+// The epilogue y = act(y · sx[m] + b[n]) in place: a binary multiply by the [M, 1] row scales with
+// the bias add and the activation as post-ops (jit-compiled and threaded like the matmul).
+using EpilogueKey = std::tuple<i64, i64, i64, bool, int, int>;  // M, N, ldy, bias, act, threads
+struct EpiloguePrim {
+  dnnl::binary::primitive_desc pd;
+  dnnl::binary prim;
+};
+std::shared_mutex g_epilogue_mu;
+std::map<EpilogueKey, std::shared_ptr<EpiloguePrim>> g_epilogues;
+
+std::shared_ptr<EpiloguePrim> epilogue_prim(i64 M, i64 N, i64 ldy, bool bias, Act act,
+                                            const ThreadGrant& grant) {
+  const EpilogueKey key{M, N, ldy, bias, static_cast<int>(act), grant.threads()};
+  {
+    std::shared_lock lock(g_epilogue_mu);
+    auto it = g_epilogues.find(key);
+    if (it != g_epilogues.end()) return it->second;
+  }
+  auto p = std::make_shared<EpiloguePrim>();
+  create([&] {
+    const memory::desc y({M, N}, dt::f32, memory::dims{ldy, 1});
+    const memory::desc rows({M, 1}, dt::f32, memory::format_tag::ab);
+    dnnl::primitive_attr attr = user_scratchpad();
+    dnnl::post_ops po;
+    if (bias)
+      po.append_binary(dnnl::algorithm::binary_add, {{1, N}, dt::f32, memory::format_tag::ab});
+    if (act != Act::kNone) po.append_eltwise(1.0f, act_alg(act), 1.0f, 0.0f);
+    attr.set_post_ops(po);
+    p->pd = dnnl::binary::primitive_desc(
+        dnnl::binary::desc(dnnl::algorithm::binary_mul, y, rows, y), attr, engine());
+    p->prim = dnnl::binary(p->pd);
+  });
+  std::unique_lock lock(g_epilogue_mu);
+  return g_epilogues.emplace(key, std::move(p)).first->second;
+}
+
+// Quantized activations live in per-call buffers, like the bf16 ones.
+std::unique_ptr<std::int8_t[]> s8_buffer(i64 n) {
+  return std::make_unique_for_overwrite<std::int8_t[]>(static_cast<std::size_t>(n));
+}
+
+}  // namespace
+
+Int8Weight::Int8Weight(const float* w, i64 N, i64 K)
+    : n_(N),
+      k_(K),
+      q_(static_cast<std::size_t>(std::max<i64>(N * K, 0))),
+      scales_(static_cast<std::size_t>(std::max<i64>(N, 0))) {
+  if (N <= 0 || K <= 0) throw ModelError("Int8Weight: empty weight");
+  quantize_rows_s8(q_.data(), K, scales_.data(), w, K, N, K);
+}
+
+void linear_int8(float* y, i64 ldy, const float* x, i64 ldx, const Int8Weight& w, const float* b,
+                 i64 M, Act act) {
+  const i64 K = w.k(), N = w.n();
+  if (M <= 0) return;
+  count_flops(2.0 * static_cast<double>(M) * K * N);
+  const auto xq = s8_buffer(M * K);
+  std::vector<float> sx(static_cast<std::size_t>(M));
+  quantize_rows_s8(xq.get(), K, sx.data(), x, ldx, M, K);
+  ThreadGrant grant;
+  const auto p = int8_prim(M, K, N, ldy, grant);
+  memory dst(p->pd.dst_desc(), engine(), y);
+  run(p->prim, p->pd.scratchpad_desc(),
+      {{DNNL_ARG_SRC, memory(p->pd.src_desc(), engine(), xq.get())},
+       {DNNL_ARG_WEIGHTS,
+        memory(p->pd.weights_desc(), engine(), const_cast<std::int8_t*>(w.data()))},
+       {DNNL_ARG_DST, dst},
+       {DNNL_ARG_ATTR_OUTPUT_SCALES,
+        memory({{N}, dt::f32, memory::format_tag::a}, engine(), const_cast<float*>(w.scales()))}});
+  const auto e = epilogue_prim(M, N, ldy, b != nullptr, act, grant);
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC_0, dst},
+      {DNNL_ARG_SRC_1, memory(e->pd.src1_desc(), engine(), sx.data())},
+      {DNNL_ARG_DST, dst}};
+  if (b)
+    args.emplace(
+        DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+        memory({{1, N}, dt::f32, memory::format_tag::ab}, engine(), const_cast<float*>(b)));
+  run(e->prim, e->pd.scratchpad_desc(), std::move(args));
+}
+
 // ---- convolutions ----------------------------------------------------------------------------
 
 namespace {
@@ -476,6 +591,13 @@ bool cpu_has_native_bf16() {
   return (isa & bf16) == bf16;
 }
 
+bool cpu_has_vnni() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_vnni);
+  const auto avx2 = static_cast<unsigned>(dnnl_cpu_isa_avx2_vnni);
+  return (isa & avx512) == avx512 || (isa & avx2) == avx2;
+}
+
 const char* dnnl_description() {
   static const std::string s = [] {
     const dnnl_version_t* v = dnnl_version();
@@ -504,6 +626,22 @@ void linear_bf16(float* y, i64 ldy, const float* x, i64 ldx, const std::uint16_t
         acc += static_cast<double>(bf16_to_float(float_to_bf16(x[i * ldx + k]))) *
                static_cast<double>(bf16_to_float(w_bits[j * K + k]));
       y[i * ldy + j] = apply_act(act, static_cast<float>(acc));
+    }
+  }
+}
+
+void linear_int8(float* y, i64 ldy, const float* x, i64 ldx, const std::int8_t* wq,
+                 const float* w_scale, const float* b, i64 M, i64 K, i64 N, Act act) {
+  std::vector<std::int8_t> xq(static_cast<std::size_t>(std::max<i64>(M * K, 0)));
+  std::vector<float> sx(static_cast<std::size_t>(std::max<i64>(M, 0)));
+  ref::quantize_rows_s8(xq.data(), K, sx.data(), x, ldx, M, K);
+  for (i64 i = 0; i < M; ++i) {
+    for (i64 j = 0; j < N; ++j) {
+      std::int64_t acc = 0;
+      for (i64 k = 0; k < K; ++k) acc += std::int64_t{xq[i * K + k]} * wq[j * K + k];
+      float v = static_cast<float>(acc) * w_scale[j] * sx[static_cast<std::size_t>(i)];
+      if (b) v += b[j];
+      y[i * ldy + j] = apply_act(act, v);
     }
   }
 }

@@ -6,7 +6,8 @@
 // each call gets the cores the current TBB arena allows, minus those other calls in flight hold,
 // so the flow graph and oneDNN never together ask for more threads than the arena has.
 // ref:: is the scalar twin: the same bf16 roundings, products summed in double.
-// No oneDNN header is included here.
+// int8 (W8A8) linear layers run on oneDNN's int8 matmul (AVX512-VNNI where the CPU has it); see
+// Int8Weight. No oneDNN header is included here.
 
 #include <cstdint>
 #include <memory>
@@ -37,6 +38,27 @@ class Bf16Weight {
  private:
   std::int64_t n_, k_;
   std::unique_ptr<Impl> impl_;
+};
+
+// A linear layer's weight w[N, K] quantized to int8 once, symmetric per output channel
+// (quantize.h: scale[n] = max_k |w[n, k]| / 127), kept as plain [N, K] int8 (a quarter of float32)
+// with its N float32 scales.
+class Int8Weight {
+ public:
+  Int8Weight(const float* w, std::int64_t N, std::int64_t K);
+  Int8Weight(const Int8Weight&) = delete;
+  Int8Weight& operator=(const Int8Weight&) = delete;
+
+  std::int64_t n() const { return n_; }
+  std::int64_t k() const { return k_; }
+  std::size_t bytes() const { return q_.size() + scales_.size() * sizeof(float); }
+  const std::int8_t* data() const { return q_.data(); }   // [N, K]
+  const float* scales() const { return scales_.data(); }  // [N]
+
+ private:
+  std::int64_t n_, k_;
+  std::vector<std::int8_t> q_;
+  std::vector<float> scales_;
 };
 
 // A convolution's weight (PyTorch (O, I, kh, kw) values, given packed as (O, kh, kw, I)) rounded
@@ -70,6 +92,13 @@ void conv2d_bf16(float* y, const float* x, std::int64_t batch, std::int64_t h, s
 void linear_bf16(float* y, std::int64_t ldy, const float* x, std::int64_t ldx, const Bf16Weight& w,
                  const float* b, std::int64_t M, Act act = Act::kNone);
 
+// y[M, N] (row stride ldy) = act(acc[M, N] · w.scales[n] · sx[m] + b[N]) with acc the exact int32
+// products of x quantized per row (quantize.h: sx[m] its scales) and the int8 weight; b may be
+// null. oneDNN's matmul applies the weight scales; a binary primitive then applies the row scales
+// (oneDNN 2.6's matmul has no fast per-row scale), the bias and the activation in one pass.
+void linear_int8(float* y, std::int64_t ldy, const float* x, std::int64_t ldx, const Int8Weight& w,
+                 const float* b, std::int64_t M, Act act = Act::kNone);
+
 // c[M, N] (row stride ldc) = alpha · bf16(a)[M, K] (row stride lda) · bf16(b)[K, N] (row stride
 // ldb, or b^T when trans_b with b [N, K]) — activations on both sides (attention blocks).
 void matmul_bf16(float* c, std::int64_t ldc, const float* a, std::int64_t lda, const float* b,
@@ -93,6 +122,9 @@ void passive_omp_wait(char** argv);
 
 // Whether this CPU runs bf16 matmuls natively (AVX512-BF16 or AMX), from oneDNN's ISA query.
 bool cpu_has_native_bf16();
+// Whether it has int8 dot products (AVX512-VNNI or AVX-VNNI): without them oneDNN sums pairs of
+// int8 products in int16, which large activations can saturate.
+bool cpu_has_vnni();
 // oneDNN's version and CPU runtime, e.g. "oneDNN 2.6.3 (OpenMP)".
 const char* dnnl_description();
 // Threads the most recent oneDNN call was given (benchmarks report it).
@@ -102,6 +134,11 @@ namespace ref {
 void linear_bf16(float* y, std::int64_t ldy, const float* x, std::int64_t ldx,
                  const std::uint16_t* w_bits, const float* b, std::int64_t M, std::int64_t K,
                  std::int64_t N, Act act = Act::kNone);
+// The same quantization of x (ref::quantize_rows_s8), int32 sums, then the float32 epilogue in
+// the fast path's order: float(acc) · w_scale[n] · sx[m] + b[n].
+void linear_int8(float* y, std::int64_t ldy, const float* x, std::int64_t ldx,
+                 const std::int8_t* wq, const float* w_scale, const float* b, std::int64_t M,
+                 std::int64_t K, std::int64_t N, Act act = Act::kNone);
 }  // namespace ref
 
 }  // namespace gen3d::models::kernels

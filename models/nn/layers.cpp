@@ -24,25 +24,33 @@ std::shared_ptr<const void> DeviceCopy::get(
 }
 
 void Linear::load(ParamSource& p, const std::string& name, i64 in_features, i64 out_features,
-                  bool has_bias) {
+                  bool has_bias, Quantize quantize) {
   Tensor w = p.take(name + ".weight", {out_features, in_features});
   Tensor b = has_bias ? p.take(name + ".bias", {out_features}) : Tensor();
-  set(p, std::move(w), std::move(b), in_features, out_features);
+  set(p, std::move(w), std::move(b), in_features, out_features, quantize);
 }
 
-void Linear::set(ParamSource& p, Tensor w, Tensor b, i64 in_features, i64 out_features) {
+void Linear::set(ParamSource& p, Tensor w, Tensor b, i64 in_features, i64 out_features,
+                 Quantize quantize) {
   in = in_features;
   out = out_features;
   bias = std::move(b);
   device_copy = DeviceCopy();
   weight16.clear();
   weight_bf16.reset();
-  if (p.storage() == WeightStorage::kF16 && !w.empty()) {
+  weight_int8.reset();
+  if (p.storage() == WeightStorage::kInt8 && quantize == Quantize::kInt8 && !w.empty() && in > 0 &&
+      out > 0) {
+    weight_int8 = std::make_shared<const kernels::Int8Weight>(w.data(), out, in);
+    p.kept_as(w.numel(), 1);
+    p.add_bytes(static_cast<std::size_t>(out) * sizeof(float));  // the scales
+    weight = Tensor();
+  } else if (p.storage() == WeightStorage::kF16 && !w.empty()) {
     weight16.resize(static_cast<std::size_t>(w.numel()));
     for (std::size_t i = 0; i < weight16.size(); ++i) weight16[i] = float_to_half(w.data()[i]);
     p.kept_as(w.numel(), sizeof(std::uint16_t));
     weight = Tensor();
-  } else if (p.storage() == WeightStorage::kBF16 && !w.empty() && in > 0 && out > 0) {
+  } else if (bf16_storage(p.storage()) && !w.empty() && in > 0 && out > 0) {
     weight_bf16 = std::make_shared<const kernels::Bf16Weight>(w.data(), out, in);
     p.kept_as(w.numel(), sizeof(std::uint16_t));
     weight = Tensor();
@@ -54,7 +62,9 @@ void Linear::set(ParamSource& p, Tensor w, Tensor b, i64 in_features, i64 out_fe
 void Linear::operator()(float* y, i64 ldy, const float* x, i64 ldx, i64 rows,
                         kernels::Act act) const {
   const float* b = bias.empty() ? nullptr : bias.data();
-  if (weight_bf16)
+  if (weight_int8)
+    kernels::linear_int8(y, ldy, x, ldx, *weight_int8, b, rows, act);
+  else if (weight_bf16)
     kernels::linear_bf16(y, ldy, x, ldx, *weight_bf16, b, rows, act);
   else if (!weight16.empty())
     kernels::linear_f16w(y, ldy, x, ldx, weight16.data(), b, rows, in, out, act);
@@ -116,7 +126,7 @@ void Conv2d::load(ParamSource& p, const std::string& name, i64 cout, i64 cin, i6
     return;
   }
   weight = kernels::pack_conv_weight(w.data(), b.data(), cout, cin, k, k);
-  if (p.storage() == WeightStorage::kBF16) {
+  if (bf16_storage(p.storage())) {
     kernels::to_bf16(weight);
     p.kept_as(w.numel(), sizeof(std::uint16_t));
   }

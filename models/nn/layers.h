@@ -35,22 +35,29 @@ class DeviceCopy {
   std::shared_ptr<Slot> slot_;
 };
 
+// Whether a Linear may run in int8 when the source's storage is WeightStorage::kInt8: a network
+// marks its big products (attention projections, MLPs) kInt8; embedders, modulation, output and
+// gate layers stay bf16.
+enum class Quantize : bool { kNo = false, kInt8 = true };
+
 // nn.Linear(in, out): weight [out, in], optional bias [out]; y = act(x W^T + b). The weight is
-// kept as the source's storage says (float32, IEEE half, or bf16 packed for oneDNN, when the
-// product takes bf16 activations too).
+// kept as the source's storage says (float32, IEEE half, bf16 packed for oneDNN when the product
+// takes bf16 activations too, or int8 with per-channel scales for the int8 layers of kInt8).
 struct Linear {
   i64 in = 0, out = 0;
   Tensor weight;                                           // [out, in] (float32 storage)
   std::vector<std::uint16_t> weight16;                     // [out, in] half bits (half storage)
   std::shared_ptr<const kernels::Bf16Weight> weight_bf16;  // bf16 storage
+  std::shared_ptr<const kernels::Int8Weight> weight_int8;  // int8 storage, quantizable layers
   Tensor bias;                                             // [out] or empty
   DeviceCopy device_copy;
 
   void load(ParamSource& p, const std::string& name, i64 in_features, i64 out_features,
-            bool has_bias = true);
+            bool has_bias = true, Quantize quantize = Quantize::kNo);
   // A weight the network assembled itself (e.g. q, k and v fused into one projection) from
   // tensors it took from `p`; `b` may be empty.
-  void set(ParamSource& p, Tensor w, Tensor b, i64 in_features, i64 out_features);
+  void set(ParamSource& p, Tensor w, Tensor b, i64 in_features, i64 out_features,
+           Quantize quantize = Quantize::kNo);
 
   // y[rows, out] (row stride ldy) = act(x[rows, in] (row stride ldx) W^T + b)
   void operator()(float* y, i64 ldy, const float* x, i64 ldx, i64 rows,
@@ -59,8 +66,10 @@ struct Linear {
                   kernels::Act act = kernels::Act::kNone) const {
     (*this)(y, out, x, in, rows, act);
   }
-  // Whether products run in bf16 (the attention over this projection's output follows it).
-  bool bf16() const { return weight_bf16 != nullptr; }
+  // Whether products run in reduced precision, bf16 or int8 (the attention over this projection's
+  // output then runs in bf16).
+  bool bf16() const { return weight_bf16 != nullptr || weight_int8 != nullptr; }
+  bool int8() const { return weight_int8 != nullptr; }
 };
 
 // nn.LayerNorm(dim) with an affine weight and bias.

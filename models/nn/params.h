@@ -40,6 +40,8 @@ class ParamSource {
   WeightStorage storage() const { return storage_; }
   // `elements` already taken (counted as float32) are kept at `bytes_per_element` instead.
   void kept_as(std::int64_t elements, std::size_t bytes_per_element);
+  // Memory a layer keeps beside its parameters (an int8 weight's scales).
+  void add_bytes(std::size_t bytes) { bytes_ += bytes; }
 
   std::int64_t parameters() const { return params_; }
   std::size_t bytes() const { return bytes_; }

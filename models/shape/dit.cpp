@@ -28,6 +28,7 @@ constexpr int kTimeEmbedDim = 256;
 
 using nn::Linear;
 using nn::ParamSource;
+using nn::Quantize;
 using nn::RMSNorm;
 
 // QKNorm: RMSNorm over the head dim of q and of k.
@@ -39,15 +40,17 @@ struct QKNorm {
   }
 };
 
-// SelfAttention(dim, heads, qkv_bias): qkv Linear (columns (3, heads, D)), QKNorm, proj.
+// SelfAttention(dim, heads, qkv_bias): qkv Linear (columns (3, heads, D)), QKNorm, proj. In int8
+// mode qkv and proj run W8A8 (as do the MLPs and the single blocks' linear1 / linear2); the
+// embedders, the modulations and the final layer stay bf16, and the attention products bf16.
 struct SelfAttention {
   Linear qkv;
   QKNorm norm;
   Linear proj;
   void load(ParamSource& c, const std::string& name, i64 H, i64 D, bool qkv_bias) {
-    qkv.load(c, name + ".qkv", H, 3 * H, qkv_bias);
+    qkv.load(c, name + ".qkv", H, 3 * H, qkv_bias, Quantize::kInt8);
     norm.load(c, name + ".norm", D);
-    proj.load(c, name + ".proj", H, H, true);
+    proj.load(c, name + ".proj", H, H, true, Quantize::kInt8);
   }
 };
 
@@ -64,8 +67,8 @@ struct Mlp {
   Linear fc0;  // "<name>.0"
   Linear fc2;  // "<name>.2"
   void load(ParamSource& c, const std::string& name, i64 H, i64 hidden) {
-    fc0.load(c, name + ".0", H, hidden, true);
-    fc2.load(c, name + ".2", hidden, H, true);
+    fc0.load(c, name + ".0", H, hidden, true, Quantize::kInt8);
+    fc2.load(c, name + ".2", hidden, H, true, Quantize::kInt8);
   }
 };
 
@@ -100,8 +103,8 @@ struct SingleStreamBlock {
   Modulation modulation;
   void load(ParamSource& c, const std::string& name, const DiTConfig& cfg) {
     const i64 H = cfg.hidden_size, D = cfg.head_dim(), M = cfg.mlp_hidden();
-    linear1.load(c, name + ".linear1", H, 3 * H + M, true);
-    linear2.load(c, name + ".linear2", H + M, H, true);
+    linear1.load(c, name + ".linear1", H, 3 * H + M, true, Quantize::kInt8);
+    linear2.load(c, name + ".linear2", H + M, H, true, Quantize::kInt8);
     norm.load(c, name + ".norm", D);
     modulation.load(c, name + ".modulation", H, 3);
   }
@@ -135,6 +138,13 @@ Tensor gather_heads(const float* base, i64 B, i64 T, i64 ld, i64 r0, i64 n, i64 
         std::copy_n(base + (b * T + r0 + t) * ld + col0 + h * D, D,
                     out.data() + ((b * heads + h) * n + t) * D);
   return out;
+}
+
+// The device backends run bf16 layers: int8 weights are a CPU form.
+void check_options(const DiTOptions& opt) {
+  if (opt.device != Device::kCpu && opt.storage == WeightStorage::kInt8)
+    throw ModelError(std::string("Hunyuan3DDiT: int8 runs on the CPU only, not on ") +
+                     device_name(opt.device));
 }
 
 }  // namespace
@@ -538,6 +548,7 @@ Hunyuan3DDiT Hunyuan3DDiT::load(const DiTConfig& config,
 
 Hunyuan3DDiT Hunyuan3DDiT::load(const DiTConfig& config, WeightMap& weights, Options opt) {
   config.validate();
+  check_options(opt);
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
   impl->device = opt.device;
@@ -566,6 +577,7 @@ Hunyuan3DDiT Hunyuan3DDiT::random(const DiTConfig& config, std::uint64_t seed, O
 Hunyuan3DDiT Hunyuan3DDiT::random(const DiTConfig& config, std::uint64_t seed, Options opt,
                                   const WeightAdjustFn& adjust) {
   config.validate();
+  check_options(opt);
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
   impl->device = opt.device;

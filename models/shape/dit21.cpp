@@ -25,8 +25,13 @@ using i64 = std::int64_t;
 using nn::LayerNorm;
 using nn::Linear;
 using nn::ParamSource;
+using nn::Quantize;
 
 constexpr float kEps = 1e-6f;  // every LayerNorm and RMSNorm of the model
+
+// In int8 mode the blocks' attention projections, skip linears, MLPs and experts run W8A8; the
+// x and time embedders, the final layer and the MoE gate do not (the gate stays float32), and the
+// attention products run in bf16.
 
 // q, k and v Linears of one attention fused into a single projection, columns [q | k | v]
 // (or [k | v]) in the order the reference concatenates them before its head split.
@@ -45,7 +50,7 @@ Linear fused_projection(ParamSource& p, const std::string& name,
     ++k;
   }
   Linear l;
-  l.set(p, std::move(w), std::move(b), in, n * H);
+  l.set(p, std::move(w), std::move(b), in, n * H, Quantize::kInt8);
   return l;
 }
 
@@ -53,8 +58,8 @@ Linear fused_projection(ParamSource& p, const std::string& name,
 struct FeedForward {
   Linear proj, out;
   void load(ParamSource& p, const std::string& name, i64 H, i64 hidden) {
-    proj.load(p, name + ".net.0.proj", H, hidden, true);
-    out.load(p, name + ".net.2", hidden, H, true);
+    proj.load(p, name + ".net.0.proj", H, hidden, true, Quantize::kInt8);
+    out.load(p, name + ".net.2", hidden, H, true, Quantize::kInt8);
   }
   // y[rows, H] = net(x[rows, H]); hid is scratch [rows, hidden].
   void operator()(float* y, const float* x, i64 rows, float* hid) const {
@@ -75,7 +80,7 @@ struct SelfAttention {
       q_norm = p.take(name + ".q_norm.weight", {D});
       k_norm = p.take(name + ".k_norm.weight", {D});
     }
-    out_proj.load(p, name + ".out_proj", H, H, true);
+    out_proj.load(p, name + ".out_proj", H, H, true, Quantize::kInt8);
   }
 };
 
@@ -87,13 +92,13 @@ struct CrossAttention {
   Linear out_proj;
   void load(ParamSource& p, const std::string& name, const DiT21Config& c) {
     const i64 H = c.hidden_size, D = c.head_dim();
-    to_q.load(p, name + ".to_q", H, H, c.qkv_bias);
+    to_q.load(p, name + ".to_q", H, H, c.qkv_bias, Quantize::kInt8);
     kv = fused_projection(p, name, {"to_k", "to_v"}, c.context_dim, H, c.qkv_bias);
     if (c.qk_norm) {
       q_norm = p.take(name + ".q_norm.weight", {D});
       k_norm = p.take(name + ".k_norm.weight", {D});
     }
-    out_proj.load(p, name + ".out_proj", H, H, true);
+    out_proj.load(p, name + ".out_proj", H, H, true, Quantize::kInt8);
   }
 };
 
@@ -135,14 +140,14 @@ struct Block {
     skip = c.has_skip(index);
     if (skip) {
       skip_norm.load(p, name + ".skip_norm", H, kEps);
-      skip_linear.load(p, name + ".skip_linear", 2 * H, H, true);
+      skip_linear.load(p, name + ".skip_linear", 2 * H, H, true, Quantize::kInt8);
     }
     use_moe = c.uses_moe(index);
     if (use_moe) {
       moe.load(p, name + ".moe", c);
     } else {
-      fc1.load(p, name + ".mlp.fc1", H, M, true);
-      fc2.load(p, name + ".mlp.fc2", M, H, true);
+      fc1.load(p, name + ".mlp.fc1", H, M, true, Quantize::kInt8);
+      fc2.load(p, name + ".mlp.fc2", M, H, true, Quantize::kInt8);
     }
   }
 };

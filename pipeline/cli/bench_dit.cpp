@@ -132,7 +132,7 @@ void add_bench_dit(CLI::App& bench, BenchDitOptions& opt) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   c->add_option("--precision", opt.precision,
-                "auto, fp32, bf16, or a comma list (interleaved in one run)")
+                "auto, fp32, bf16, int8, or a comma list (interleaved in one run)")
       ->capture_default_str();
   c->add_flag("--alongside", opt.alongside,
               "also time one forward beside a CPU-bound TBB workload of the same length in a flow "
@@ -247,10 +247,15 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
         fill(*xin, 4);
         auto y = std::make_shared<Tensor>(Tensor({rows, N}));
         std::shared_ptr<models::kernels::Bf16Weight> wb;
+        std::shared_ptr<models::kernels::Int8Weight> wq;
         if (r.precision == Precision::kBf16)
           wb = std::make_shared<models::kernels::Bf16Weight>(w->data(), N, K);
-        r.gemm = [w, xin, y, wb, rows, K, N] {
-          if (wb)
+        if (r.precision == Precision::kInt8)
+          wq = std::make_shared<models::kernels::Int8Weight>(w->data(), N, K);
+        r.gemm = [w, xin, y, wb, wq, rows, K, N] {
+          if (wq)
+            models::kernels::linear_int8(y->data(), N, xin->data(), K, *wq, nullptr, rows);
+          else if (wb)
             models::kernels::linear_bf16(y->data(), N, xin->data(), K, *wb, nullptr, rows);
           else
             models::kernels::linear(y->data(), N, xin->data(), K, w->data(), nullptr, rows, K, N);

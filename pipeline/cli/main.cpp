@@ -77,8 +77,8 @@ int main(int argc, char** argv) {
   run_cmd
       ->add_option("--precision", run_precision,
                    "sets the config's `precision` variable (the shipped model configs pass it to "
-                   "every network): auto, fp32 or bf16")
-      ->check(CLI::IsMember({"auto", "fp32", "bf16"}));
+                   "every network): auto, fp32, bf16 or int8 (the shape pipelines only)")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16", "int8"}));
   run_cmd->add_option("-j,--threads", run.threads, "worker threads (default: all cores)")
       ->check(CLI::Range(1, 1024));
   run_cmd
@@ -169,8 +169,9 @@ int main(int argc, char** argv) {
   shape_cmd
       ->add_option("--precision", shape.precision,
                    "network precision: auto (bf16 where the CPU has AVX512-BF16 or AMX, else "
-                   "fp32), fp32 or bf16")
-      ->check(CLI::IsMember({"auto", "fp32", "bf16"}));
+                   "fp32), fp32, bf16, or int8 (the DiT's attention and MLP products W8A8, the "
+                   "rest bf16)")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16", "int8"}));
   shape_cmd
       ->add_option("--device", shape.device,
                    "where the networks run: cpu (default), or cuda (bf16 on a GPU; a gen3d built "

@@ -28,7 +28,7 @@ struct ShapeOptions {
   std::string output;               // -o, --output mesh file
   std::string method;               // --method dense|hierarchical|flashvdm
   std::string cache;                // --cache none|fbcache|teacache|taylorseer
-  std::string precision;            // --precision auto|fp32|bf16 (every network)
+  std::string precision;            // --precision auto|fp32|bf16|int8 (every network)
   std::string device;               // --device cpu|cuda (every network)
   int steps = -1;                   // -1: the config's default
   double guidance = -1e9;           // < -1e8: the config's default

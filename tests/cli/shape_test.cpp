@@ -50,17 +50,18 @@ TEST(ShapeCommand, EveryVolumeMethodWritesAMesh) {
   }
 }
 
-TEST(ShapeCommand, Bf16PrecisionWritesAMesh) {
+TEST(ShapeCommand, Bf16AndInt8PrecisionsWriteAMesh) {
   if (!golden_models_present()) GTEST_SKIP() << "golden models absent";
-  const std::string dir = temp_dir("shape_bf16");
-  const auto r = run_gen3d(
-      "shape --steps 4 --resolution 64 --min-resolution 16 --precision bf16 "
-      "-o " +
-      dir + "/shape.obj");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_GT(mesh::load_mesh(dir + "/shape.obj").face_count(), 100u);
-  const auto dump = run_gen3d("shape --precision bf16 --dump");
-  EXPECT_NE(dump.output.find("\"precision\": \"bf16\""), std::string::npos) << dump.output;
+  for (const std::string precision : {"bf16", "int8"}) {
+    const std::string dir = temp_dir("shape_" + precision);
+    const auto r = run_gen3d("shape --steps 4 --resolution 64 --min-resolution 16 --precision " +
+                             precision + " -o " + dir + "/shape.obj");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_GT(mesh::load_mesh(dir + "/shape.obj").face_count(), 100u) << precision;
+    const auto dump = run_gen3d("shape --precision " + precision + " --dump");
+    EXPECT_NE(dump.output.find("\"precision\": \"" + precision + "\""), std::string::npos)
+        << dump.output;
+  }
   EXPECT_EQ(run_gen3d("shape --precision fp16 --dump").exit_code, 2);
 }
 
@@ -147,8 +148,8 @@ TEST(ShapeCommand, ImageToGlbWithAModelFolder) {
 // A Hunyuan3D-2.1 folder as published (config.yaml, model.fp16.ckpt: a torch.save dict of the
 // model, vae and conditioner state dicts; HunYuanDiTPlain with a mixture-of-experts block): the
 // same command, the DiT chosen by the folder's config, the latent count taken from its VAE, in
-// both precisions.
-TEST(ShapeCommand, Hunyuan21FolderToGlbInFp32AndBf16) {
+// each precision (int8: the DiT's blocks in int8, the VAE and the conditioner in bf16).
+TEST(ShapeCommand, Hunyuan21FolderToGlbInEachPrecision) {
   const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
   const TinyModelFolder f = write_tiny_model_folder(
       temp_dir(std::string("tiny_models_") + test->name()) + "/hunyuan3d-dit-v2-1", 7,
@@ -157,7 +158,7 @@ TEST(ShapeCommand, Hunyuan21FolderToGlbInFp32AndBf16) {
   const auto dump = run_gen3d("shape --model " + f.dir + " --image " + kImage + " --dump");
   ASSERT_EQ(dump.exit_code, 0) << dump.output;
   EXPECT_EQ(dumped_vars(dump.output)["latent_tokens"], f.latent_tokens) << dump.output;
-  for (const std::string precision : {"fp32", "bf16"}) {
+  for (const std::string precision : {"fp32", "bf16", "int8"}) {
     const std::string dir = temp_dir("shape21_" + precision);
     const auto r = run_gen3d("shape --model " + f.dir + " --image " + kImage + kFast +
                              "--precision " + precision + " -o " + dir + "/shape.glb -v");

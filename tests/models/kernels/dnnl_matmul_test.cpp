@@ -1,9 +1,12 @@
-// Pair tests of the oneDNN bf16 GEMMs against their scalar twins (the same bf16 roundings, sums in
-// double), and of bf16 against float32 (the rounding error bf16 operands make).
+// Pair tests of the oneDNN bf16 and int8 GEMMs against their scalar twins (the same roundings,
+// exact or double sums), and of both against float32 (the rounding error their operands make).
 #include "models/kernels/dnnl_matmul.h"
 
 #include <gtest/gtest.h>
 #include <tbb/parallel_for.h>
+
+#include <cmath>
+#include <limits>
 
 #include "models/core/dtype.h"
 #include "models/kernels/conv.h"
@@ -110,6 +113,90 @@ TEST(DnnlMatmul, ActivationProductMatchesTwin) {
   for (auto& v : r) v *= 0.5f;
   EXPECT_LE(ktest::nmse(c1.data(), r.data(), r.size()), 1e-11);
   EXPECT_LE(ktest::nmse(c2.data(), r.data(), r.size()), 1e-11);
+}
+
+// int8 (W8A8) linear layers against their scalar twin (the same quantizations, exact integer sums)
+// and against float32.
+void run_int8_case(const Case& c) {
+  SCOPED_TRACE(::testing::Message() << "M=" << c.M << " K=" << c.K << " N=" << c.N << " pad="
+                                    << c.pad << " bias=" << c.bias << " act=" << int(c.act));
+  const std::int64_t ldx = c.K + c.pad, ldy = c.N + c.pad;
+  const auto x = ktest::random_vec(static_cast<std::size_t>(c.M * ldx), 7 + c.M);
+  const auto w = ktest::random_vec(static_cast<std::size_t>(c.N * c.K), 19 + c.N, 0.2f);
+  const auto b = ktest::random_vec(static_cast<std::size_t>(c.N), 3 + c.K, 0.3f);
+  const float* bp = c.bias ? b.data() : nullptr;
+  const Int8Weight q(w.data(), c.N, c.K);
+  EXPECT_EQ(q.bytes(), static_cast<std::size_t>(c.N * c.K + 4 * c.N));
+
+  Guarded fast(static_cast<std::size_t>(c.M * ldy)), twin(static_cast<std::size_t>(c.M * ldy)),
+      f32(static_cast<std::size_t>(c.M * ldy));
+  linear_int8(fast.data(), ldy, x.data(), ldx, q, bp, c.M, c.act);
+  ref::linear_int8(twin.data(), ldy, x.data(), ldx, q.data(), q.scales(), bp, c.M, c.K, c.N, c.act);
+  ref::linear(f32.data(), ldy, x.data(), ldx, w.data(), bp, c.M, c.K, c.N, c.act);
+  const auto pred = ktest::block_pred(static_cast<std::size_t>(c.M), static_cast<std::size_t>(c.N),
+                                      static_cast<std::size_t>(ldy));
+  EXPECT_TRUE(fast.intact_outside(pred));
+  const auto a = block(fast, c.M, c.N, ldy), r = block(twin, c.M, c.N, ldy),
+             e = block(f32, c.M, c.N, ldy);
+  // Same integers, exact sums: only the float32 epilogue (and oneDNN's activation formulas) differ.
+  EXPECT_LE(ktest::nmse(a.data(), r.data(), a.size()), 1e-11);
+  // Against float32: each operand is rounded to a step of max|row| / 127, an error of variance
+  // step^2 / 12; for Gaussian rows (max about 3 to 4.5 standard deviations over these widths)
+  // that is a relative variance of (4.5 / 127)^2 / 12 = 1.0e-4 per operand at most, 2.1e-4 for the
+  // product. Allow 2x.
+  EXPECT_LE(ktest::nmse(a.data(), e.data(), a.size()), 4e-4);
+  EXPECT_GT(ktest::nmse(a.data(), e.data(), a.size()), 1e-7) << "int8 rounding must show";
+}
+
+TEST(DnnlMatmul, Int8LinearMatchesScalarTwin) {
+  for (const Case& c : std::vector<Case>{{1, 16, 8, 0, false, Act::kNone},
+                                         {7, 33, 17, 3, true, Act::kNone},
+                                         {64, 128, 96, 0, true, Act::kGeluTanh},
+                                         {300, 256, 130, 5, true, Act::kGeluErf},
+                                         {256, 64, 512, 0, false, Act::kSilu},
+                                         {513, 320, 64, 1, true, Act::kNone}})
+    run_int8_case(c);
+}
+
+TEST(DnnlMatmul, Int8ConcurrentCallsAgreeWithSerial) {
+  const std::int64_t M = 96, K = 160, N = 72;
+  const auto w = ktest::random_vec(static_cast<std::size_t>(N * K), 5, 0.2f);
+  const auto b = ktest::random_vec(static_cast<std::size_t>(N), 6, 0.2f);
+  const Int8Weight q(w.data(), N, K);
+  std::vector<std::vector<float>> xs, serial, parallel;
+  for (int t = 0; t < 8; ++t) {
+    xs.push_back(ktest::random_vec(static_cast<std::size_t>(M * K), 100 + t));
+    serial.emplace_back(static_cast<std::size_t>(M * N));
+    parallel.emplace_back(static_cast<std::size_t>(M * N));
+    linear_int8(serial.back().data(), N, xs.back().data(), K, q, b.data(), M, Act::kGeluTanh);
+  }
+  tbb::parallel_for(0, 8, [&](int t) {
+    linear_int8(parallel[static_cast<std::size_t>(t)].data(), N,
+                xs[static_cast<std::size_t>(t)].data(), K, q, b.data(), M, Act::kGeluTanh);
+  });
+  for (int t = 0; t < 8; ++t)
+    EXPECT_LE(
+        ktest::nmse(parallel[static_cast<std::size_t>(t)].data(),
+                    serial[static_cast<std::size_t>(t)].data(), static_cast<std::size_t>(M * N)),
+        1e-12);
+}
+
+// A row holding a NaN or an infinity comes out NaN, as in float32; the other rows are unharmed.
+TEST(DnnlMatmul, Int8NonFiniteRowStaysNonFinite) {
+  const std::int64_t M = 4, K = 32, N = 16;
+  auto x = ktest::random_vec(static_cast<std::size_t>(M * K), 1);
+  const auto w = ktest::random_vec(static_cast<std::size_t>(N * K), 2, 0.2f);
+  x[static_cast<std::size_t>(1 * K + 3)] = std::numeric_limits<float>::quiet_NaN();
+  x[static_cast<std::size_t>(2 * K + 5)] = std::numeric_limits<float>::infinity();
+  const Int8Weight q(w.data(), N, K);
+  std::vector<float> y(static_cast<std::size_t>(M * N));
+  linear_int8(y.data(), N, x.data(), K, q, nullptr, M);
+  for (std::int64_t n = 0; n < N; ++n) {
+    EXPECT_TRUE(std::isfinite(y[static_cast<std::size_t>(n)]));
+    EXPECT_TRUE(std::isnan(y[static_cast<std::size_t>(N + n)]));
+    EXPECT_TRUE(std::isnan(y[static_cast<std::size_t>(2 * N + n)]));
+    EXPECT_TRUE(std::isfinite(y[static_cast<std::size_t>(3 * N + n)]));
+  }
 }
 
 struct ConvCase {

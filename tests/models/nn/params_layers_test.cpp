@@ -107,6 +107,39 @@ TEST(Layers, LinearMatchesTheReferenceKernelInBothStorages) {
   }
 }
 
+// int8 storage quantizes only the Linears marked kInt8 (one byte a weight plus a float32 scale
+// per output channel, then the int8 kernel); the others are kept and run as in bf16.
+TEST(Layers, Int8StorageQuantizesOnlyTheMarkedLinears) {
+  const Tensor x = gaussian_noise({7, 8}, 3);
+  RandomParams p = noise_params(2, WeightStorage::kInt8);
+  Linear q, kept;
+  q.load(p, "fc", 8, 5, true, Quantize::kInt8);
+  EXPECT_EQ(p.bytes(), 40u + 5u * 4 + 5u * 4);  // int8 weights, scales, float32 bias
+  kept.load(p, "mod", 8, 5, true);
+  ASSERT_NE(q.weight_int8, nullptr);
+  EXPECT_EQ(q.weight_bf16, nullptr);
+  EXPECT_TRUE(q.int8());
+  EXPECT_TRUE(q.bf16());  // the attention over it runs in bf16
+  EXPECT_EQ(kept.weight_int8, nullptr);
+  ASSERT_NE(kept.weight_bf16, nullptr);
+  EXPECT_FALSE(kept.int8());
+  RandomParams same = noise_params(2);
+  const Tensor w = same.take("fc.weight", {5, 8}), b = same.take("fc.bias", {5});
+  Tensor want({7, 5}), got({7, 5});
+  kernels::ref::linear_int8(want.data(), 5, x.data(), 8, q.weight_int8->data(),
+                            q.weight_int8->scales(), b.data(), 7, 8, 5);
+  q(got.data(), x.data(), 7);
+  for (std::int64_t i = 0; i < want.numel(); ++i)
+    EXPECT_NEAR(got.data()[i], want.data()[i], 1e-5f) << i;
+  // Outside kInt8 storage the mark changes nothing.
+  for (WeightStorage s : {WeightStorage::kF32, WeightStorage::kBF16}) {
+    RandomParams ps = noise_params(2, s);
+    Linear l;
+    l.load(ps, "fc", 8, 5, true, Quantize::kInt8);
+    EXPECT_EQ(l.weight_int8, nullptr);
+  }
+}
+
 TEST(Layers, NormsAndConvolutionMatchTheReferenceKernels) {
   RandomParams p = noise_params(4);
   LayerNorm ln;

@@ -179,12 +179,13 @@ std::vector<std::int32_t> expert_set(const float* idx, std::int64_t K) {
   return s;
 }
 
-TEST(DiT21Golden, Forward_bf16) {
-  REQUIRE_GOLDEN(set_file("dit21_forward.safetensors"));
-  REQUIRE_GOLDEN(set_file("dit21_weights.fp16.safetensors"));
-  const auto model = golden_model(WeightStorage::kBF16);
+// int8 mode runs the same checks with the int8 bound (bf16_golden.h); the gate stays float32 but
+// its input carries the int8 error, measured the same way.
+void reduced_forward(WeightStorage storage, const std::string& label, double tolerance,
+                     const std::string& mode) {
+  const auto model = golden_model(storage);
   GoldenForward g;
-  bf16test::NmseCheck check("DiT21 bf16", bf16test::kNetworkNmse);
+  bf16test::NmseCheck check(label, tolerance, mode);
   std::map<std::string, Tensor> scores;               // gate scores of this run, by block
   std::map<std::string, std::vector<bool>> rerouted;  // tokens routed unlike the reference
   int tokens_compared = 0, tokens_required = 0, tokens_rerouted = 0;
@@ -214,10 +215,10 @@ TEST(DiT21Golden, Forward_bf16) {
         moved[static_cast<std::size_t>(r)] = !same;
         tokens_rerouted += same ? 0 : 1;
         ++tokens_compared;
-        if (gap <= 2.0 * err) continue;  // within the bf16 error: either choice is faithful
+        if (gap <= 2.0 * err) continue;  // within the score error: either choice is faithful
         ++tokens_required;
-        EXPECT_TRUE(same) << name << " token " << r << " (score gap " << gap
-                          << ", bf16 score error " << err << ")";
+        EXPECT_TRUE(same) << name << " token " << r << " (score gap " << gap << ", " << mode
+                          << " score error " << err << ")";
       }
       return;
     }
@@ -245,9 +246,29 @@ TEST(DiT21Golden, Forward_bf16) {
   EXPECT_GT(tokens_compared, 0);
   check.report();
   std::printf(
-      "[ info ] DiT21 bf16 routing: %d tokens x MoE blocks, %d with a score gap over twice "
-      "the bf16 score error (%.3g), all routed as the reference; %d routed elsewhere\n",
-      tokens_compared, tokens_required, worst_score_err, tokens_rerouted);
+      "[ info ] %s routing: %d tokens x MoE blocks, %d with a score gap over twice the score "
+      "error (%.3g), all routed as the reference; %d routed elsewhere\n",
+      label.c_str(), tokens_compared, tokens_required, worst_score_err, tokens_rerouted);
+}
+
+TEST(DiT21Golden, Forward_bf16) {
+  REQUIRE_GOLDEN(set_file("dit21_forward.safetensors"));
+  REQUIRE_GOLDEN(set_file("dit21_weights.fp16.safetensors"));
+  reduced_forward(WeightStorage::kBF16, "DiT21 bf16", bf16test::kNetworkNmse, "bf16");
+}
+
+TEST(DiT21Golden, Forward_int8) {
+  REQUIRE_GOLDEN(set_file("dit21_forward.safetensors"));
+  REQUIRE_GOLDEN(set_file("dit21_weights.fp16.safetensors"));
+  const auto m8 = golden_model(WeightStorage::kInt8), m16 = golden_model(WeightStorage::kBF16);
+  EXPECT_LT(m8.weight_bytes(), m16.weight_bytes()) << "no Linear was quantized";
+  reduced_forward(WeightStorage::kInt8, "DiT21 int8", bf16test::kInt8NetworkNmse, "int8");
+  // The output against the bf16 mode's (reported and held to the same bound).
+  GoldenForward g;
+  const Tensor o8 = m8.forward(g.x, g.t, g.ctx), o16 = m16.forward(g.x, g.t, g.ctx);
+  bf16test::NmseCheck versus("DiT21 int8 against bf16", bf16test::kInt8NetworkNmse, "int8");
+  versus.add("out", o8.data(), o16.data(), o16.numel());
+  versus.report();
 }
 
 // The official pipeline's CFG loop over HunyuanDiTPlain (sampler21): per step the model input t,
@@ -288,16 +309,17 @@ void run_sampler_fp32() {
 // [cond; zeros] context), against its model output. Tokens routed unlike the reference in some
 // MoE block (allowed only within the bf16 score error, checked as in Forward_bf16) are counted
 // and left out of the nmse.
-void run_sampler_bf16() {
+void run_sampler_reduced(WeightStorage storage, const std::string& label, double tolerance,
+                         const std::string& mode) {
   const auto file = SafetensorsFile::open(set_file("sampler21.safetensors"));
   const auto run = golden_json()["golden"]["sampler21"];
-  const auto m16 = golden_model(WeightStorage::kBF16);
+  const auto m16 = golden_model(storage);
   const auto m32 = golden_model(WeightStorage::kF32);  // golden-exact routing (ForwardFp32)
   const Tensor cond = file->to_f32("in.cond_context");
   const std::int64_t B = cond.dim(0), Lc = cond.dim(1), C = cond.dim(2);
   Tensor ctx({2 * B, Lc, C});  // [cond; uncond = zeros]
   std::copy_n(cond.data(), cond.numel(), ctx.data());
-  bf16test::NmseCheck check("DiT21 sampler steps bf16", bf16test::kNetworkNmse);
+  bf16test::NmseCheck check(label, tolerance, mode);
   int rerouted_total = 0, tokens_total = 0;
   for (int i = 0; i < run["steps"].get<int>(); ++i) {
     const std::string p = "step." + std::to_string(i) + ".";
@@ -352,9 +374,9 @@ void run_sampler_bf16() {
   }
   check.report();
   std::printf(
-      "[ info ] DiT21 sampler bf16: %d of %d token x MoE-block routings differ from fp32, "
-      "all within the bf16 score error\n",
-      rerouted_total, tokens_total);
+      "[ info ] %s: %d of %d token x MoE-block routings differ from fp32, all within the score "
+      "error\n",
+      label.c_str(), rerouted_total, tokens_total);
 }
 
 TEST(DiT21Golden, SamplerCfgLoop) {
@@ -366,7 +388,15 @@ TEST(DiT21Golden, SamplerCfgLoop) {
 TEST(DiT21Golden, SamplerCfgLoop_bf16) {
   REQUIRE_GOLDEN(set_file("sampler21.safetensors"));
   REQUIRE_GOLDEN(set_file("dit21_weights.fp16.safetensors"));
-  run_sampler_bf16();
+  run_sampler_reduced(WeightStorage::kBF16, "DiT21 sampler steps bf16", bf16test::kNetworkNmse,
+                      "bf16");
+}
+
+TEST(DiT21Golden, SamplerCfgLoop_int8) {
+  REQUIRE_GOLDEN(set_file("sampler21.safetensors"));
+  REQUIRE_GOLDEN(set_file("dit21_weights.fp16.safetensors"));
+  run_sampler_reduced(WeightStorage::kInt8, "DiT21 sampler steps int8", bf16test::kInt8NetworkNmse,
+                      "int8");
 }
 
 }  // namespace

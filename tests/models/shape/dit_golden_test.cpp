@@ -20,6 +20,7 @@ namespace {
 
 constexpr double kStrict = 3e-5;  // README tolerance, DiT forward (atol = rtol)
 constexpr double kBf16Nmse = bf16test::kNetworkNmse;
+constexpr double kInt8Nmse = bf16test::kInt8NetworkNmse;
 
 std::string golden_dir() {
   return test::env_or("GEN3D_GOLDEN_DIR", test::source_dir() + "/tests/data/golden");
@@ -218,6 +219,28 @@ TEST(DiTGolden, ForwardHalfStorageAndPipelineCheckpoint) {
   compare_forward(m, "pipeline_model.fp16 (model.*)", false);
 }
 
+// Every act.* tensor of the golden file and the output ("out") of one forward pass, by name.
+std::map<std::string, Tensor> traced_forward(const Hunyuan3DDiT& model, const GoldenForward& g) {
+  std::map<std::string, Tensor> got;
+  Hunyuan3DDiT::TraceFn fn = [&](const std::string& name, const Tensor& v) {
+    if (name.rfind("act.", 0) == 0 && g.file->find(name)) got[name] = v.clone();
+  };
+  got["out"] = model.forward(g.x, g.t, g.ctx, nullptr, &fn);
+  return got;
+}
+
+// Checks `got` against the golden float32 tensors (or, with `other`, against another run).
+void check_nmse(bf16test::NmseCheck& check, const std::map<std::string, Tensor>& got,
+                const GoldenForward& g, const std::map<std::string, Tensor>* other = nullptr) {
+  for (const auto& [name, v] : got) {
+    const Tensor ref = other ? other->at(name).clone() : g.file->to_f32(name);
+    ASSERT_EQ(ref.numel(), v.numel()) << name;
+    check.add(name, v.data(), ref.data(), ref.numel());
+  }
+  EXPECT_GT(check.count(), 1);
+  check.report();
+}
+
 // bf16 mode against the same golden float32 outputs (tolerance: see bf16_golden.h users' notes in
 // README "Precision"): every act.* tensor and the output.
 TEST(DiTGolden, Forward_bf16) {
@@ -228,20 +251,26 @@ TEST(DiTGolden, Forward_bf16) {
   const auto model = Hunyuan3DDiT::load(golden_config(), w, {WeightStorage::kBF16});
   GoldenForward g(golden_file("dit_forward.safetensors"));
   bf16test::NmseCheck check("DiT bf16", kBf16Nmse);
-  Hunyuan3DDiT::TraceFn fn = [&](const std::string& name, const Tensor& v) {
-    if (name.rfind("act.", 0) != 0) return;
-    const TensorInfo* info = g.file->find(name);
-    if (!info) return;
-    const Tensor ref = g.file->to_f32(*info);
-    ASSERT_EQ(ref.numel(), v.numel()) << name;
-    check.add(name, v.data(), ref.data(), ref.numel());
-  };
-  const Tensor out = model.forward(g.x, g.t, g.ctx, nullptr, &fn);
-  const Tensor ref_out = g.file->to_f32("out");
-  ASSERT_EQ(out.shape(), ref_out.shape());
-  check.add("out", out.data(), ref_out.data(), ref_out.numel());
-  EXPECT_GT(check.count(), 1);
-  check.report();
+  check_nmse(check, traced_forward(model, g), g);
+}
+
+// int8 mode (the blocks' qkv, proj, MLP and linear1 / linear2 products W8A8, the rest bf16)
+// against the golden float32 outputs, and against the bf16 mode's (reported and held to the same
+// bound: int8 error dominates bf16's).
+TEST(DiTGolden, Forward_int8) {
+  const auto w = golden_file("dit_weights.fp32.safetensors");
+  REQUIRE_GOLDEN(w);
+  REQUIRE_GOLDEN(golden_file("dit_forward.safetensors"));
+  REQUIRE_GOLDEN(golden_file("config.json"));
+  const auto m8 = Hunyuan3DDiT::load(golden_config(), w, {WeightStorage::kInt8});
+  const auto m16 = Hunyuan3DDiT::load(golden_config(), w, {WeightStorage::kBF16});
+  EXPECT_LT(m8.weight_bytes(), m16.weight_bytes()) << "no Linear was quantized";
+  GoldenForward g(golden_file("dit_forward.safetensors"));
+  const auto got8 = traced_forward(m8, g), got16 = traced_forward(m16, g);
+  bf16test::NmseCheck check("DiT int8", kInt8Nmse, "int8");
+  check_nmse(check, got8, g);
+  bf16test::NmseCheck versus("DiT int8 against bf16", kInt8Nmse, "int8");
+  check_nmse(versus, got8, g, &got16);
 }
 
 }  // namespace

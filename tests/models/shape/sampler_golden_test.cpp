@@ -133,19 +133,19 @@ TEST(SamplerGolden, CfgTrajectory) {
   }
 }
 
-// bf16 mode: the DiT in bf16 drives the same sampler (state float32); every step's latents and
-// predictions against the same golden trajectory by normalized MSE (README "Precision").
-TEST(SamplerGolden, CfgTrajectory_bf16) {
+// bf16 and int8 modes: the DiT in bf16 (or int8) drives the same sampler (state float32); every
+// step's latents and predictions against the same golden trajectory by normalized MSE (README
+// "Precision").
+void reduced_trajectory(WeightStorage storage, const std::string& label, double tolerance,
+                        const std::string& mode) {
   const auto path = golden_file("sampler.safetensors");
-  REQUIRE_GOLDEN(path);
-  REQUIRE_GOLDEN(golden_file("config.json"));
   const auto cfg = golden_config();
   const auto run = cfg["golden"]["sampler"];
   const auto weights = golden_file(run["dit_weights_file"].get<std::string>());
   REQUIRE_GOLDEN(weights);
   const auto file = SafetensorsFile::open(path);
   const auto model = Hunyuan3DDiT::load(DiTConfig::from_file(golden_file("config.json"), "model"),
-                                        weights, {WeightStorage::kBF16});
+                                        weights, {storage});
   SamplerOptions o;
   o.steps = run["steps"];
   o.guidance_scale = run["guidance_scale"];
@@ -154,7 +154,7 @@ TEST(SamplerGolden, CfgTrajectory_bf16) {
   const Tensor uncond = file->to_f32("in.uncond_context");
   FlowMatchSampler s(model, o);
   s.start(file->to_f32("in.initial_latents"), cond, &uncond);
-  bf16test::NmseCheck check("sampler bf16", bf16test::kNetworkNmse);
+  bf16test::NmseCheck check(label, tolerance, mode);
   StepObserver obs = [&](const StepObservation& ob) {
     const std::string p = "step." + std::to_string(ob.step) + ".";
     auto add = [&](const std::string& name, const Tensor* t) {
@@ -173,6 +173,18 @@ TEST(SamplerGolden, CfgTrajectory_bf16) {
   check.add("out.final_latents", s.latents().data(), g.data(), g.numel());
   EXPECT_EQ(check.count(), 4 * o.steps + 1);
   check.report();
+}
+
+TEST(SamplerGolden, CfgTrajectory_bf16) {
+  REQUIRE_GOLDEN(golden_file("sampler.safetensors"));
+  REQUIRE_GOLDEN(golden_file("config.json"));
+  reduced_trajectory(WeightStorage::kBF16, "sampler bf16", bf16test::kNetworkNmse, "bf16");
+}
+
+TEST(SamplerGolden, CfgTrajectory_int8) {
+  REQUIRE_GOLDEN(golden_file("sampler.safetensors"));
+  REQUIRE_GOLDEN(golden_file("config.json"));
+  reduced_trajectory(WeightStorage::kInt8, "sampler int8", bf16test::kInt8NetworkNmse, "int8");
 }
 
 }  // namespace
