@@ -18,7 +18,9 @@ float apply_act(Act a, float x);
 // x[n] = act(x[n]) in place.
 void act_inplace(Act a, float* x, std::int64_t n);
 // dst[r, c] = act(src[r, c] + bias[c]) for a rows x cols block; dst may alias src. bias may be
-// null.
+// null. On CPUs with AVX-512, GELU (tanh) and SiLU run a vector formula whose results differ from
+// apply_act's by float32 rounding (a few ulp of the terms); the others are apply_act's, bit for
+// bit.
 void act_copy(Act a, float* dst, std::int64_t ld_dst, const float* src, std::int64_t ld_src,
               std::int64_t rows, std::int64_t cols, const float* bias = nullptr);
 // Row-wise softmax in place on x[rows, cols] (row stride ld).
