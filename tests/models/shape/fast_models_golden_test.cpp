@@ -1,5 +1,6 @@
 // Golden tests of Hunyuan3D-2's speed models (the guidance-distilled "fast" and step-distilled
-// "turbo" DiTs, the turbo VAE) against the official pipeline (fast_models/README.md). Data-driven:
+// "turbo" DiTs, the turbo VAEs; 2mini's turbo) against the official pipeline
+// (fast_models/README.md). Data-driven:
 // every sub-folder of $GEN3D_GOLDEN_FAST_DIR (default tests/data/golden/fast_models) holding a
 // golden.safetensors is one variant, a tiny model folder in the official layout; sizes, steps and
 // settings come from the files. Each variant is run as `gen3d shape` would run it: the DiT, its
@@ -113,8 +114,10 @@ TEST(FastModelsGolden, SamplerFromTheFolderConfig) {
     const CheckpointSource src =
         resolve_checkpoint((d / v.run["dit_folder"].get<std::string>()).string());
     const auto model = shared_denoiser(src);
-    // Guidance-distilled: the scale goes into the DiT (as the pipeline passes it), no CFG rows.
-    EXPECT_TRUE(model->guidance_embedded());
+    // Guidance-distilled: the scale goes into the DiT (as the pipeline passes it), no CFG rows;
+    // otherwise CFG over [cond; uncond] rows (the 2mini DiT).
+    const bool cfg = v.run["cfg"].get<bool>();
+    EXPECT_EQ(model->guidance_embedded(), !cfg);
     if (v.golden->find("step.0.guidance")) {
       const Tensor guidance = v.g("step.0.guidance");
       for (float g : guidance.span()) {
@@ -149,10 +152,19 @@ TEST(FastModelsGolden, SamplerFromTheFolderConfig) {
         const Tensor t = v.g(p + "t");
         for (float x : t.span()) EXPECT_EQ(x, ob.t) << p << "t";
         worst = std::max(worst, usage(*ob.latents, v.g(p + "latents"), kSamplerTol));
-        if (ob.v) {
-          worst = std::max(worst, usage(*ob.v, v.g(p + "pred"), kSamplerTol));
-          ++preds;
+        if (!ob.v) return;                    // an elided step
+        const Tensor pred = v.g(p + "pred");  // [MB, L, C]: cond rows, then uncond rows with CFG
+        if (cfg) {
+          const std::int64_t n = pred.numel() / 2;
+          Tensor c(ob.v_cond->shape()), u(ob.v_uncond->shape());
+          std::copy_n(pred.data(), n, c.data());
+          std::copy_n(pred.data() + n, n, u.data());
+          worst = std::max(worst, usage(*ob.v_cond, c, kSamplerTol));
+          worst = std::max(worst, usage(*ob.v_uncond, u, kSamplerTol));
+        } else {
+          worst = std::max(worst, usage(*ob.v, pred, kSamplerTol));
         }
+        ++preds;
       };
       while (!s.done()) s.step(&obs);
       const double u = usage(s.latents(), v.g("out.final_latents"), kSamplerTol);

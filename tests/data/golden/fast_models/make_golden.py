@@ -15,12 +15,14 @@ inputs and results of one pipeline run. See README.md beside this script.
 Only the standard library, numpy, PyYAML and torch are needed. Third-party packages the official
 modules import but this run does not exercise (diffusers' config mixins, einops, tqdm, trimesh,
 PIL, skimage, torchvision, transformers, safetensors) are replaced by the small stand-ins below;
-einops' rearrange / repeat and diffusers' register_to_config are reimplemented with the same
-meaning. torch < 2.0 has no F.scaled_dot_product_attention: a math version (softmax(q k^T /
-sqrt(d)) v, the same formula) stands in.
+einops' rearrange / repeat, diffusers' register_to_config and FeedForward are reimplemented with
+the same meaning. Older torch lacks F.scaled_dot_product_attention (torch 2.0) and nn.RMSNorm
+(2.4): math versions of the same formulas stand in, and torch.backends.cuda.sdp_kernel (a fused
+kernel choice) is a no-op.
 """
 
 import argparse
+import contextlib
 import dataclasses
 import inspect
 import json
@@ -46,6 +48,62 @@ def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
 
 if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
     torch.nn.functional.scaled_dot_product_attention = _sdpa
+
+
+class _RMSNorm(torch.nn.Module):
+    """torch.nn.RMSNorm (torch >= 2.4): x * rsqrt(mean(x^2) + eps) * weight."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.ones(normalized_shape)) if elementwise_affine else None
+
+    def forward(self, x):
+        eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
+        y = x * torch.rsqrt(torch.mean(x * x, dim=-1, keepdim=True) + eps)
+        return y * self.weight if self.weight is not None else y
+
+
+if not hasattr(torch.nn, "RMSNorm"):
+    torch.nn.RMSNorm = _RMSNorm
+
+# torch.backends.cuda.sdp_kernel(enable_flash=..., enable_math=..., enable_mem_efficient=...)
+# only picks a fused kernel; older torch has other keywords. A no-op keeps the math path.
+torch.backends.cuda.sdp_kernel = lambda *a, **k: contextlib.nullcontext()
+
+
+class _GELU(torch.nn.Module):
+    def __init__(self, dim_in, dim_out, approximate="none", bias=True):
+        super().__init__()
+        self.proj = torch.nn.Linear(dim_in, dim_out, bias=bias)
+        self.approximate = approximate
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.proj(x), approximate=self.approximate)
+
+
+class FeedForward(torch.nn.Module):
+    """diffusers.models.attention.FeedForward for activation_fn "gelu" / "gelu-approximate":
+    net = [GELU(dim, inner) with .proj, Dropout, Linear(inner, dim_out)] (+ Dropout if final)."""
+
+    def __init__(self, dim, dim_out=None, mult=4, dropout=0.0, activation_fn="geglu",
+                 final_dropout=False, inner_dim=None, bias=True):
+        super().__init__()
+        inner_dim = inner_dim if inner_dim is not None else int(dim * mult)
+        dim_out = dim_out if dim_out is not None else dim
+        if activation_fn not in ("gelu", "gelu-approximate"):
+            raise NotImplementedError(activation_fn)
+        approx = "tanh" if activation_fn == "gelu-approximate" else "none"
+        self.net = torch.nn.ModuleList([_GELU(dim, inner_dim, approx, bias),
+                                        torch.nn.Dropout(dropout),
+                                        torch.nn.Linear(inner_dim, dim_out, bias=bias)])
+        if final_dropout:
+            self.net.append(torch.nn.Dropout(dropout))
+
+    def forward(self, x):
+        for m in self.net:
+            x = m(x)
+        return x
 
 
 def _parse_side(side):
@@ -154,6 +212,8 @@ def install_stand_ins():
                                             SchedulerMixin=type("SchedulerMixin", (), {}))
     d.utils = _module("diffusers.utils", BaseOutput=type("BaseOutput", (), {}),
                       logging=types.SimpleNamespace(get_logger=lambda *a: _Logger()))
+    d.models = _module("diffusers.models")
+    d.models.attention = _module("diffusers.models.attention", FeedForward=FeedForward)
     d.utils.torch_utils = _module("diffusers.utils.torch_utils", randn_tensor=randn_tensor)
     d.utils.import_utils = _module("diffusers.utils.import_utils",
                                    is_accelerate_version=lambda *a: False,
@@ -267,6 +327,24 @@ VARIANTS = {
                  num_decoder_layers=1, qkv_bias=False, qk_norm=True, scale_factor=1.125),
         turbo_vae=None,
         dino=dino_config(12, 2, 1, 28, True), octree_resolution=7),
+    # Hunyuan3D-2mini's turbo: the U-ViT DiT with mixture-of-experts blocks (HunYuanDiTPlain) run
+    # with CFG (it has no guidance embedding; its guidance_cond_proj_dim projection is not used by
+    # the flow-matching pipeline), the consistency scheduler, and the mini turbo VAE beside it.
+    "v2-mini-turbo": dict(
+        dit_folder="hunyuan3d-dit-v2-mini-turbo", scheduler="consistency", steps=5, guidance=5.0,
+        batch=1, seed=3301,
+        dit_target="hy3dgen.shapegen.models.denoisers.hunyuandit.HunYuanDiTPlain",
+        dit=dict(input_size=20, in_channels=4, hidden_size=16, context_dim=8, depth=3,
+                 num_heads=2, qk_norm=True, text_len=5, with_decoupled_ca=False,
+                 use_attention_pooling=False, qk_norm_type="rms", qkv_bias=False,
+                 use_pos_emb=False, num_moe_layers=1, num_experts=2, moe_top_k=1,
+                 guidance_cond_proj_dim=4),
+        vae=dict(num_latents=20, embed_dim=4, num_freqs=3, include_pi=False, heads=2, width=8,
+                 num_decoder_layers=1, qkv_bias=False, qk_norm=True, scale_factor=1.0625),
+        turbo_vae=dict(folder="hunyuan3d-vae-v2-mini-turbo",
+                       geo=dict(geo_decoder_mlp_expand_ratio=2, geo_decoder_downsample_ratio=2,
+                                geo_decoder_ln_post=False)),
+        dino=dino_config(8, 2, 1, 28, False), octree_resolution=6),
 }
 
 
@@ -361,7 +439,7 @@ def make_variant(mods, name, v, out_root, reference):
     os.makedirs(dit_dir, exist_ok=True)
     dino = v["dino"]
     config = {
-        "model": section("hy3dgen.shapegen.models.Hunyuan3DDiT", v["dit"]),
+        "model": section(v.get("dit_target", "hy3dgen.shapegen.models.Hunyuan3DDiT"), v["dit"]),
         "vae": section("hy3dgen.shapegen.models.ShapeVAE", v["vae"]),
         "conditioner": section("hy3dgen.shapegen.models.SingleImageEncoder", {
             "main_image_encoder": {"type": "DinoImageEncoder",
@@ -379,7 +457,7 @@ def make_variant(mods, name, v, out_root, reference):
     vae = inst(config["vae"]).eval()
     scheduler = inst(config["scheduler"])
     init_weights(model, gen, gain_names=("_mod.", "modulation.", "time_in.", "guidance_in.",
-                                         "adaLN_modulation."))
+                                         "adaLN_modulation.", "gate."))
     init_weights(vae, gen)
     centre_logits(vae, gen, v["vae"]["num_latents"], v["vae"]["embed_dim"])
     dino_w = dino_weights(dino, gen)
@@ -424,7 +502,8 @@ def make_variant(mods, name, v, out_root, reference):
     # output is an input here: DINOv2 has its own golden set).
     B, L, C = v["batch"], v["vae"]["num_latents"], v["dit"]["in_channels"]
     Lc = (dino["image_size"] // 14) ** 2 + 1
-    cond = f16(torch.randn(B, Lc, v["dit"]["context_in_dim"], generator=gen))
+    width = v["dit"].get("context_in_dim", v["dit"].get("context_dim"))
+    cond = f16(torch.randn(B, Lc, width, generator=gen))
     noise = torch.randn(B, L, C, generator=gen)
     NOISE["latents"] = noise
 
