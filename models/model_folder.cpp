@@ -23,6 +23,7 @@
 #include "models/shape/dinov2.h"
 #include "models/shape/dit.h"
 #include "models/shape/dit21.h"
+#include "models/shape/shape_models.h"
 #include "models/shape/shape_vae.h"
 
 namespace gen3d::models {
@@ -198,10 +199,21 @@ NetworkCheck check_delight(const fs::path& root) {
   return c;
 }
 
+// The VAE tensors of `file` (names under `prefix`) against the loader, with the geometry decoder
+// sized as the weights store it (ShapeVAEConfig::with_geo_decoder_of, as the loader does).
+void compare_vae(std::shared_ptr<const SafetensorsFile> file, const std::string& config,
+                 std::string_view section, NetworkCheck& c) {
+  const WeightMap wm = WeightMap::for_submodel(file, kVaePrefix);
+  const ShapeVAEConfig cfg = ShapeVAEConfig::from_file(config, section).with_geo_decoder_of(wm);
+  compare(*file, wm.prefix(), ShapeVAE::expected_tensors(cfg), c);
+}
+
 // The shape checkpoint: the DiT and, when the file combines them, the ShapeVAE (both compared with
-// what their loaders claim) and the conditioner (counted; checked when it is loaded).
+// what their loaders claim) and the conditioner (counted; checked when it is loaded). The network
+// is named by the published folder (shape_models.h), else by its DiT class.
 NetworkCheck check_shape(const fs::path& root) {
-  NetworkCheck c = named("shape", root);
+  const ShapeModelInfo* info = find_shape_model_info(root.filename().string());
+  NetworkCheck c = named(info ? std::string(info->network) : "shape", root);
   attempt(c, [&] {
     const CheckpointSource src = resolve_checkpoint(root.string());
     c.files = {src.weights, src.config};
@@ -217,17 +229,30 @@ NetworkCheck check_shape(const fs::path& root) {
     // The DiT section names the architecture: HunYuanDiTPlain (2.1) or Hunyuan3DDiT (2.0).
     const std::string section = nn::read_config_file(src.config, kDiTPrefix).dump();
     const bool v21 = DiT21Config::describes(section);
-    if (v21) c.network = "shape-2.1";
+    if (v21 && !info) c.network = "shape-2.1";
+    attempt(c, [&] { scheduler_of(src.config); });  // one the sampler cannot run is a problem
     const Expected dit =
         v21 ? HunyuanDiTPlain::expected_tensors(DiT21Config::from_json(section))
             : Hunyuan3DDiT::expected_tensors(DiTConfig::from_file(src.config, kDiTPrefix));
     compare(*file, has(kDiTPrefix) ? std::string(kDiTPrefix) + "." : "", dit, c);
-    if (has(kVaePrefix))
-      compare(*file, std::string(kVaePrefix) + ".",
-              ShapeVAE::expected_tensors(ShapeVAEConfig::from_file(src.config, kVaePrefix)), c);
+    if (has(kVaePrefix)) compare_vae(file, src.config, kVaePrefix, c);
     for (std::string_view sub : {kVaePrefix, kConditionerPrefix})
       if (!has(sub))
         c.problems.push_back("no " + std::string(sub) + ".* tensors (a standalone checkpoint?)");
+  });
+  return c;
+}
+
+// A standalone ShapeVAE folder (config.yaml with target/params at the top, un-prefixed weights),
+// such as the FlashVDM turbo VAEs.
+NetworkCheck check_shape_vae(const fs::path& root, const ShapeVaeInfo& info) {
+  NetworkCheck c = named(std::string(info.network), root);
+  attempt(c, [&] {
+    const CheckpointSource src = resolve_checkpoint(root.string());
+    c.files = {src.weights, src.config};
+    const auto file = SafetensorsFile::open(src.weights);
+    count(*file, "", c);
+    compare_vae(file, src.config, "", c);
   });
   return c;
 }
@@ -310,6 +335,8 @@ std::vector<NetworkCheck> check_model_folder(const std::string& dir) {
     if (name == "hunyuan3d-delight-v2-0") out.push_back(check_delight(p));
     if (name == "hunyuan3d-paintpbr-v2-1") out.push_back(check_paint_pbr(p));
     if (name.rfind("hunyuan3d-dit-v2", 0) == 0) out.push_back(check_shape(p));
+    if (const ShapeVaeInfo* vae = find_shape_vae_info(name))
+      out.push_back(check_shape_vae(p, *vae));
   };
   look(root);  // one network's folder itself
   if (out.empty()) {
@@ -332,8 +359,9 @@ std::vector<NetworkCheck> check_model_folder(const std::string& dir) {
   if (out.empty())
     throw ModelError(dir +
                      " holds no official network folder (hunyuan3d-paint-v2-0[-turbo], "
-                     "hunyuan3d-delight-v2-0, hunyuan3d-dit-v2-0, hunyuan3d-paintpbr-v2-1, "
-                     "hunyuan3d-dit-v2-1)");
+                     "hunyuan3d-delight-v2-0, hunyuan3d-dit-v2-0[-fast|-turbo], "
+                     "hunyuan3d-vae-v2-0[-turbo], hunyuan3d-paintpbr-v2-1, hunyuan3d-dit-v2-1, "
+                     "the 2mini and 2mv folders)");
   return out;
 }
 

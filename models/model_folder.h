@@ -23,7 +23,9 @@ struct TensorSummary {
 std::vector<TensorSummary> summarize_weights(const std::string& path);
 
 struct NetworkCheck {
-  // "paint", "paint-turbo", "paint-pbr", "delight", "shape", "shape-2.1", "dinov2", "realesrgan"
+  // "paint", "paint-turbo", "paint-pbr", "delight", "dinov2", "realesrgan", "shape" (2.0) or
+  // the shape folder's name from models/shape/shape_models.h ("shape-turbo", "shape-vae-turbo",
+  // ...)
   std::string network;
   std::string folder;                 // the official sub-folder it lives in
   std::vector<std::string> files;     // the files read (configs and weights)
@@ -34,10 +36,11 @@ struct NetworkCheck {
 };
 
 // The official networks found in `dir` (an official model folder: hunyuan3d-paint-v2-0[-turbo]/,
-// hunyuan3d-delight-v2-0/, hunyuan3d-dit-v2-0/, hunyuan3d-paintpbr-v2-1/, hunyuan3d-dit-v2-1/; or
-// one of those folders itself). Beside the network folders, the 2.1 paint's image encoder
-// (dinov2-giant/ or facebook/dinov2-giant/) and RealESRGAN_x4plus.pth (or ckpt/) are checked too
-// when present. Throws ModelError when `dir` is not a folder or holds none of them.
+// hunyuan3d-delight-v2-0/, the shape DiT and VAE folders of shape_models.h,
+// hunyuan3d-paintpbr-v2-1/; or one of those folders itself). Beside the network folders, the 2.1
+// paint's image encoder (dinov2-giant/ or facebook/dinov2-giant/) and RealESRGAN_x4plus.pth (or
+// ckpt/) are checked too when present. Throws ModelError when `dir` is not a folder or holds none
+// of them.
 std::vector<NetworkCheck> check_model_folder(const std::string& dir);
 
 // A human-readable report: one block per network with its memory at fp32, bf16 and int8.

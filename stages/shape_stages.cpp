@@ -156,8 +156,11 @@ class Denoise final : public pipeline::Stage {
                        "CFG scale s (CFG iff s >= 0 and no guidance embedding)")
         .param<int>("seed", 0, Range{0, 2147483647}, "noise seed (when no noise input)")
         .param<int>("latent_tokens", 3072, Range{1, 1 << 20}, "L of the latents (VAE num_latents)")
-        .choice("schedule", "flow", {"flow", "consistency"}, "timestep table (consistency: turbo)")
-        .param<int>("pcm_timesteps", 100, Range{1, 1000}, "consistency schedule grid")
+        .choice("schedule", "auto", {"auto", "flow", "consistency"},
+                "timestep table; auto: the config's scheduler section (consistency for the turbo "
+                "models), flow without one")
+        .param<int>("pcm_timesteps", 100, Range{1, 1000},
+                    "consistency schedule grid (auto: the config's)")
         .param<bool>("elide_zero_dt_steps", true, "skip the DiT call of a dt = 0 step (exact)")
         .choice("cache", "none", {"none", "fbcache", "teacache", "taylorseer"}, "step cache")
         .param<double>("fbcache_rel_l1_thresh", 0.025, Range{0, 10}, "FBCache threshold tau")
@@ -191,7 +194,8 @@ class Denoise final : public pipeline::Stage {
     }
     const auto model = get<std::string>(params, "model");
     try {
-      models::resolve_checkpoint(model, get<std::string>(params, "config"));
+      const auto src = models::resolve_checkpoint(model, get<std::string>(params, "config"));
+      if (get<std::string>(params, "schedule") == "auto") models::scheduler_of(src.config);
     } catch (const std::exception& e) {
       problems.push_back(e.what());
     }
@@ -216,10 +220,17 @@ class Denoise final : public pipeline::Stage {
     models::SamplerOptions o;
     o.steps = ctx.param<int>("steps");
     o.guidance_scale = ctx.param<double>("guidance_scale");
-    o.schedule = ctx.param<std::string>("schedule") == "consistency"
-                     ? models::ScheduleKind::kConsistency
-                     : models::ScheduleKind::kFlowMatch;
+    const auto schedule = ctx.param<std::string>("schedule");
+    o.schedule = schedule == "consistency" ? models::ScheduleKind::kConsistency
+                                           : models::ScheduleKind::kFlowMatch;
     o.pcm_timesteps = ctx.param<int>("pcm_timesteps");
+    if (schedule == "auto")
+      if (const auto s = models::scheduler_of(src.config)) {  // as the official pipeline loads it
+        o.schedule = s->kind;
+        o.pcm_timesteps = s->pcm_timesteps;
+        o.num_train_timesteps = s->num_train_timesteps;
+        o.shift = s->shift;
+      }
     o.elide_zero_dt_steps = ctx.param<bool>("elide_zero_dt_steps");
 
     auto cond = ctx.in<Tensor>("cond");
@@ -250,9 +261,13 @@ class Denoise final : public pipeline::Stage {
     const models::CacheReport& r = cache->report();
     ctx.gauge("denoise.cache_peak_bytes", static_cast<double>(r.peak_bytes));
     ctx.gauge("denoise.skip_rate", r.skip_rate());
-    spdlog::info("{}: {} steps, cache {}: {} full, {} skipped, {} predicted, {} elided, {:.1f} MiB",
-                 ctx.node_id(), r.steps, r.method, r.full, r.skipped, r.predicted, r.elided,
-                 static_cast<double>(r.peak_bytes) / (1 << 20));
+    spdlog::info(
+        "{}: {} {} steps{}, cache {}: {} full, {} skipped, {} predicted, {} elided, "
+        "{:.1f} MiB",
+        ctx.node_id(), r.steps,
+        o.schedule == models::ScheduleKind::kConsistency ? "consistency" : "flow-matching",
+        sampler.cfg() ? " with CFG" : "", r.method, r.full, r.skipped, r.predicted, r.elided,
+        static_cast<double>(r.peak_bytes) / (1 << 20));
     ctx.out("latents", std::make_shared<Tensor>(sampler.latents().clone()));
   }
 };

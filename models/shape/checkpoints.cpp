@@ -163,6 +163,35 @@ bool has_section(const std::string& config, std::string_view section) {
 
 }  // namespace
 
+std::optional<ShapeSchedulerConfig> scheduler_of(const std::string& config) {
+  const nlohmann::json j = nn::read_config_file(config);
+  if (!j.contains(kSchedulerSection)) return std::nullopt;
+  const nlohmann::json& sec = j[kSchedulerSection];
+  const std::string where = config + " [" + std::string(kSchedulerSection) + "]";
+  if (!sec.is_object() || !sec.contains("target") || !sec["target"].is_string())
+    throw ModelError(where + ": expected {target: ..., params: {...}}");
+  const std::string target = sec["target"].get<std::string>();
+  const std::string cls = target.substr(target.rfind('.') + 1);
+  ShapeSchedulerConfig s;
+  nn::ConfigReader r(nn::section_params(sec, where), where);
+  r.read("num_train_timesteps", s.num_train_timesteps);
+  if (cls == "ConsistencyFlowMatchEulerDiscreteScheduler") {
+    s.kind = ScheduleKind::kConsistency;
+    r.read("pcm_timesteps", s.pcm_timesteps);
+  } else if (cls == "FlowMatchEulerDiscreteScheduler") {
+    r.read("shift", s.shift);
+    bool dynamic = false;
+    r.read("use_dynamic_shifting", dynamic);
+    if (dynamic) throw ModelError(where + ": use_dynamic_shifting is not implemented");
+  } else {
+    throw ModelError(where + ": scheduler " + target +
+                     " is not implemented (FlowMatchEulerDiscreteScheduler or "
+                     "ConsistencyFlowMatchEulerDiscreteScheduler)");
+  }
+  r.finish();
+  return s;
+}
+
 std::string conditioner_section_of(const std::string& config) {
   return has_section(config, kConditionerPrefix) ? std::string(kConditionerPrefix) : "";
 }

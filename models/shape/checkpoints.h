@@ -12,6 +12,7 @@
 
 #include "models/shape/denoiser.h"
 #include "models/shape/dit.h"
+#include "models/shape/sampler.h"
 #include "models/shape/shape_vae.h"
 
 namespace gen3d::models {
@@ -22,6 +23,8 @@ namespace gen3d::models {
 inline constexpr std::string_view kDiTPrefix = "model";
 inline constexpr std::string_view kVaePrefix = "vae";
 inline constexpr std::string_view kConditionerPrefix = "conditioner";
+// The config section naming the pipeline's scheduler (no weights).
+inline constexpr std::string_view kSchedulerSection = "scheduler";
 // SingleImageEncoder.main_image_encoder.model = Dinov2Model inside the conditioner.
 inline constexpr std::string_view kImageEncoderPrefix = "conditioner.main_image_encoder.model";
 
@@ -55,6 +58,19 @@ std::optional<CheckpointContents> inspect_checkpoint(const std::string& path,
 // The section of a config file holding the conditioner: kConditionerPrefix in the official
 // config; "" for a standalone DINOv2 folder's config.json (the Dinov2Config itself).
 std::string conditioner_section_of(const std::string& config);
+
+// The sampling schedule a config's `scheduler` section gives the official pipeline
+// (hy3dgen/shapegen/schedulers.py): ConsistencyFlowMatchEulerDiscreteScheduler, the step-distilled
+// (turbo) models' choice, or FlowMatchEulerDiscreteScheduler.
+struct ShapeSchedulerConfig {
+  ScheduleKind kind = ScheduleKind::kFlowMatch;
+  int pcm_timesteps = 50;  // consistency grid (the class default; turbo configs set 100)
+  int num_train_timesteps = 1000;
+  double shift = 1.0;  // flow matching only
+};
+// nullopt when `config` has no `scheduler` section (a standalone DiT config, the JSON goldens);
+// throws ModelError for an unreadable file or a scheduler class the sampler does not implement.
+std::optional<ShapeSchedulerConfig> scheduler_of(const std::string& config);
 
 // The shared model for `source` (loaded on first use).
 std::shared_ptr<const Hunyuan3DDiT> shared_dit(const CheckpointSource& source);

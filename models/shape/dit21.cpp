@@ -185,6 +185,7 @@ struct HunyuanDiTPlain::Impl {
 
   Linear x_embedder;      // in_channels -> H
   Linear t_mlp0, t_mlp2;  // t_embedder.mlp.0 (H -> 4H), .2 (4H -> H)
+  Linear t_cond_proj;     // t_embedder.cond_proj (guidance_cond_proj_dim -> 4H): loaded, unused
   std::vector<Block> blocks;
   LayerNorm norm_final;
   Linear final_linear;  // H -> in_channels
@@ -196,6 +197,8 @@ struct HunyuanDiTPlain::Impl {
     x_embedder.load(p, "x_embedder", cfg.in_channels, H, true);
     t_mlp0.load(p, "t_embedder.mlp.0", H, 4 * H, true);
     t_mlp2.load(p, "t_embedder.mlp.2", 4 * H, H, true);
+    if (cfg.guidance_cond_proj_dim > 0)
+      t_cond_proj.load(p, "t_embedder.cond_proj", cfg.guidance_cond_proj_dim, 4 * H, false);
     blocks.resize(static_cast<std::size_t>(cfg.depth));
     for (int i = 0; i < cfg.depth; ++i)
       blocks[static_cast<std::size_t>(i)].load(p, "blocks." + std::to_string(i), cfg, i);

@@ -32,7 +32,7 @@ DiT21Config parse_params(const json& p, const std::string& where) {
   r.require("with_decoupled_ca", false, "decoupled cross-attention is not implemented");
   r.require("use_attention_pooling", false, "attention pooling is not implemented");
   r.require("use_pos_emb", false, "the positional embedding is not implemented");
-  r.require("guidance_cond_proj_dim", nullptr, "a guidance projection is not implemented");
+  if (r.has("guidance_cond_proj_dim")) r.read("guidance_cond_proj_dim", c.guidance_cond_proj_dim);
   // mlp_ratio is ignored by the official blocks (their MLP is always 4x); the decoupled
   // cross-attention sizes matter only with it on.
   r.ignore({"mlp_ratio", "decoupled_ca_dim", "decoupled_ca_weight", "additional_cond_hidden_state",
@@ -55,6 +55,7 @@ void DiT21Config::validate() const {
   positive("context_dim", context_dim);
   positive("num_heads", num_heads);
   if (depth < 0) errors.push_back("depth must be >= 0");
+  if (guidance_cond_proj_dim < 0) errors.push_back("guidance_cond_proj_dim must be >= 0");
   if (num_moe_layers < 0) errors.push_back("num_moe_layers must be >= 0");
   if (num_heads > 0 && hidden_size % num_heads != 0)
     errors.push_back("hidden_size " + std::to_string(hidden_size) +

@@ -20,6 +20,10 @@ struct DiT21Config {
   int num_moe_layers = 6;  // the last blocks (depth - i <= num_moe_layers) use mixture of experts
   int num_experts = 8;     // routed experts per MoE block
   int moe_top_k = 2;       // experts per token (softmax weights, not renormalized)
+  // Width of the guidance condition t_embedder.cond_proj takes (0: none). Its weight is loaded but
+  // never applied: the official flow-matching pipeline does not pass a guidance condition to this
+  // DiT (hy3dgen/shapegen/pipelines.py, Hunyuan3DDiTFlowMatchingPipeline.__call__) and runs CFG.
+  int guidance_cond_proj_dim = 0;
 
   int head_dim() const { return hidden_size / num_heads; }
   int ffn_hidden() const { return 4 * hidden_size; }  // MLP and experts: always 4H
@@ -31,8 +35,8 @@ struct DiT21Config {
 
   // A `{"target": ..., "params": {...}}` section or a bare params object. Unknown keys are an
   // error; options the official code has but the 2.1 checkpoints leave off (attention pooling,
-  // decoupled cross-attention, positional embedding, guidance projection, RMS block norms) are
-  // accepted only at their off value.
+  // decoupled cross-attention, positional embedding, RMS block norms) are accepted only at their
+  // off value.
   static DiT21Config from_json(std::string_view json_text);
   // Reads `section` (e.g. "model") of a JSON or YAML config file.
   static DiT21Config from_file(const std::string& path, std::string_view section = "model");

@@ -80,8 +80,8 @@ FlowMatchSampler::FlowMatchSampler(const ShapeDenoiser& model, SamplerOptions op
     cache_ = own_cache_.get();
   }
   schedule_ = opt_.schedule == ScheduleKind::kConsistency
-                  ? consistency_schedule(opt_.steps, opt_.pcm_timesteps)
-                  : flow_match_schedule(opt_.steps, opt_.shift);
+                  ? consistency_schedule(opt_.steps, opt_.pcm_timesteps, opt_.num_train_timesteps)
+                  : flow_match_schedule(opt_.steps, opt_.shift, opt_.num_train_timesteps);
   cfg_ = opt_.guidance_scale >= 0.0 && !model_.guidance_embedded();
 }
 

@@ -41,6 +41,7 @@ struct SamplerOptions {
   ScheduleKind schedule = ScheduleKind::kFlowMatch;
   double shift = 1.0;               // flow-match shift (1.0 for v2-0)
   int pcm_timesteps = 100;          // consistency schedule only
+  int num_train_timesteps = 1000;   // both schedulers' training grid
   bool elide_zero_dt_steps = true;  // skip the DiT call when dt == 0 (exact; spec §2.1)
 };
 

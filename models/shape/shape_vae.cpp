@@ -66,7 +66,9 @@ struct ResidualAttentionBlock {
 };
 
 struct GeoDecoder {
-  Linear query_proj;           // fourier_dim -> W
+  bool has_latents_proj = false;
+  Linear latents_proj;         // W -> Wg (downsample ratio != 1 only)
+  Linear query_proj;           // fourier_dim -> Wg
   LayerNorm ln_1, ln_2, ln_3;  // cross_attn_decoder.ln_*
   Linear c_q, c_kv, c_proj;    // cross_attn_decoder.attn.*; c_kv columns heads x (k|v) x D
   QKNorm norm;                 // cross_attn_decoder.attn.attention.*
@@ -113,20 +115,25 @@ struct ShapeVAE::Impl {
       b.ln_2.load(c, p + ".ln_2", W, kLnEps);
       b.mlp.load(c, p + ".mlp", W, 4 * W);
     }
+    // CrossAttentionDecoder(width=W / r, heads=heads / r) (hy3dgen/shapegen/models/autoencoders/
+    // model.py, ShapeVAE.__init__), with latents_proj (W -> W / r) when r != 1.
     const std::string g = "geo_decoder.";
     const std::string x = g + "cross_attn_decoder.";
-    geo.query_proj.load(c, g + "query_proj", cfg.fourier_dim(), W, true);
-    geo.ln_1.load(c, x + "ln_1", W, kLnEps);
-    geo.ln_2.load(c, x + "ln_2", W, kLnEps);
-    geo.ln_3.load(c, x + "ln_3", W, kLnEps);
-    geo.c_q.load(c, x + "attn.c_q", W, W, cfg.qkv_bias);
-    geo.c_kv.load(c, x + "attn.c_kv", W, 2 * W, cfg.qkv_bias);
-    geo.c_proj.load(c, x + "attn.c_proj", W, W, true);
+    const i64 Wg = cfg.geo_width();
+    geo.has_latents_proj = cfg.geo_decoder_downsample_ratio != 1;
+    if (geo.has_latents_proj) geo.latents_proj.load(c, g + "latents_proj", W, Wg, true);
+    geo.query_proj.load(c, g + "query_proj", cfg.fourier_dim(), Wg, true);
+    geo.ln_1.load(c, x + "ln_1", Wg, kLnEps);
+    geo.ln_2.load(c, x + "ln_2", Wg, kLnEps);
+    geo.ln_3.load(c, x + "ln_3", Wg, kLnEps);
+    geo.c_q.load(c, x + "attn.c_q", Wg, Wg, cfg.qkv_bias);
+    geo.c_kv.load(c, x + "attn.c_kv", Wg, 2 * Wg, cfg.qkv_bias);
+    geo.c_proj.load(c, x + "attn.c_proj", Wg, Wg, true);
     geo.norm.load(c, x + "attn.attention", D, cfg.qk_norm && cfg.geo_decoder_ln_post);
-    geo.mlp.load(c, x + "mlp", W, static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W);
+    geo.mlp.load(c, x + "mlp", Wg, static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * Wg);
     geo.has_ln_post = cfg.geo_decoder_ln_post;
-    if (geo.has_ln_post) geo.ln_post.load(c, g + "ln_post", W, kLnPostEps);
-    geo.output_proj.load(c, g + "output_proj", W, 1, true);
+    if (geo.has_ln_post) geo.ln_post.load(c, g + "ln_post", Wg, kLnPostEps);
+    geo.output_proj.load(c, g + "output_proj", Wg, 1, true);
     params = c.parameters();
   }
 
@@ -147,12 +154,18 @@ struct ShapeVAE::Impl {
   }
 
   // Keys / values of the cross attention for B items: decoded [B, N, W] (on `k`'s device) -> KV
-  // [B, N, 2W] there, with the keys k-normalized in place.
+  // [B, N, 2Wg] there, with the keys k-normalized in place.
   Tensor cross_kv(const nn::DeviceOps& k, const float* decoded, i64 B, i64 N,
                   const ShapeVAE::TraceFn* trace) const {
-    const i64 W = cfg.width, D = cfg.head_dim(), nh = cfg.heads;
-    Tensor y({B, N, W}, k.device());                         // [B, N, W]
-    k.layer_norm(geo.ln_2, y.data(), W, decoded, W, B * N);  // [B, N, W]
+    const i64 W = cfg.geo_width(), D = cfg.head_dim(), nh = cfg.geo_heads();
+    Tensor projected;
+    if (geo.has_latents_proj) {
+      projected = Tensor({B, N, W}, k.device());                                   // [B, N, Wg]
+      k.linear(geo.latents_proj, projected.data(), W, decoded, cfg.width, B * N);  // [B, N, Wg]
+      decoded = projected.data();
+    }
+    Tensor y({B, N, W}, k.device());                         // [B, N, Wg]
+    k.layer_norm(geo.ln_2, y.data(), W, decoded, W, B * N);  // [B, N, Wg]
     if (trace) (*trace)("trace.geo_decoder.cross_attn_decoder.ln_2.out", y);
     Tensor kv({B, N, 2 * W}, k.device());                      // [B, N, 2W]
     k.linear(geo.c_kv, kv.data(), 2 * W, y.data(), W, B * N);  // [B, N, 2W]
@@ -171,16 +184,17 @@ struct ShapeVAE::Impl {
     Tensor fe, x, y, q, hid;
   };
   GeoScratch geo_scratch(Device d, i64 P) const {
-    const i64 W = cfg.width, M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
+    const i64 W = cfg.geo_width(), M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
     return {Tensor({P, cfg.fourier_dim()}, d), Tensor({P, W}, d), Tensor({P, W}, d),
             Tensor({P, W}, d), Tensor({P, M}, d)};
   }
-  // The dense geometry decoder on a device, everything there: xyz [P, 3], kv [1, N, 2W] ->
+  // The dense geometry decoder on a device, everything there: xyz [P, 3], kv [1, N, 2Wg] ->
   // logits [P].
   void geo_forward_device(const nn::DeviceOps& k, const float* xyz, i64 P, const float* kv, i64 N,
                           GeoScratch& s, float* logits) const;
 
-  // Geometry decoder for B items at shared points: xyz [P, 3], kv [B, N, 2W] -> out [B, P].
+  // Geometry decoder for B items at shared points: xyz [P, 3], kv [B, N, 2Wg] -> out [B, P].
+  // Inside, W is the decoder's width Wg and nh its heads.
   // groups (B == 1 only): attention groups with FlashVDM key selection, or empty (all keys).
   void geo_forward(const float* xyz, i64 P, const float* kv, i64 B, i64 N, float* out,
                    const ShapeVAE::TraceFn* trace, std::span<const i64> groups = {},
@@ -220,7 +234,7 @@ void select_keys(const float* q, i64 q_ld, i64 n_q, i64 stride, const float* k, 
 void ShapeVAE::Impl::geo_forward(const float* xyz, i64 P, const float* kv, i64 B, i64 N, float* out,
                                  const ShapeVAE::TraceFn* trace, std::span<const i64> groups,
                                  const KeySelection* sel) const {
-  const i64 W = cfg.width, D = cfg.head_dim(), nh = cfg.heads, E = cfg.fourier_dim();
+  const i64 W = cfg.geo_width(), D = cfg.head_dim(), nh = cfg.geo_heads(), E = cfg.fourier_dim();
   const i64 M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
   auto tr = [&](const char* name, const Tensor& v) {
     if (trace) (*trace)(name, v);
@@ -302,7 +316,7 @@ void ShapeVAE::Impl::geo_forward(const float* xyz, i64 P, const float* kv, i64 B
 void ShapeVAE::Impl::geo_forward_device(const nn::DeviceOps& k, const float* xyz, i64 P,
                                         const float* kv, i64 N, GeoScratch& s,
                                         float* logits) const {
-  const i64 W = cfg.width, D = cfg.head_dim(), nh = cfg.heads, E = cfg.fourier_dim();
+  const i64 W = cfg.geo_width(), D = cfg.head_dim(), nh = cfg.geo_heads(), E = cfg.fourier_dim();
   const i64 M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
   float *fe = s.fe.data(), *x = s.x.data(), *y = s.y.data(), *q = s.q.data(), *hid = s.hid.data();
   k.fourier(fe, xyz, P, k.parameter(freqs_t, freqs_copy), cfg.num_freqs);  // [P, E]
@@ -341,9 +355,9 @@ void ShapeVAEConfig::validate() const {
   if (!(scale_factor > 0.0) || !std::isfinite(scale_factor))
     e.push_back("scale_factor must be > 0");
   if (geo_decoder_mlp_expand_ratio < 1) e.push_back("geo_decoder_mlp_expand_ratio must be >= 1");
-  if (geo_decoder_downsample_ratio != 1)
-    e.push_back("geo_decoder_downsample_ratio " + std::to_string(geo_decoder_downsample_ratio) +
-                " is not supported (only 1)");
+  if (geo_decoder_downsample_ratio < 1 || (heads >= 1 && heads % geo_decoder_downsample_ratio != 0))
+    e.push_back("geo_decoder_downsample_ratio (" + std::to_string(geo_decoder_downsample_ratio) +
+                ") must be a positive divisor of heads (" + std::to_string(heads) + ")");
   if (e.empty()) return;
   std::string msg = "ShapeVAE config:";
   for (const auto& s : e) msg += "\n  " + s;
@@ -387,6 +401,34 @@ ShapeVAEConfig ShapeVAEConfig::from_file(const std::string& path, std::string_vi
   }
 }
 
+ShapeVAEConfig ShapeVAEConfig::with_geo_decoder_of(const WeightMap& weights) const {
+  ShapeVAEConfig c = *this;
+  const TensorInfo* q = weights.info("geo_decoder.query_proj.weight");  // [Wg, fourier_dim]
+  const TensorInfo* fc = weights.info("geo_decoder.cross_attn_decoder.mlp.c_fc.weight");  // [M, Wg]
+  if (!q || q->shape.size() != 2 || q->shape[0] < 1 || width % q->shape[0] != 0) return c;
+  const std::int64_t wg = q->shape[0];
+  c.geo_decoder_downsample_ratio = static_cast<int>(width / wg);
+  if (fc && fc->shape.size() == 2 && fc->shape[0] % wg == 0)
+    c.geo_decoder_mlp_expand_ratio = static_cast<int>(fc->shape[0] / wg);
+  c.geo_decoder_ln_post = weights.contains("geo_decoder.ln_post.weight") ||
+                          weights.contains("geo_decoder.ln_post.bias");
+  if (c.geo_decoder_downsample_ratio != geo_decoder_downsample_ratio ||
+      c.geo_decoder_mlp_expand_ratio != geo_decoder_mlp_expand_ratio ||
+      c.geo_decoder_ln_post != geo_decoder_ln_post)
+    spdlog::info(
+        "ShapeVAE: geometry decoder as stored in {}: downsample ratio {}, MLP expand ratio {}, "
+        "ln_post {} (config: {}, {}, {})",
+        weights.file().path(), c.geo_decoder_downsample_ratio, c.geo_decoder_mlp_expand_ratio,
+        c.geo_decoder_ln_post, geo_decoder_downsample_ratio, geo_decoder_mlp_expand_ratio,
+        geo_decoder_ln_post);
+  try {
+    c.validate();
+  } catch (const ModelError&) {
+    return *this;  // not a decoder this config can describe: the loader names the tensors
+  }
+  return c;
+}
+
 std::int64_t flashvdm_top_k(std::int64_t n) {
   if (n == 3072) return 1024;
   if (n == 512) return 256;
@@ -421,7 +463,7 @@ ShapeVAE ShapeVAE::load(const ShapeVAEConfig& config, std::shared_ptr<const Safe
 ShapeVAE ShapeVAE::load(const ShapeVAEConfig& config, WeightMap& weights, WeightStorage storage) {
   config.validate();
   auto impl = std::make_shared<Impl>();
-  impl->cfg = config;
+  impl->cfg = config.with_geo_decoder_of(weights);
   impl->init_freqs();
   nn::CheckpointParams params(weights, storage);
   impl->load(params);

@@ -34,12 +34,15 @@ struct ShapeVAEConfig {
   bool qkv_bias = false;                     // bias on c_qkv / c_q / c_kv
   bool qk_norm = true;                       // per-head LayerNorm on q and k
   double scale_factor = 0.9990943042622529;  // decode multiplies by 1 / scale_factor
-  int geo_decoder_mlp_expand_ratio = 4;      // geometry-decoder MLP hidden = ratio * W
-  int geo_decoder_downsample_ratio = 1;      // only 1 is supported (v2-0 and the turbo VAEs)
+  int geo_decoder_mlp_expand_ratio = 4;      // geometry-decoder MLP hidden = ratio * Wg
+  int geo_decoder_downsample_ratio = 1;      // r: the geometry decoder runs at width Wg = W / r
+                                             // with heads / r heads, behind latents_proj (W -> Wg)
   bool geo_decoder_ln_post = true;           // final LayerNorm (eps 1e-5); off forces qk_norm off
                                              // in the geometry decoder (reference coupling)
 
   int head_dim() const { return width / heads; }
+  int geo_width() const { return width / geo_decoder_downsample_ratio; }  // Wg
+  int geo_heads() const { return heads / geo_decoder_downsample_ratio; }  // same head dim
   int fourier_dim() const { return 3 * (2 * num_freqs + 1); }
   // Throws ModelError describing every inconsistent value.
   void validate() const;
@@ -48,6 +51,12 @@ struct ShapeVAEConfig {
   static ShapeVAEConfig from_json(std::string_view json_text);
   // Reads `section` (e.g. "vae") of a JSON config file such as golden/config.json.
   static ShapeVAEConfig from_file(const std::string& path, std::string_view section = "vae");
+  // This config with the geometry decoder's sizes as the checkpoint stores them (tensor names
+  // relative to the VAE): the downsample ratio from geo_decoder.query_proj's width, the MLP expand
+  // ratio from its c_fc, ln_post from its presence. Missing or inconsistent tensors leave a value
+  // as configured (the strict loader then names them). Lighter decoders, such as the one of the
+  // FlashVDM turbo VAEs, differ from the full one only there.
+  ShapeVAEConfig with_geo_decoder_of(const WeightMap& weights) const;
 };
 
 class ShapeVAE {

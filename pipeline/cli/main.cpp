@@ -148,9 +148,14 @@ int main(int argc, char** argv) {
                         "reference image (RGBA, or RGB on a plain background); not with --cond");
   shape_cmd->add_option("--cond", shape.cond, "condition tokens (.safetensors); not with --image");
   shape_cmd->add_option("--cond-name", shape.cond_name, "tensor name of the condition tokens");
+  shape_cmd->add_option("--models", shape.models,
+                        "folder of published model folders (e.g. a download of tencent/"
+                        "Hunyuan3D-2); --model then names one");
   shape_cmd->add_option("--model", shape.model,
-                        "DiT weights (file or official model folder); a combined checkpoint "
-                        "also gives the VAE and, with --image, the conditioner");
+                        "DiT weights (file or official model folder), or with --models a short "
+                        "name (2.0, fast, turbo, 2.1, mini, mini-fast, mini-turbo, mv, mv-fast, "
+                        "mv-turbo) or a folder name; a combined checkpoint also gives the VAE "
+                        "and, with --image, the conditioner");
   shape_cmd->add_option("--vae", shape.vae,
                         "ShapeVAE weights (file or official model folder; default: --model's "
                         "vae.* weights when it has them)");

@@ -8,6 +8,7 @@
 
 #include "models/nn/config_reader.h"
 #include "models/shape/checkpoints.h"
+#include "models/shape/shape_models.h"
 #include "pipeline/cli/registry.h"
 #include "pipeline/cli/shipped_configs.h"
 #include "pipeline/config.h"
@@ -27,8 +28,39 @@ std::string resolve_shape_defaults(ShapeOptions& o) {
       (!o.conditioner.empty() || !o.conditioner_config.empty() || !o.conditioner_section.empty()))
     return "--conditioner, --conditioner-config and --conditioner-section need --image";
 
+  if (!o.models.empty()) {
+    if (o.model.empty())
+      return "--models needs --model: a short name (turbo, fast, 2.0, ...) or a folder name";
+    if (!fs::exists(o.model)) {
+      try {
+        o.model = models::find_shape_model(o.models, o.model);
+      } catch (const std::exception& e) {
+        return e.what();
+      }
+    }
+  }
   std::optional<models::CheckpointContents> model;
   if (!o.model.empty()) model = models::inspect_checkpoint(o.model);
+  if (model && !model->config.empty()) {
+    // The step-distilled models run few steps with their turbo VAE and FlashVDM decoding
+    // (examples/fast_shape_gen_with_flashvdm.py: 5 steps, enable_flashvdm()).
+    std::optional<models::ShapeSchedulerConfig> sched;
+    try {
+      sched = models::scheduler_of(model->config);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    if (sched && sched->kind == models::ScheduleKind::kConsistency) {
+      if (o.steps < 0) o.steps = kTurboSteps;
+      if (o.vae.empty())
+        if (const std::string turbo = models::find_turbo_vae(o.model); !turbo.empty()) {
+          o.vae = turbo;
+          if (o.method.empty()) o.method = "flashvdm";
+          spdlog::info("shape: {} runs with the turbo VAE {} ({} decoding)", o.model, turbo,
+                       o.method);
+        }
+    }
+  }
   if (o.vae.empty() && model && model->has_vae) o.vae = o.model;
   // The latents the VAE decodes: its num_latents (2.0: 3072, 2.1: 4096) unless given.
   if (o.latent_tokens < 0 && model && model->has_vae && !model->config.empty()) {

@@ -13,6 +13,8 @@ namespace gen3d::cli {
 
 inline constexpr const char* kShapeCondConfig = "assets/pipelines/shapegen.json";
 inline constexpr const char* kShapeImageConfig = "assets/pipelines/image_to_shape.json";
+// Default steps of a model sampled with the consistency scheduler (the turbo models).
+inline constexpr int kTurboSteps = 5;
 
 struct ShapeOptions {
   RunOptions run;                   // --set, trace, metrics, threads
@@ -23,7 +25,9 @@ struct ShapeOptions {
   std::string conditioner;          // --conditioner: DINOv2 / combined checkpoint or folder
   std::string conditioner_config;   // --conditioner-config JSON
   std::string conditioner_section;  // --conditioner-section ('/'-separated path in that JSON)
-  std::string model;                // --model DiT weights / folder
+  std::string models;               // --models: a folder of published model folders
+  std::string model;                // --model DiT weights / folder, or with --models a short
+                                    // name ("turbo", "fast", "2.0", ...) or a published folder name
   std::string vae;                  // --vae VAE weights / folder
   std::string output;               // -o, --output mesh file
   std::string method;               // --method dense|hierarchical|flashvdm
@@ -45,9 +49,12 @@ struct ShapeOptions {
 // into the executable: see shipped_configs.h).
 std::string shape_config(const ShapeOptions& options);
 
-// Fills in what --model / --conditioner imply: with a combined checkpoint (or its folder) that
-// also holds `vae.*` / `conditioner.*` weights, --vae and (with --image) the conditioner default
-// to it, and the latent count to its VAE's. Returns a usage problem, or "" when fine.
+// Fills in what --model / --conditioner imply: with --models, --model names a published folder
+// there (models/shape/shape_models.h); with a combined checkpoint (or its folder) that also holds
+// `vae.*` / `conditioner.*` weights, --vae and (with --image) the conditioner default to it, and
+// the latent count to its VAE's. A model whose config names the consistency scheduler (the turbo
+// models) defaults to 5 steps, and to its turbo VAE with FlashVDM decoding when that folder is
+// beside it, as the official examples run them. Returns a usage problem, or "" when fine.
 std::string resolve_shape_defaults(ShapeOptions& options);
 
 // The --set list that adapts that pipeline to `options` as given (options' own --set last, so

@@ -218,6 +218,49 @@ TEST(ShapeCommand, ModelFolderSuppliesConditionerAndVae) {
   EXPECT_EQ(vars2["conditioner_section"], "models/a/conditioner_config");
 }
 
+// Hunyuan3D-2's speed models from a models folder in the published layout (the tiny golden
+// folders of tests/data/golden/fast_models): picked by short name, the turbo ones sampled with
+// their consistency scheduler in 5 steps and decoded by the turbo VAE beside them with FlashVDM;
+// `models check` names every folder.
+TEST(ShapeCommand, SpeedModelsByNameFromAModelsFolder) {
+  const std::string root = source_dir() + "/tests/data/golden/fast_models";
+  if (!fs::is_directory(root + "/v2-0-turbo")) GTEST_SKIP() << "fast_models golden set absent";
+  const auto check = run_gen3d("models check " + root + "/v2-0-turbo");
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("shape-turbo (hunyuan3d-dit-v2-0-turbo): ok"), std::string::npos)
+      << check.output;
+  EXPECT_NE(check.output.find("shape-vae-turbo (hunyuan3d-vae-v2-0-turbo): ok"), std::string::npos)
+      << check.output;
+
+  for (const char* name : {"turbo", "fast", "mini-turbo"}) {
+    const std::string variant =
+        std::string(name) == "mini-turbo" ? "/v2-mini-turbo" : std::string("/v2-0-") + name;
+    const std::string dir = temp_dir(std::string("shape_speed_") + name);
+    const auto r = run_gen3d("shape --models " + root + variant + " --model " + name + " --image " +
+                             kImage + " --resolution 32 --min-resolution 15 -o " + dir +
+                             "/shape.glb --metrics " + dir + "/m.json");
+    ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.output;
+    EXPECT_GT(mesh::load_mesh(dir + "/shape.glb").face_count(), 100u) << name;
+    std::ifstream in(dir + "/m.json");
+    const auto counters = nlohmann::json::parse(in)["counters"];
+    const bool turbo = std::string(name).ends_with("turbo");
+    // turbo: 5 consistency steps; fast: the flow pipeline's 50, the last (dt = 0) elided.
+    EXPECT_EQ(counters["denoise.steps_full"].get<double>(), turbo ? 5 : 49) << name;
+    const double points = counters["volume_decode.points_queried"].get<double>();
+    if (turbo) {
+      EXPECT_NE(r.output.find("turbo VAE"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("flashvdm"), std::string::npos) << r.output;
+    } else {
+      EXPECT_EQ(r.output.find("turbo VAE"), std::string::npos) << r.output;
+    }
+    EXPECT_GT(points, 0.0);
+  }
+  const auto unknown = run_gen3d("shape --models " + root + "/v2-0-fast --model turbo --image " +
+                                 kImage + " --dump");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.output.find("hunyuan3d-dit-v2-0-fast"), std::string::npos) << unknown.output;
+}
+
 TEST(ShapeCommand, ImageUsageErrors) {
   const TinyModelFolder f = tiny_folder();
   const auto both =

@@ -68,7 +68,45 @@ TEST(ShapeVAEConfig, ParsesOfficialKeysAndRejectsUnknown) {
     EXPECT_NE(std::string(e.what()).find("widht"), std::string::npos) << e.what();
   }
   EXPECT_THROW(ShapeVAEConfig::from_json(R"({"heads": 5, "width": 32})"), ModelError);
-  EXPECT_THROW(ShapeVAEConfig::from_json(R"({"geo_decoder_downsample_ratio": 2})"), ModelError);
+  EXPECT_THROW(ShapeVAEConfig::from_json(R"({"geo_decoder_downsample_ratio": 3})"), ModelError);
+  EXPECT_EQ(ShapeVAEConfig::from_json(R"({"geo_decoder_downsample_ratio": 2})").geo_width(), 512);
+}
+
+// A lighter geometry decoder (narrower behind latents_proj, other MLP ratio, no ln_post) is read
+// from the weights whatever the config says about it; the rest of the loader stays strict.
+TEST(ShapeVAE, GeometryDecoderSizesFromWeights) {
+  ShapeVAEConfig light = tiny();
+  light.geo_decoder_downsample_ratio = 2;
+  light.geo_decoder_mlp_expand_ratio = 1;
+  light.geo_decoder_ln_post = false;
+  auto w = ShapeVAE::random_weights(light, 4);
+  bool has_proj = false;
+  for (const auto& [n, t] : w) {
+    if (n == "geo_decoder.latents_proj.weight") {
+      has_proj = true;
+      EXPECT_EQ(t.shape(), Shape({4, 8}));
+    }
+    EXPECT_EQ(n.find("ln_post"), std::string::npos) << n;
+    EXPECT_EQ(n.find("cross_attn_decoder.attn.attention"), std::string::npos) << n;
+  }
+  EXPECT_TRUE(has_proj);
+  const std::string path = write_weights("light.safetensors", w);
+  const ShapeVAE a = ShapeVAE::load(tiny(), path), b = ShapeVAE::random(light, 4);
+  EXPECT_EQ(a.config().geo_decoder_downsample_ratio, 2);
+  EXPECT_EQ(a.config().geo_decoder_mlp_expand_ratio, 1);
+  EXPECT_FALSE(a.config().geo_decoder_ln_post);
+  EXPECT_EQ(a.num_parameters(), b.num_parameters());
+  Tensor lat({1, 12, 4});
+  for (i64 i = 0; i < lat.numel(); ++i) lat.data()[i] = static_cast<float>(std::cos(0.7 * i));
+  Tensor pts({9, 3});
+  for (i64 i = 0; i < pts.numel(); ++i) pts.data()[i] = static_cast<float>(std::sin(0.4 * i));
+  const Tensor qa = a.query(a.decode(lat), pts), qb = b.query(b.decode(lat), pts);
+  for (i64 i = 0; i < qa.numel(); ++i) ASSERT_EQ(qa.data()[i], qb.data()[i]) << i;
+  // Still strict elsewhere: a mis-shaped tensor of the light decoder is named.
+  for (auto& [n, t] : w)
+    if (n == "geo_decoder.latents_proj.weight") t = Tensor({4, 7});
+  const std::string e = error_of(tiny(), write_weights("light_bad.safetensors", w));
+  EXPECT_NE(e.find("geo_decoder.latents_proj.weight"), std::string::npos) << e;
 }
 
 TEST(ShapeVAE, StrictLoaderNamesProblems) {
