@@ -1,9 +1,12 @@
 #include "pipeline/cli/serve_command.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -108,6 +111,15 @@ class Server {
     // Each waiting /generate and each event stream holds a thread while it lasts.
     const size_t threads = static_cast<size_t>(options_.jobs) + options_.queue + 8;
     http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    // The library listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when it was
+    // built): a burst of clients overflows it, and the kernel drops their handshakes, some of them
+    // after the client has sent its request. The socket is listened on again with the system's
+    // maximum once bound.
+    int listen_fd = -1;
+    http_.set_socket_options([&listen_fd](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listen_fd = sock;
+    });
     int port = options_.port;
     if (port == 0) {
       port = http_.bind_to_any_port(options_.host);
@@ -117,6 +129,8 @@ class Server {
           fmt::format("cannot listen on {}:{} (in use, or not an address of this machine)",
                       options_.host, port));
     }
+    if (listen_fd >= 0 && ::listen(listen_fd, SOMAXCONN) != 0)
+      spdlog::warn("gen3d serve: cannot raise the listen backlog: {}", std::strerror(errno));
     const ServeModels& models = runner_.models();
     spdlog::info("gen3d serve: listening on http://{}:{} ({} worker{}, queue {}, jobs in {}{}{})",
                  options_.host, port, options_.jobs, options_.jobs == 1 ? "" : "s", options_.queue,

@@ -92,9 +92,9 @@ std::shared_ptr<Job> enqueue(JobQueue& jobs, const std::string& kind, JobWork wo
                              httplib::Response& res) {
   auto j = jobs.submit(kind, std::move(work));
   if (!j) {
-    res.set_header("Retry-After", "10");
+    res.set_header("Retry-After", std::to_string(jobs.retry_after_seconds()));
     throw HttpError(
-        503, "queue_full",
+        429, "queue_full",
         fmt::format("the job queue is full ({} waiting): retry later", jobs.capacity()));
   }
   return j;

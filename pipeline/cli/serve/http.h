@@ -53,7 +53,7 @@ std::string read_file(const std::string& path);
 // The status a failed job's error is answered with.
 int error_status(const JobError& error);
 
-// Queues `work` as a job of `kind`; HttpError 503 (with Retry-After) when the queue is full.
+// Queues `work` as a job of `kind`; HttpError 429 (with Retry-After) when the queue is full.
 std::shared_ptr<Job> enqueue(JobQueue& jobs, const std::string& kind, JobWork work,
                              httplib::Response& res);
 

@@ -1,6 +1,7 @@
 #include "pipeline/cli/serve/job_queue.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include <fmt/format.h>
@@ -193,6 +194,15 @@ QueueCounts JobQueue::counts() const {
   return c;
 }
 
+int JobQueue::retry_after_seconds() const {
+  std::lock_guard lock(mutex_);
+  if (mean_run_seconds_ <= 0) return 10;
+  // Every running and waiting job ends before a new one can start; they run `workers` at a time.
+  const double ahead = static_cast<double>(pending_.size() + running_);
+  const double seconds = mean_run_seconds_ * ahead / static_cast<double>(workers_.size());
+  return static_cast<int>(std::clamp(std::ceil(seconds), 1.0, 300.0));
+}
+
 void JobQueue::shutdown() {
   {
     std::lock_guard lock(mutex_);
@@ -216,10 +226,15 @@ void JobQueue::worker_loop() {
       pending_.pop_front();
       ++running_;
     }
+    const auto t0 = std::chrono::steady_clock::now();
     run(job);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     {
       std::lock_guard lock(mutex_);
       --running_;
+      mean_run_seconds_ =
+          mean_run_seconds_ <= 0 ? seconds : 0.8 * mean_run_seconds_ + 0.2 * seconds;
     }
     forget_old_jobs();
   }

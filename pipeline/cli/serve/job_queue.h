@@ -149,6 +149,9 @@ class JobQueue {
   QueueCounts counts() const;
   size_t capacity() const { return capacity_; }
   int workers() const { return static_cast<int>(workers_.size()); }
+  // Seconds a refused client should wait before it retries: the time the jobs ahead of it take,
+  // from the mean run time of recent jobs (10 before any has run), from 1 to 300.
+  int retry_after_seconds() const;
 
   // Cancels every job and joins the workers (queued jobs end cancelled without running).
   void shutdown();
@@ -168,6 +171,7 @@ class JobQueue {
   std::vector<std::string> order_;  // ids, oldest first
   size_t running_ = 0;              // workers running a job
   size_t submitted_ = 0, rejected_ = 0;
+  double mean_run_seconds_ = 0;  // an exponential moving average over finished runs (0: none yet)
   bool stopping_ = false;
   std::vector<std::thread> workers_;
   progress::Hub::Subscription events_;
