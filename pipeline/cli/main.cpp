@@ -281,7 +281,7 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--jobs", serve.jobs, "jobs run at once")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  serve_cmd->add_option("--queue", serve.queue, "jobs that may wait; past that: 503")
+  serve_cmd->add_option("--queue", serve.queue, "jobs that may wait; past that: 429")
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   serve_cmd->add_option("--max-body", serve.max_body, "largest request body (e.g. 64M)")
@@ -295,6 +295,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(64, 16384));
   serve_cmd->add_option("--render-size", serve.render_size, "view render size of texture jobs")
       ->check(CLI::Range(64, 16384));
+  serve_cmd
+      ->add_option("--grace", serve.grace,
+                   "on SIGTERM, time running jobs get to finish before they are cancelled "
+                   "(e.g. 30s, 2m, 0)")
+      ->capture_default_str();
 
   std::string config;
   std::vector<std::string> sets;

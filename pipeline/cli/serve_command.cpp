@@ -51,6 +51,34 @@ size_t parse_byte_size(const std::string& text) {
   return static_cast<size_t>(value << shift);
 }
 
+std::chrono::milliseconds parse_duration(const std::string& text) {
+  const auto bad = [&] {
+    return ConfigError("--grace " + text + ": expected a duration such as 30s, 2m or 500ms");
+  };
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw bad();
+  }
+  const std::string unit = text.substr(used);
+  double ms_per_unit = 0;
+  if (unit.empty() || unit == "s")
+    ms_per_unit = 1000;
+  else if (unit == "ms")
+    ms_per_unit = 1;
+  else if (unit == "m" || unit == "min")
+    ms_per_unit = 60 * 1000;
+  else if (unit == "h")
+    ms_per_unit = 3600 * 1000;
+  else
+    throw bad();
+  const double ms = value * ms_per_unit;
+  if (!(ms >= 0) || ms > 7 * 24 * 3600 * 1000.0) throw bad();  // NaN too
+  return std::chrono::milliseconds(static_cast<long long>(ms));
+}
+
 bool is_loopback_host(const std::string& host) {
   return host == "localhost" || host == "::1" || host == "[::1]" || host.starts_with("127.");
 }
@@ -91,6 +119,12 @@ std::string status_text(int status) {
     default:
       return fmt::format("HTTP status {}", status);
   }
+}
+
+// SIGINT and SIGTERM received: the first stops the server gracefully, the second cuts the grace.
+std::atomic<int>& stop_signals() {
+  static std::atomic<int> count{0};
+  return count;
 }
 
 class Server {
@@ -141,24 +175,50 @@ class Server {
     std::thread watcher([&] {
       while (!done.load()) {
         if (interrupt_flag().load()) {
-          spdlog::info("gen3d serve: stopping");
-          // Jobs first: a waiting /generate is answered and an event stream ends, so the
-          // server's threads are free when it stops.
-          jobs_.shutdown();
-          http_.stop();
+          stop_gracefully();
           return;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     });
     const bool ok = http_.listen_after_bind();
     done.store(true);
     watcher.join();
     jobs_.shutdown();
+    spdlog::info("gen3d serve: stopped");
     return ok || interrupt_flag().load() ? 0 : 1;
   }
 
  private:
+  // Refuses new jobs and cancels the queued ones, gives the running ones the grace period (cut
+  // short by a second signal), cancels what still runs, then stops the HTTP server. Until then
+  // it answers as before (a client polls its job's state and fetches its result; /health says
+  // "stopping" with 503), and a waiting /generate gets its answer.
+  void stop_gracefully() {
+    const auto grace = parse_duration(options_.grace);
+    const QueueCounts c = jobs_.counts();
+    spdlog::info(
+        "gen3d serve: stopping: no new jobs, {} queued cancelled, {} running given {:.1f} s to "
+        "finish",
+        c.queued, c.running, static_cast<double>(grace.count()) / 1000.0);
+    jobs_.drain();
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    bool idle = false;
+    while (!idle && std::chrono::steady_clock::now() < deadline && stop_signals() < 2)
+      idle = jobs_.wait_idle(
+          std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
+    if (!idle) {
+      const QueueCounts left = jobs_.counts();
+      spdlog::warn("gen3d serve: {}: cancelling {} running job{}",
+                   stop_signals() < 2 ? "grace period over" : "second signal", left.running,
+                   left.running == 1 ? "" : "s");
+    }
+    // Jobs first: a waiting /generate is answered and an event stream ends, so the server's
+    // threads are free when it stops.
+    jobs_.shutdown();
+    http_.stop();
+  }
+
   void routes() {
     http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       request_start() = std::chrono::steady_clock::now();
@@ -225,6 +285,7 @@ class Server {
 };
 
 extern "C" void on_stop_signal(int) {
+  stop_signals().fetch_add(1);
   interrupt_flag().store(true);
 }
 
@@ -240,6 +301,7 @@ int cmd_serve(const ServeOptions& o) {
   }
   if (o.jobs < 1) throw ConfigError("--jobs: at least 1");
   parse_byte_size(o.max_body);  // refused before anything starts
+  parse_duration(o.grace);
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGINT, on_stop_signal);
   Server server(o);

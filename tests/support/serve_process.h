@@ -65,11 +65,14 @@ class ServeProcess {
     ::waitpid(pid_, &status, 0);
   }
 
-  // Sends `signal` and waits up to `timeout` for the server to exit: its wait status, or -1 when it
-  // is still running then (it is killed).
-  int stop(int signal, std::chrono::seconds timeout) {
+  // Sends signal `sig` to the server.
+  void send_signal(int sig) const {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+  // Waits up to `timeout` for the server to exit: its wait status, or -1 when it is still running
+  // then (it is killed).
+  int wait(std::chrono::milliseconds timeout) {
     if (pid_ <= 0) return -1;
-    ::kill(pid_, signal);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     int status = 0;
     while (::waitpid(pid_, &status, WNOHANG) == 0) {
@@ -84,8 +87,6 @@ class ServeProcess {
     pid_ = -1;
     return status;
   }
-  ServeProcess(const ServeProcess&) = delete;
-  ServeProcess& operator=(const ServeProcess&) = delete;
 
   int port() const { return port_; }
   pid_t pid() const { return pid_; }

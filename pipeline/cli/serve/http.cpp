@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "io/atomic_file.h"
 #include "io/base64.h"
 #include "pipeline/error.h"
 
@@ -72,9 +73,7 @@ std::string content_type(const std::string& path) {
 }
 
 void write_file(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!out) throw std::runtime_error("cannot write " + path.string());
+  io::write_file_atomically(path.string(), bytes);
 }
 
 std::string read_file(const std::string& path) {
@@ -91,6 +90,10 @@ int error_status(const JobError& e) {
 std::shared_ptr<Job> enqueue(JobQueue& jobs, const std::string& kind, JobWork work,
                              httplib::Response& res) {
   auto j = jobs.submit(kind, std::move(work));
+  if (!j && jobs.draining())
+    throw HttpError(503, "shutting_down",
+                    "the server is shutting down: it finishes its running jobs and takes no new "
+                    "ones");
   if (!j) {
     res.set_header("Retry-After", std::to_string(jobs.retry_after_seconds()));
     throw HttpError(

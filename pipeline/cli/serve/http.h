@@ -47,13 +47,15 @@ struct Upload {
   std::string bytes;
 };
 
+// Written to a temporary sibling and renamed into place: a stopped server leaves no half file.
 void write_file(const std::filesystem::path& path, const std::string& bytes);
 std::string read_file(const std::string& path);
 
 // The status a failed job's error is answered with.
 int error_status(const JobError& error);
 
-// Queues `work` as a job of `kind`; HttpError 429 (with Retry-After) when the queue is full.
+// Queues `work` as a job of `kind`; HttpError 429 (with Retry-After) when the queue is full, 503
+// shutting_down once the server stops.
 std::shared_ptr<Job> enqueue(JobQueue& jobs, const std::string& kind, JobWork work,
                              httplib::Response& res);
 

@@ -320,8 +320,10 @@ void side_file(const JobQueue& jobs, const httplib::Request& req, httplib::Respo
 
 void health(const JobQueue& jobs, httplib::Response& res) {
   const QueueCounts c = jobs.counts();
-  send_json(res, 200,
-            {{"status", "ok"},
+  // A stopping server says so with 503, so that a load balancer sends new work elsewhere.
+  const bool stopping = jobs.draining();
+  send_json(res, stopping ? 503 : 200,
+            {{"status", stopping ? "stopping" : "ok"},
              {"version", GEN3D_VERSION},
              {"workers", jobs.workers()},
              {"running", c.running},

@@ -141,7 +141,7 @@ std::shared_ptr<Job> JobQueue::submit(const std::string& kind, JobWork work) {
     std::lock_guard lock(mutex_);
     // A free worker takes a job at once: it need not fit in the queue.
     const size_t idle = workers_.size() - running_;
-    if (stopping_ || pending_.size() >= capacity_ + idle) {
+    if (stopping_ || draining_ || pending_.size() >= capacity_ + idle) {
       ++rejected_;
       return nullptr;
     }
@@ -203,6 +203,31 @@ int JobQueue::retry_after_seconds() const {
   return static_cast<int>(std::clamp(std::ceil(seconds), 1.0, 300.0));
 }
 
+void JobQueue::drain() {
+  std::deque<std::shared_ptr<Job>> queued;
+  {
+    std::lock_guard lock(mutex_);
+    draining_ = true;
+    queued.swap(pending_);
+  }
+  for (const auto& job : queued) {
+    job->cancel();
+    job->finish(JobState::kCancelled, {},
+                {"cancelled before it started: the server is stopping", "cancelled", false});
+  }
+  idle_.notify_all();
+}
+
+bool JobQueue::draining() const {
+  std::lock_guard lock(mutex_);
+  return draining_;
+}
+
+bool JobQueue::wait_idle(std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock lock(mutex_);
+  return idle_.wait_until(lock, deadline, [&] { return pending_.empty() && running_ == 0; });
+}
+
 void JobQueue::shutdown() {
   {
     std::lock_guard lock(mutex_);
@@ -233,6 +258,7 @@ void JobQueue::worker_loop() {
     {
       std::lock_guard lock(mutex_);
       --running_;
+      idle_.notify_all();
       mean_run_seconds_ =
           mean_run_seconds_ <= 0 ? seconds : 0.8 * mean_run_seconds_ + 0.2 * seconds;
     }

@@ -153,6 +153,13 @@ class JobQueue {
   // from the mean run time of recent jobs (10 before any has run), from 1 to 300.
   int retry_after_seconds() const;
 
+  // The first step of a graceful stop: new jobs are refused from now on and the queued ones end
+  // cancelled without running; running jobs go on.
+  void drain();
+  bool draining() const;
+  // Waits until no job runs or waits (true), or until `deadline` (false).
+  bool wait_idle(std::chrono::steady_clock::time_point deadline) const;
+
   // Cancels every job and joins the workers (queued jobs end cancelled without running).
   void shutdown();
 
@@ -166,13 +173,15 @@ class JobQueue {
   const size_t keep_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
+  mutable std::condition_variable idle_;  // a worker finished a job
   std::deque<std::shared_ptr<Job>> pending_;
   std::map<std::string, std::shared_ptr<Job>> jobs_;
   std::vector<std::string> order_;  // ids, oldest first
   size_t running_ = 0;              // workers running a job
   size_t submitted_ = 0, rejected_ = 0;
   double mean_run_seconds_ = 0;  // an exponential moving average over finished runs (0: none yet)
-  bool stopping_ = false;
+  bool draining_ = false;        // new jobs are refused (drain)
+  bool stopping_ = false;        // the workers stop (shutdown)
   std::vector<std::thread> workers_;
   progress::Hub::Subscription events_;
 };
