@@ -142,6 +142,9 @@ class Server {
   int serve() {
     const auto max_body = parse_byte_size(options_.max_body);
     http_.set_payload_max_length(max_body);
+    // A response goes out in two writes (headers, then body): with Nagle's algorithm the second
+    // waits for the client's delayed ACK, some 40 ms per request on a kept-alive connection.
+    http_.set_tcp_nodelay(true);
     // Each waiting /generate and each event stream holds a thread while it lasts.
     const size_t threads = static_cast<size_t>(options_.jobs) + options_.queue + 8;
     http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
