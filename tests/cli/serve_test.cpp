@@ -571,7 +571,7 @@ TEST(ServeAccess, TokenIsRequiredOnEveryRequest) {
   EXPECT_EQ(r->status, 401);
 }
 
-TEST(ServeAccess, FullQueueIs503WithRetryAfter) {
+TEST(ServeAccess, FullQueueIs429WithRetryAfter) {
   // One worker, no waiting room: the first job (at the full default size, seconds long) takes the
   // worker, the second finds no room.
   const ServeProcess server({"--queue", "0", "--data", temp_dir("serve_queue")});
@@ -581,8 +581,10 @@ TEST(ServeAccess, FullQueueIs503WithRetryAfter) {
   EXPECT_EQ(first->status, 200) << first->body;
   const auto r = c.Post("/send", generate_body(true).dump(), "application/json");
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 503);
-  EXPECT_FALSE(r->get_header_value("Retry-After").empty());
+  EXPECT_EQ(r->status, 429);
+  const std::string retry = r->get_header_value("Retry-After");
+  ASSERT_FALSE(retry.empty());
+  EXPECT_GE(std::stoi(retry), 1);
   EXPECT_EQ(json::parse(r->body)["error_code"], "queue_full");
 }
 

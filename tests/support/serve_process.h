@@ -64,10 +64,32 @@ class ServeProcess {
     int status = 0;
     ::waitpid(pid_, &status, 0);
   }
-  ServeProcess(const ServeProcess&) = delete;
-  ServeProcess& operator=(const ServeProcess&) = delete;
+
+  // Sends signal `sig` to the server.
+  void send_signal(int sig) const {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+  // Waits up to `timeout` for the server to exit: its wait status, or -1 when it is still running
+  // then (it is killed).
+  int wait(std::chrono::milliseconds timeout) {
+    if (pid_ <= 0) return -1;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    int status = 0;
+    while (::waitpid(pid_, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+        pid_ = -1;
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    pid_ = -1;
+    return status;
+  }
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
   httplib::Client client() const {
