@@ -12,6 +12,22 @@
 
 namespace gen3d::models::ktest {
 
+// An activation's fast path against the reference for input x. GELU (tanh) and SiLU may take a
+// vector formula (models/kernels/activations.h) whose terms round differently: a few float32 ulp
+// of the result, or, where the reference's 1 + tanh cancels (large negative x), the reference's
+// own error, |x| times a few 1e-8. Any other activation is bit-equal. `gelu_or_silu` says which.
+inline ::testing::AssertionResult act_close(bool gelu_or_silu, float fast, float ref, float x) {
+  if (!gelu_or_silu) {
+    if (fast == ref || (std::isnan(fast) && std::isnan(ref))) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << fast << " vs " << ref << ": not bit-equal";
+  }
+  const double tol = 4e-7 * std::abs(static_cast<double>(ref)) + 1e-7 * std::abs(double(x));
+  if (std::abs(static_cast<double>(fast) - ref) <= tol + 1e-30)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << fast << " vs " << ref << " at " << x << ": differs by " << std::abs(double(fast) - ref);
+}
+
 inline std::vector<float> random_vec(std::size_t n, std::uint64_t seed, float scale = 1.0f,
                                      float mean = 0.0f) {
   std::mt19937_64 rng(seed);
