@@ -137,16 +137,21 @@ int main(int argc, char** argv) {
   gen3d::app::cli::add_cache_options(texture_cmd, tex.run.cache);
 
   gen3d::app::cli::ShapeOptions shape;
+  std::vector<std::string> shape_images;  // --image items: sorted by set_shape_images
   auto* shape_cmd = app.add_subcommand(
       "shape",
-      "Generate a mesh from an image (--image) or condition tokens (--cond): DiT sampling, "
-      "ShapeVAE decode, volume decoding, marching cubes");
+      "Generate a mesh from an image (--image), named views for a multiview model (--image "
+      "front=A.png --image left=B.png ...) or condition tokens (--cond): DiT sampling, ShapeVAE "
+      "decode, volume decoding, marching cubes");
   shape_cmd->add_option("--config", shape.config,
                         std::string("pipeline to adapt (default: ") +
                             gen3d::app::cli::kShapeCondConfig + ", with --image " +
-                            gen3d::app::cli::kShapeImageConfig + ")");
-  shape_cmd->add_option("--image", shape.image,
-                        "reference image (RGBA, or RGB on a plain background); not with --cond");
+                            gen3d::app::cli::kShapeImageConfig + ", with named views " +
+                            gen3d::app::cli::kShapeMultiviewConfig + ")");
+  shape_cmd->add_option("--image", shape_images,
+                        "reference image (RGBA, or RGB on a plain background); for a multiview "
+                        "model (mv, mv-fast, mv-turbo) VIEW=PATH, repeated, with VIEW front, "
+                        "left, back or right (any subset); not with --cond");
   shape_cmd->add_option("--cond", shape.cond, "condition tokens (.safetensors); not with --image");
   shape_cmd->add_option("--cond-name", shape.cond_name, "tensor name of the condition tokens");
   shape_cmd->add_option("--models", shape.models,
@@ -365,7 +370,14 @@ int main(int argc, char** argv) {
     if (*run_cmd) return gen3d::app::cli::cmd_run(run);
     if (*texture_cmd) return gen3d::app::cli::cmd_texture(tex);
     if (*serve_cmd) return gen3d::app::server::cmd_serve(serve);
-    if (*shape_cmd) return gen3d::app::cli::cmd_shape(shape);
+    if (*shape_cmd) {
+      if (const std::string problem = gen3d::app::cli::set_shape_images(shape_images, shape);
+          !problem.empty()) {
+        spdlog::error("shape: {}", problem);
+        return 2;
+      }
+      return gen3d::app::cli::cmd_shape(shape);
+    }
     if (*study_cmd) return gen3d::app::cli::cmd_cache_study(study);
     if (*check_cmd) return gen3d::app::cli::cmd_check_models(models_check);
     if (*bench_dit.command) return gen3d::app::cli::cmd_bench_dit(bench_dit);

@@ -1,5 +1,6 @@
 #include "app/cli/shape_command.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -10,6 +11,8 @@
 #include "app/cli/shipped_configs.h"
 #include "models/nn/config_reader.h"
 #include "models/shape/checkpoints.h"
+#include "models/shape/dinov2.h"
+#include "models/shape/multiview.h"
 #include "models/shape/shape_models.h"
 #include "pipeline/config.h"
 #include "pipeline/error.h"
@@ -19,8 +22,67 @@ namespace gen3d::app::cli {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+std::string view_names() {
+  std::string s;
+  for (const std::string_view v : models::kMultiviewNames)
+    s += (s.empty() ? "" : ", ") + std::string(v);
+  return s;
+}
+
+// Whether the conditioner `config` [section] describes is a multiview one; nullopt when the config
+// cannot say (none given, or not readable here: the stage reports it then).
+std::optional<bool> conditioner_is_multiview(const std::string& config,
+                                             const std::string& section) {
+  if (config.empty()) return std::nullopt;
+  try {
+    return models::ImageEncoderConfig::from_file(config, section).multiview;
+  } catch (const std::exception& e) {
+    spdlog::debug("shape: conditioner kind not read from {}: {}", config, e.what());
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::string set_shape_images(const std::vector<std::string>& items, ShapeOptions& o) {
+  for (const std::string& item : items) {
+    const auto eq = item.find('=');
+    const std::string view = eq == std::string::npos ? "" : item.substr(0, eq);
+    // A path with '=' in it stays a path unless what stands before is a plain word.
+    const bool named = !view.empty() && std::all_of(view.begin(), view.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    });
+    if (!named) {
+      if (!o.image.empty())
+        return fmt::format(
+            "--image {}: one image without a view name; a multiview model takes named views "
+            "(--image front=A.png --image left=B.png ...)",
+            item);
+      o.image = item;
+      continue;
+    }
+    if (!models::multiview_index(view))
+      return fmt::format("--image {}: unknown view \"{}\" (a multiview model's views: {})", item,
+                         view, view_names());
+    if (o.views.count(view))
+      return fmt::format("--image {}: the {} view is given twice", item, view);
+    o.views[view] = item.substr(eq + 1);
+  }
+  if (!o.image.empty() && !o.views.empty())
+    return fmt::format(
+        "--image {} has no view name beside named views: name every view (front={}) for a "
+        "multiview model, or give one image without names for a single-image model",
+        o.image, o.image);
+  return "";
+}
+
 std::string resolve_shape_defaults(ShapeOptions& o) {
-  const bool image = !o.image.empty();
+  const bool multiview = !o.views.empty();
+  const bool image = !o.image.empty() || multiview;
+  if (!o.image.empty() && multiview)
+    return "--image PATH and --image VIEW=PATH do not mix: name every view, or give one image";
   if (image && (!o.cond.empty() || !o.cond_name.empty()))
     return "--image and --cond/--cond-name are exclusive: condition on an image (--image) or on "
            "precomputed condition tokens (--cond), not both";
@@ -93,11 +155,27 @@ std::string resolve_shape_defaults(ShapeOptions& o) {
   if (o.conditioner_section.empty())
     o.conditioner_section = config.empty() ? std::string(models::kConditionerPrefix)
                                            : models::conditioner_section_of(config);
+  // Named views need DinoImageEncoderMV (Hunyuan3D-2mv) and one image DinoImageEncoder: say so
+  // now rather than after the other nodes have loaded.
+  const std::string who = o.model.empty() ? o.conditioner : o.model;
+  if (const auto mv = conditioner_is_multiview(config, o.conditioner_section)) {
+    if (multiview && !*mv)
+      return fmt::format(
+          "named views (--image VIEW=PATH) need a multiview model (Hunyuan3D-2mv: --model "
+          "mv, mv-fast or mv-turbo); {} conditions on a single image: give one --image PATH",
+          who);
+    if (!multiview && *mv)
+      return fmt::format(
+          "{} is a multiview model (Hunyuan3D-2mv): name its views, e.g. --image front=A.png "
+          "--image left=B.png (views: {})",
+          who, view_names());
+  }
   return "";
 }
 
 std::string shape_config(const ShapeOptions& o) {
   if (!o.config.empty()) return o.config;
+  if (!o.views.empty()) return kShapeMultiviewConfig;
   return o.image.empty() ? kShapeCondConfig : kShapeImageConfig;
 }
 
@@ -112,6 +190,7 @@ std::vector<std::string> shape_sets(const ShapeOptions& o) {
   str("cond", o.cond);
   str("cond_name", o.cond_name);
   str("image", o.image);
+  for (const auto& [view, path] : o.views) str(view.c_str(), path);
   str("conditioner", o.conditioner);
   if (!o.conditioner.empty()) {
     // Always set with a conditioner: the pipeline's defaults describe its own checkpoint.
@@ -147,9 +226,27 @@ pipeline::PipelineConfig shape_pipeline_config(const ShapeOptions& o) {
       throw pipeline::ConfigError("shape: pipeline config not found: " + o.config);
     cfg = pipeline::load_config(o.config);
   } else {
-    cfg = shipped_config(o.image.empty() ? "shapegen" : "image_to_shape", "gen3d shape");
+    cfg = shipped_config(!o.views.empty()  ? "multiview_to_shape"
+                         : o.image.empty() ? "shapegen"
+                                           : "image_to_shape",
+                         "gen3d shape");
   }
   pipeline::apply_overrides(cfg, shape_sets(o));
+  if (!o.views.empty()) {
+    // The views not given: their load_image nodes go, and with them the (optional) inputs of
+    // encode_views they fed.
+    for (const std::string_view view : models::kMultiviewNames) {
+      const std::string id(view);
+      if (o.views.count(id)) continue;
+      const auto node = std::find_if(cfg.nodes.begin(), cfg.nodes.end(), [&](const auto& n) {
+        return n.id == id && n.stage == "load_image";
+      });
+      if (node == cfg.nodes.end()) continue;
+      cfg.nodes.erase(node);
+      for (auto& n : cfg.nodes)
+        std::erase_if(n.inputs, [&](const auto& in) { return in.second.starts_with(id + "."); });
+    }
+  }
   return cfg;
 }
 
@@ -165,8 +262,8 @@ int cmd_shape(const ShapeOptions& options) {
     spdlog::error("shape: {}", problem);
     return 2;
   }
-  if (!o.image.empty() && o.config.empty() && o.model.empty() && o.conditioner.empty() &&
-      o.run.sets.empty())
+  if (o.views.empty() && !o.image.empty() && o.config.empty() && o.model.empty() &&
+      o.conditioner.empty() && o.run.sets.empty())
     spdlog::warn(
         "shape: --image without --model or --conditioner runs {} with its own defaults, small "
         "test checkpoints whose widths do not chain; pass --model with an official model folder",

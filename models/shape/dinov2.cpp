@@ -26,6 +26,7 @@
 #include "models/nn/weight_files.h"
 #include "models/shape/checkpoints.h"
 #include "models/shape/image_preprocess.h"
+#include "models/shape/multiview.h"
 
 namespace gen3d::models {
 
@@ -205,24 +206,40 @@ void ImageEncoderConfig::validate() const {
   if (image_size < model.patch_size)
     throw ModelError("ImageEncoderConfig: image_size " + std::to_string(image_size) +
                      " is smaller than the patch size " + std::to_string(model.patch_size));
+  if (!multiview) return;
+  if (view_num < 1)
+    throw ModelError("DinoImageEncoderMV: view_num " + std::to_string(view_num) +
+                     " must be positive");
+  if (model.hidden_size % 2 != 0)
+    throw ModelError("DinoImageEncoderMV: the sinusoidal view embedding needs an even width, not " +
+                     std::to_string(model.hidden_size));
+  // DinoImageEncoderMV.forward keeps every token of last_hidden_state but sizes its view
+  // embedding without the CLS row when use_cls_token is false: the reference cannot run that.
+  if (!use_cls_token)
+    throw ModelError(
+        "DinoImageEncoderMV with use_cls_token false is not supported (the "
+        "reference's view embedding would not match its tokens)");
 }
 
 ImageEncoderConfig ImageEncoderConfig::from_json(std::string_view json_text) {
   json j = nn::parse_config(json_text, "image encoder config");
   if (j.contains("params") && j["params"].is_object()) j = j["params"];
   if (j.contains("main_image_encoder")) j = j["main_image_encoder"];
+  ImageEncoderConfig c;
   if (j.contains("type")) {
     const std::string type = j["type"].is_string() ? j["type"].get<std::string>() : "";
-    if (type != "DinoImageEncoder")
-      throw ModelError("image encoder type \"" + type + "\" is not supported (DinoImageEncoder)");
+    if (type != "DinoImageEncoder" && type != "DinoImageEncoderMV")
+      throw ModelError("image encoder type \"" + type +
+                       "\" is not supported (DinoImageEncoder, DinoImageEncoderMV)");
+    c.multiview = type == "DinoImageEncoderMV";
   }
   if (j.contains("kwargs")) j = j["kwargs"];
-  ImageEncoderConfig c;
   try {
     if (j.contains("config")) {
       c.model = Dinov2Config::from_json(j["config"].dump());
       c.image_size = j.value("image_size", 224);  // DinoImageEncoder's default
       c.use_cls_token = j.value("use_cls_token", true);
+      if (c.multiview) c.view_num = j.value("view_num", 4);  // DinoImageEncoderMV's default
     } else {
       c.model = Dinov2Config::from_json(j.dump());
       c.image_size = c.model.image_size;
@@ -565,6 +582,7 @@ DinoImageEncoder::DinoImageEncoder(ImageEncoderConfig config,
     : config_(std::move(config)), model_(std::move(model)) {
   if (!model_) throw ModelError("DinoImageEncoder: no model");
   config_.validate();
+  if (config_.multiview) view_embed_ = multiview_embedding(config_.width(), config_.view_num);
 }
 
 DinoImageEncoder DinoImageEncoder::load(const ImageEncoderConfig& config, const std::string& path,
@@ -574,6 +592,10 @@ DinoImageEncoder DinoImageEncoder::load(const ImageEncoderConfig& config, const 
 }
 
 Tensor DinoImageEncoder::encode(const Tensor& images, const Dinov2Model::TraceFn* trace) const {
+  if (config_.multiview)
+    throw ModelError(
+        "this conditioner is a multiview one (DinoImageEncoderMV): it takes named "
+        "views (front, left, back, right), not a single image");
   if (images.rank() != 4 || images.empty() || images.dim(1) != 3)
     throw ModelError("DinoImageEncoder::encode: images have shape " + images.shape().str() +
                      ", expected [B, 3, H, W] in [-1, 1]");
@@ -589,6 +611,25 @@ Tensor DinoImageEncoder::encode(const Tensor& images, const Dinov2Model::TraceFn
   Tensor out({B, T - 1, C});  // [B, N, C] CLS dropped
   for (i64 b = 0; b < B; ++b)
     std::copy_n(h.data() + (b * T + 1) * C, (T - 1) * C, out.data() + b * (T - 1) * C);
+  return out;
+}
+
+Tensor DinoImageEncoder::encode_views(const Tensor& views, std::span<const int> view_idxs,
+                                      Tensor* hidden) const {
+  if (!config_.multiview)
+    throw ModelError(
+        "this conditioner encodes a single image (DinoImageEncoder): named views "
+        "need a multiview model (DinoImageEncoderMV, Hunyuan3D-2mv)");
+  if (views.rank() != 4 || views.empty() || views.dim(1) != 3 ||
+      views.dim(0) != static_cast<i64>(view_idxs.size()))
+    throw ModelError("DinoImageEncoderMV: views have shape " + views.shape().str() + " for " +
+                     std::to_string(view_idxs.size()) + " view indices, expected [V, 3, H, W]");
+  // conditioner.py DinoImageEncoderMV.forward: the views go through the transform and the encoder
+  // as one batch (bs * num_views), then each gets view_embed[view_idx] and they are concatenated.
+  const Tensor pixels = encoder_transform(views, config_.image_size);
+  Tensor h = model_->forward(pixels);                               // [V, T, C]
+  Tensor out = add_multiview_embedding(h, view_idxs, view_embed_);  // [1, V T, C]
+  if (hidden) *hidden = std::move(h);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -55,19 +56,23 @@ struct Dinov2Config {
   static Dinov2Config giant() { return {}; }
 };
 
-// DinoImageEncoder kwargs: the encoder config, the transform size and the CLS switch.
+// DinoImageEncoder kwargs: the encoder config, the transform size and the CLS switch; for
+// DinoImageEncoderMV (Hunyuan3D-2mv) also the view count of its view embedding.
 struct ImageEncoderConfig {
   Dinov2Config model;
   int image_size = 518;       // transform size (Resize + CenterCrop); sets the token count
   bool use_cls_token = true;  // keep token 0 of last_hidden_state
+  bool multiview = false;     // type DinoImageEncoderMV: views in, one sequence out
+  int view_num = 4;           // DinoImageEncoderMV view_num: rows of the view embedding
 
-  // Context tokens: (image_size / P)^2 (+1 with CLS).
+  // Context tokens of one image (per view with multiview): (image_size / P)^2 (+1 with CLS).
   int tokens() const;
   int width() const { return model.hidden_size; }
   void validate() const;
   // Accepts the official conditioner block ({"target", "params": {"main_image_encoder":
-  // {"type", "kwargs"}}}), a {"type", "kwargs"} block, the kwargs object ({"config",
-  // "image_size", "use_cls_token"}) or a bare Dinov2Config dict (image_size = config's).
+  // {"type", "kwargs"}}}; type DinoImageEncoder or DinoImageEncoderMV), a {"type", "kwargs"} block,
+  // the kwargs object ({"config", "image_size", "use_cls_token"}) or a bare Dinov2Config dict
+  // (image_size = config's).
   static ImageEncoderConfig from_json(std::string_view json_text);
   // Reads a JSON file; `section` is a '/'-separated path of object keys ("" = the whole file),
   // e.g. "conditioner" or "models/a/conditioner_config".
@@ -136,13 +141,22 @@ class DinoImageEncoder {
   const Dinov2Model& model() const { return *model_; }
 
   // images [B, 3, S, S] in [-1, 1] (ImageProcessorV2 output) -> context [B, tokens(), C].
+  // A multiview encoder refuses (it takes views: encode_views).
   Tensor encode(const Tensor& images, const Dinov2Model::TraceFn* trace = nullptr) const;
+  // DinoImageEncoderMV: views [V, 3, S, S] in [-1, 1], one per index of view_idxs (increasing,
+  // front 0, left 1, back 2, right 3: models/shape/multiview.h) -> context [1, V tokens(), C],
+  // each view's tokens plus its view embedding row, the views one after the other. `hidden`, when
+  // given, receives the encoder's output before the embedding [V, tokens(), C]. A single-image
+  // encoder refuses.
+  Tensor encode_views(const Tensor& views, std::span<const int> view_idxs,
+                      Tensor* hidden = nullptr) const;
   // The unconditional context for classifier-free guidance: zeros [B, tokens(), C].
   Tensor unconditional(std::int64_t batch) const;
 
  private:
   ImageEncoderConfig config_;
   std::shared_ptr<const Dinov2Model> model_;
+  Tensor view_embed_;  // [view_num, C] (multiview only)
 };
 
 // Process-wide cache of loaded conditioners keyed by (weights path, config path, section,

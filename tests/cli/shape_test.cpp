@@ -3,6 +3,7 @@
 // (--image) on a tiny random model folder in the official combined layout, built here; the
 // image -> textured mesh pipeline on that folder; and the bad-input paths.
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -259,6 +260,73 @@ TEST(ShapeCommand, SpeedModelsByNameFromAModelsFolder) {
                                  kImage + " --dump");
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.output.find("hunyuan3d-dit-v2-0-fast"), std::string::npos) << unknown.output;
+}
+
+// Hunyuan3D-2mv by name from its golden folders (a tiny random folder each, in the published
+// layout): named views, any subset, through multiview_to_shape.json.
+TEST(ShapeCommand, MultiviewModelsByNameWithNamedViews) {
+  const std::string root = source_dir() + "/tests/data/golden/multiview";
+  if (!fs::is_directory(root + "/v2-mv-turbo")) GTEST_SKIP() << "multiview golden set absent";
+  const std::string views = root + "/views/";
+  const auto check = run_gen3d("models check " + root + "/v2-mv-turbo");
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("shape-mv-turbo (hunyuan3d-dit-v2-mv-turbo): ok"), std::string::npos)
+      << check.output;
+
+  struct Case {
+    const char* name;
+    std::vector<std::string> views;
+  };
+  for (const Case& c : {Case{"mv", {"front", "left", "back", "right"}},
+                        Case{"mv-turbo", {"back", "front"}}, Case{"mv-fast", {"right"}}}) {
+    const std::string dir = temp_dir(std::string("shape_mv_") + c.name);
+    std::string images;
+    for (const std::string& v : c.views) images += " --image " + v + "=" + views + v + ".png";
+    const std::string args = "shape --models " + root + "/v2-" + c.name + " --model " + c.name +
+                             images + " --steps 3 --resolution 32 --min-resolution 15";
+    const auto r = run_gen3d(args + " -o " + dir + "/shape.glb --metrics " + dir + "/m.json");
+    ASSERT_EQ(r.exit_code, 0) << c.name << "\n" << r.output;
+    EXPECT_GT(mesh::load_mesh(dir + "/shape.glb").face_count(), 0u) << c.name;
+    std::ifstream in(dir + "/m.json");
+    const auto metrics = nlohmann::json::parse(in);
+    EXPECT_EQ(metrics["counters"]["multiview.condition_views"].get<double>(),
+              static_cast<double>(c.views.size()))
+        << c.name;
+    // The views not given have no load node; the others feed encode_views.
+    const auto dump = run_gen3d(args + " --dump");
+    ASSERT_EQ(dump.exit_code, 0) << dump.output;
+    const auto open = dump.output.find('{');
+    const auto config =
+        nlohmann::json::parse(dump.output.substr(open, dump.output.rfind('}') - open + 1));
+    std::vector<std::string> loads;
+    for (const auto& n : config["nodes"])
+      if (n["stage"] == "load_image") loads.push_back(n["id"]);
+    std::vector<std::string> want = c.views;
+    std::sort(want.begin(), want.end());
+    std::sort(loads.begin(), loads.end());
+    EXPECT_EQ(loads, want) << c.name;
+  }
+}
+
+TEST(ShapeCommand, MultiviewUsageErrors) {
+  const std::string root = source_dir() + "/tests/data/golden/multiview";
+  const std::string front = root + "/views/front.png", left = root + "/views/left.png";
+  const auto expect_error = [](const std::string& args, const std::string& message) {
+    const auto r = run_gen3d(args + " --dump");
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
+  };
+  expect_error("shape --image top=" + front, "unknown view \"top\"");
+  expect_error("shape --image front=" + front + " --image front=" + left, "given twice");
+  expect_error("shape --image " + front + " --image left=" + left, "no view name");
+  expect_error("shape --image front=" + front + " --cond tests/data/golden/sampler.safetensors",
+               "--image and --cond");
+  if (!fs::is_directory(root + "/v2-mv-fast")) GTEST_SKIP() << "multiview golden set absent";
+  // A multiview model needs named views, a single-image one a single image.
+  expect_error("shape --models " + root + "/v2-mv-fast --model mv-fast --image " + front,
+               "is a multiview model");
+  const TinyModelFolder f = tiny_folder();
+  expect_error("shape --model " + f.dir + " --image front=" + front, "need a multiview model");
 }
 
 TEST(ShapeCommand, ImageUsageErrors) {

@@ -1,7 +1,8 @@
 // Golden tests of Hunyuan3D-2's speed models (the guidance-distilled "fast" and step-distilled
 // "turbo" DiTs, the turbo VAEs; 2mini's turbo) against the official pipeline
-// (fast_models/README.md). Data-driven:
-// every sub-folder of $GEN3D_GOLDEN_FAST_DIR (default tests/data/golden/fast_models) holding a
+// (fast_models/README.md), and the sampling and decoding of Hunyuan3D-2mv's runs
+// (multiview/README.md, same layout). Data-driven: every sub-folder of $GEN3D_GOLDEN_FAST_DIR
+// (default tests/data/golden/fast_models and tests/data/golden/multiview) holding a
 // golden.safetensors is one variant, a tiny model folder in the official layout; sizes, steps and
 // settings come from the files. Each variant is run as `gen3d shape` would run it: the DiT, its
 // scheduler and the VAE it picks, from the folder's own config.yaml.
@@ -35,12 +36,17 @@ constexpr double kSamplerTol = 1e-4;  // multi-step latents and DiT outputs
 constexpr double kVaeTol = 3e-5;      // decoded latents and grid logits
 
 std::vector<fs::path> variants() {
-  const fs::path root =
-      test::env_or("GEN3D_GOLDEN_FAST_DIR", test::source_dir() + "/tests/data/golden/fast_models");
+  const std::string golden = test::source_dir() + "/tests/data/golden/";
+  const std::string dir = test::env_or("GEN3D_GOLDEN_FAST_DIR", "");
+  const std::vector<fs::path> roots =
+      dir.empty() ? std::vector<fs::path>{golden + "fast_models", golden + "multiview"}
+                  : std::vector<fs::path>{dir};
   std::vector<fs::path> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec))
-    if (fs::is_regular_file(e.path() / "golden.safetensors")) out.push_back(e.path());
+  for (const fs::path& root : roots) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root, ec))
+      if (fs::is_regular_file(e.path() / "golden.safetensors")) out.push_back(e.path());
+  }
   std::sort(out.begin(), out.end());
   return out;
 }
