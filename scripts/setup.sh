@@ -1,11 +1,27 @@
 #!/usr/bin/env bash
 # Installs what gen3d builds and tests with, from Debian's packages, skipping what is present.
 # Runs as root, or through sudo otherwise. Never prompts.
+#
+#   bash scripts/setup.sh          # what the build and the default test run need (CI)
+#   bash scripts/setup.sh --slow   # and the tools only the long tests (`ctest -L slow`) use
+#
 # ocl-icd-opencl-dev: Debian's oneDNN CMake package requires OpenCL (it only recommends it, and
 # recommends are not installed here).
 # libjs-three: three.js, compiled into `gen3d serve`'s web studio for its 3D viewer.
 # chromium, chromium-driver: the headless browser the studio's test drives (it skips without one).
+# With --slow, blender and python3-numpy: Debian's Blender, for the Blender add-on test (it skips
+# without one), and NumPy, which Blender's glTF add-on imports though the package does not depend
+# on it. On top of the rest Blender is 52 packages, some 80 MB to download and 390 MB installed:
+# the default run (CI's) leaves it out.
 set -euo pipefail
+
+slow=0
+for arg in "$@"; do
+  case "$arg" in
+    --slow) slow=1 ;;
+    *) echo "setup: unknown argument $arg (expected --slow)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake pkg-config
@@ -15,6 +31,7 @@ packages=(
   libyaml-cpp-dev libcpp-httplib-dev libjs-three
   libgtest-dev libgmock-dev libbenchmark-dev chromium chromium-driver
 )
+if [ "$slow" -eq 1 ]; then packages+=(blender python3-numpy); fi
 
 missing=()
 for p in "${packages[@]}"; do

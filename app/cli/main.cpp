@@ -320,6 +320,12 @@ int main(int argc, char** argv) {
                    "on SIGTERM, time running jobs get to finish before they are cancelled "
                    "(e.g. 30s, 2m, 0)")
       ->capture_default_str();
+  serve_cmd
+      ->add_option("--job-nice", serve.job_nice,
+                   "nice value of the jobs' threads, so that requests are answered first under "
+                   "load (0: the server's own)")
+      ->check(CLI::Range(0, 19))
+      ->capture_default_str();
 
   std::string config;
   std::vector<std::string> sets;

@@ -319,7 +319,7 @@ void side_file(const JobQueue& jobs, const httplib::Request& req, httplib::Respo
 }
 
 void health(const JobQueue& jobs, httplib::Response& res) {
-  const QueueCounts c = jobs.counts();
+  const QueueCounts c = jobs.load();
   // A stopping server says so with 503, so that a load balancer sends new work elsewhere.
   const bool stopping = jobs.draining();
   send_json(res, stopping ? 503 : 200,

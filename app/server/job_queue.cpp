@@ -1,12 +1,16 @@
 #include "app/server/job_queue.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "app/server/thread_priority.h"
 #include "pipeline/error.h"
 #include "pipeline/progress_json.h"
 
@@ -62,6 +66,11 @@ std::vector<std::string> Job::events_from(size_t from, std::chrono::milliseconds
   return {events_.begin() + static_cast<std::ptrdiff_t>(from), events_.end()};
 }
 
+JobState Job::state() const {
+  std::lock_guard lock(mutex_);
+  return state_;
+}
+
 bool Job::wait_finished(std::chrono::milliseconds wait) const {
   std::unique_lock lock(mutex_);
   return changed_.wait_for(lock, wait, [&] { return job_finished(state_); });
@@ -112,8 +121,8 @@ void Job::finish(JobState state, JobOutput output, JobError error) {
   changed_.notify_all();
 }
 
-JobQueue::JobQueue(int workers, size_t capacity, fs::path root, size_t keep)
-    : capacity_(capacity), root_(std::move(root)), keep_(keep) {
+JobQueue::JobQueue(int workers, size_t capacity, fs::path root, int job_nice, size_t keep)
+    : capacity_(capacity), root_(std::move(root)), keep_(keep), job_nice_(job_nice) {
   fs::create_directories(root_);
   // One subscription routes every job's events (they carry the job id as their run) to it.
   events_ = progress::hub().subscribe([this](const progress::Event& e) {
@@ -170,7 +179,7 @@ std::vector<std::shared_ptr<Job>> JobQueue::list() const {
 QueueCounts JobQueue::counts() const {
   QueueCounts c;
   for (const auto& job : list()) {
-    switch (job->snapshot().state) {
+    switch (job->state()) {
       case JobState::kQueued:
         ++c.queued;
         break;
@@ -191,6 +200,14 @@ QueueCounts JobQueue::counts() const {
   std::lock_guard lock(mutex_);
   c.submitted = submitted_;
   c.rejected = rejected_;
+  return c;
+}
+
+QueueCounts JobQueue::load() const {
+  std::lock_guard lock(mutex_);
+  QueueCounts c;
+  c.queued = pending_.size();
+  c.running = running_;
   return c;
 }
 
@@ -241,6 +258,12 @@ void JobQueue::shutdown() {
 }
 
 void JobQueue::worker_loop() {
+  ::pthread_setname_np(::pthread_self(), "gen3d-job");  // as `top -H` and /proc show it
+  std::optional<JobPriority> priority;
+  if (job_nice_ > 0) {
+    lower_thread_priority(job_nice_);
+    priority.emplace(job_nice_);  // and TBB's workers when they join this thread's arena
+  }
   for (;;) {
     std::shared_ptr<Job> job;
     {
@@ -310,10 +333,10 @@ void JobQueue::forget_old_jobs() {
   {
     std::lock_guard lock(mutex_);
     size_t finished = 0;
-    for (const std::string& id : order_) finished += job_finished(jobs_.at(id)->snapshot().state);
+    for (const std::string& id : order_) finished += job_finished(jobs_.at(id)->state());
     for (auto it = order_.begin(); it != order_.end() && finished > keep_;) {
       const auto job = jobs_.at(*it);
-      if (!job_finished(job->snapshot().state)) {
+      if (!job_finished(job->state())) {
         ++it;
         continue;
       }

@@ -92,6 +92,7 @@ class Job {
     std::map<std::string, std::string> files;  // side files by name ("trace", "report"): paths
   };
   Snapshot snapshot() const;
+  JobState state() const;  // without copying the rest
 
   // Events from `from` on (JSON text, in emission order); waits up to `wait` for one when there is
   // none yet and the job is not finished. `finished` tells whether the job had ended when read.
@@ -137,7 +138,10 @@ class JobQueue {
  public:
   // `workers` jobs run at once; at most `capacity` wait for one. Each job gets a folder under
   // `root`; at most `keep` finished jobs are kept (the oldest are forgotten, folders and all).
-  JobQueue(int workers, size_t capacity, std::filesystem::path root, size_t keep = 256);
+  // With `job_nice` from 1 to 19 the jobs' threads run at that nice value, a lower priority than
+  // the threads that answer requests (app/server/thread_priority.h); 0 leaves them as they are.
+  JobQueue(int workers, size_t capacity, std::filesystem::path root, int job_nice = 0,
+           size_t keep = 256);
   ~JobQueue();
   JobQueue(const JobQueue&) = delete;
   JobQueue& operator=(const JobQueue&) = delete;
@@ -147,6 +151,9 @@ class JobQueue {
   std::shared_ptr<Job> find(const std::string& id) const;
   std::vector<std::shared_ptr<Job>> list() const;  // oldest first
   QueueCounts counts() const;
+  // Only `queued` and `running` of counts(), from the queue's own tallies: no job is looked at,
+  // so it takes the same short time however many jobs the server keeps (for /health).
+  QueueCounts load() const;
   size_t capacity() const { return capacity_; }
   int workers() const { return static_cast<int>(workers_.size()); }
   // Seconds a refused client should wait before it retries: the time the jobs ahead of it take,
@@ -171,6 +178,7 @@ class JobQueue {
   const size_t capacity_;
   const std::filesystem::path root_;
   const size_t keep_;
+  const int job_nice_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   mutable std::condition_variable idle_;  // a worker finished a job

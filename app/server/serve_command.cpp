@@ -135,7 +135,7 @@ class Server {
                       ? fs::temp_directory_path() / fmt::format("gen3d-serve-{}", ::getpid())
                       : fs::path(o.data_dir)),
         runner_(find_serve_models(o.models_dir), o.texture_size, o.render_size),
-        jobs_(o.jobs, o.queue, data_dir_ / "jobs") {
+        jobs_(o.jobs, o.queue, data_dir_ / "jobs", o.job_nice) {
     routes();
   }
 
@@ -303,6 +303,7 @@ int cmd_serve(const ServeOptions& o) {
     return 2;
   }
   if (o.jobs < 1) throw ConfigError("--jobs: at least 1");
+  if (o.job_nice < 0 || o.job_nice > 19) throw ConfigError("--job-nice: from 0 to 19");
   parse_byte_size(o.max_body);  // refused before anything starts
   parse_duration(o.grace);
   std::signal(SIGTERM, on_stop_signal);

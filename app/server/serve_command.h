@@ -27,6 +27,7 @@ struct ServeOptions {
   int texture_size = 0;            // texture jobs' texture size (0: the config's default)
   int render_size = 0;             // texture jobs' view render size (0: the config's default)
   std::string grace = "30s";       // on SIGTERM, how long running jobs may take to finish
+  int job_nice = 10;               // jobs' threads' nice value (1 to 19), below requests'; 0: same
 };
 
 // "30s", "2m", "500ms", "1h", or a bare number of seconds ("0", "2.5"). Throws ConfigError.
