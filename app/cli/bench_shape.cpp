@@ -1,6 +1,7 @@
 #include "app/cli/bench_shape.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -33,6 +34,15 @@ using i64 = std::int64_t;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// CPU seconds of this process, every thread (user + system): on a shared machine the share of
+// the cores a stage got is its CPU seconds over its wall seconds.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 // The geometry decoder's full cost on every point, a smooth surface's values (see the header).
@@ -293,12 +303,15 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
     for (int rep = 0; rep < opt.reps; ++rep) {
       const int steps = steps_list[run];
       const double guidance = guidance_list[guidance_list.size() == 1 ? 0 : run];
-      nlohmann::json stages;
+      nlohmann::json stages, stages_cpu;
       const auto t0 = Clock::now();
+      const double c0 = cpu_seconds();
       auto timed = [&](const char* name, auto&& f) {
         const auto ts = Clock::now();
+        const double cs = cpu_seconds();
         auto r = f();
         stages[name] = seconds_since(ts);
+        stages_cpu[name] = cpu_seconds() - cs;
         return r;
       };
       // Normalized pixels as the conditioner makes them.
@@ -331,7 +344,7 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
       const mesh::Mesh m = timed("marching_cubes", [&] {
         return mesh::marching_cubes({grid.values.data(), grid.n(), grid.n(), grid.n()});
       });
-      const double total_s = seconds_since(t0);
+      const double total_s = seconds_since(t0), total_cpu_s = cpu_seconds() - c0;
       const bool cfg = guidance >= 0.0 && !dit->guidance_embedded();
 
       nlohmann::json j;
@@ -353,6 +366,8 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
       j["volume"] = models::volume_method_name(method);
       j["total_s"] = total_s;
       j["stages"] = stages;
+      j["total_cpu_s"] = total_cpu_s;
+      j["stages_cpu_s"] = stages_cpu;
       j["build_s"] = build_s;
       j["points"] = stats.points_queried;
       j["points_per_level"] = stats.points_per_level;
