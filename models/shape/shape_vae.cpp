@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -93,10 +95,73 @@ Tensor gather_heads(const float* base, i64 B, i64 T, i64 ld, i64 col0, i64 heads
   return out;
 }
 
+// Activation memory of geometry-decoder calls, kept for later calls: a fresh buffer costs page
+// faults and zero-filling on every call, about a tenth of a decode's CPU time in perf. Requests
+// over kMaxPooled floats (large FlashVDM chunks) get a buffer of their own, not kept. A lease is
+// one call's; concurrent calls (and calls nested by TBB's work stealing) get different buffers.
+class ScratchPool {
+ public:
+  static constexpr i64 kMaxPooled = i64{8} << 20;  // floats (32 MiB)
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  using Buffer = std::unique_ptr<float[], Free>;
+
+  class Lease {
+   public:
+    Lease(ScratchPool* pool, Buffer buf, i64 size)
+        : pool_(pool), buf_(std::move(buf)), size_(size) {}
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() {
+      if (pool_) pool_->give_back(std::move(buf_), size_);
+    }
+    // The next n floats, 64-byte aligned.
+    float* take(i64 n) {
+      float* p = buf_.get() + used_;
+      used_ += (n + 15) / 16 * 16;
+      return p;
+    }
+
+   private:
+    ScratchPool* pool_;
+    Buffer buf_;
+    i64 size_, used_ = 0;
+  };
+
+  // A buffer for `floats` floats plus 16 per take() for alignment (uninitialized).
+  Lease lease(i64 floats, int takes) {
+    const i64 n = floats + 16 * takes;
+    if (n <= kMaxPooled) {
+      std::lock_guard lock(mutex_);
+      for (std::size_t i = 0; i < free_.size(); ++i)
+        if (free_[i].second >= n) {
+          auto [buf, size] = std::move(free_[i]);
+          free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+          return Lease(this, std::move(buf), size);
+        }
+    }
+    const i64 size = n <= kMaxPooled ? std::max(n, i64{1} << 20) : n;
+    Buffer buf(static_cast<float*>(
+        std::aligned_alloc(64, static_cast<std::size_t>((size * 4 + 63) / 64 * 64))));
+    if (!buf) throw std::bad_alloc();
+    return Lease(n <= kMaxPooled ? this : nullptr, std::move(buf), size);
+  }
+
+ private:
+  void give_back(Buffer buf, i64 size) {
+    std::lock_guard lock(mutex_);
+    free_.emplace_back(std::move(buf), size);
+  }
+  std::mutex mutex_;
+  std::vector<std::pair<Buffer, i64>> free_;
+};
+
 }  // namespace
 
 struct ShapeVAE::Impl {
   ShapeVAEConfig cfg;
+  mutable ScratchPool scratch;  // geometry-decoder activations
   i64 params = 0;
   std::vector<float> freqs;  // [F] float32 frequencies (x pi if include_pi)
   Tensor freqs_t;            // the same as a tensor, for devices
@@ -323,18 +388,19 @@ void ShapeVAE::Impl::geo_forward(const float* xyz, i64 P, const float* kv, i64 B
     if (trace) (*trace)(name, v);
   };
   const i64 R = B * P;  // query rows
-  Tensor fe({P, E});    // [P, E]
+  ScratchPool::Lease mem = scratch.lease(P * E + 3 * R * W + R * M, 5);
+  Tensor fe = Tensor::view(mem.take(P * E), {P, E});  // [P, E]
   fourier(xyz, P, fe.data());
   tr("act.query_fourier", fe);
-  Tensor x({B, P, W});                           // [B, P, W] residual stream
-  geo.query_proj(x.data(), W, fe.data(), E, P);  // [P, W] (item 0)
+  Tensor x = Tensor::view(mem.take(R * W), {B, P, W});  // [B, P, W] residual stream
+  geo.query_proj(x.data(), W, fe.data(), E, P);         // [P, W] (item 0)
   for (i64 b = 1; b < B; ++b) std::copy_n(x.data(), P * W, x.data() + b * P * W);  // [B, P, W]
   tr("trace.geo_decoder.query_proj.out", x);
-  Tensor y({B, P, W});                    // [B, P, W]
-  geo.ln_1(y.data(), W, x.data(), W, R);  // [B, P, W]
+  Tensor y = Tensor::view(mem.take(R * W), {B, P, W});  // [B, P, W]
+  geo.ln_1(y.data(), W, x.data(), W, R);                // [B, P, W]
   tr("trace.geo_decoder.cross_attn_decoder.ln_1.out", y);
-  Tensor q({B, P, W});                   // [B, P, W] heads x D
-  geo.c_q(q.data(), W, y.data(), W, R);  // [B, P, W]
+  Tensor q = Tensor::view(mem.take(R * W), {B, P, W});  // [B, P, W] heads x D
+  geo.c_q(q.data(), W, y.data(), W, R);                 // [B, P, W]
   tr("trace.geo_decoder.cross_attn_decoder.attn.c_q.out", q);
   if (geo.norm.on) {
     geo.norm.q_norm(q.data(), D, q.data(), D, R * nh);  // [B, P, nh, D]
@@ -369,7 +435,7 @@ void ShapeVAE::Impl::geo_forward(const float* xyz, i64 P, const float* kv, i64 B
   geo.ln_3(y.data(), W, x.data(), W, R);                       // [B, P, W]
   tr("trace.geo_decoder.cross_attn_decoder.ln_3.out", y);
   {
-    Tensor hid({R, M});                                          // [B P, M]
+    Tensor hid = Tensor::view(mem.take(R * M), {R, M});          // [B P, M]
     geo.mlp.c_fc(hid.data(), M, y.data(), W, R, Act::kGeluErf);  // [B P, M]
     geo.mlp.c_proj(q.data(), W, hid.data(), M, R);               // [B, P, W]
   }
