@@ -283,6 +283,20 @@ struct ShapeVAE::Impl {
   void geo_forward(const float* xyz, i64 P, const float* kv, i64 B, i64 N, float* out,
                    const ShapeVAE::TraceFn* trace, std::span<const i64> groups = {},
                    const KeySelection* sel = nullptr, const GeoKeys* keys = nullptr) const;
+  // The same for one item with attention groups, the row-wise layers in blocks of kRowBlock
+  // rows in parallel (the dense path's GEMM shapes, small buffers) around the grouped attention.
+  void geo_forward_groups(const float* xyz, i64 P, const float* kv, i64 N,
+                          std::span<const i64> groups, const KeySelection& sel, const GeoKeys& keys,
+                          float* out) const;
+  static constexpr i64 kRowBlock = 256;
+  // Row-wise layers before the attention: xyz [P, 3] -> fe [P, E], residual x [B, P, W], q
+  // [B, P, W] (normalized), y [B, P, W] scratch.
+  void geo_in(const float* xyz, i64 P, i64 B, float* fe, float* x, float* y, float* q,
+              const ShapeVAE::TraceFn* trace) const;
+  // Row-wise layers after it: attention output y [B, P, W], residual x [B, P, W] -> logits out
+  // [B, P]; q [B, P, W] and hid [B P, M] scratch.
+  void geo_out(float* x, float* y, float* q, float* hid, i64 B, i64 P, float* out,
+               const ShapeVAE::TraceFn* trace) const;
 };
 
 ShapeVAE::Impl::GeoKeys ShapeVAE::Impl::geo_keys(const float* kv, i64 N) const {
@@ -379,44 +393,76 @@ void ShapeVAE::Impl::select_and_attend(const float* q, float* y, const float* kv
   });
 }
 
+void ShapeVAE::Impl::geo_in(const float* xyz, i64 P, i64 B, float* fe_p, float* x_p, float* y_p,
+                            float* q_p, const ShapeVAE::TraceFn* trace) const {
+  const i64 W = cfg.geo_width(), D = cfg.head_dim(), nh = cfg.geo_heads(), E = cfg.fourier_dim();
+  auto tr = [&](const char* name, const Tensor& v) {
+    if (trace) (*trace)(name, v);
+  };
+  const i64 R = B * P;  // query rows
+  const Tensor fe = Tensor::view(fe_p, {P, E}), x = Tensor::view(x_p, {B, P, W});
+  const Tensor y = Tensor::view(y_p, {B, P, W}), q = Tensor::view(q_p, {B, P, W});
+  fourier(xyz, P, fe_p);  // [P, E]
+  tr("act.query_fourier", fe);
+  geo.query_proj(x_p, W, fe_p, E, P);                                    // [P, W] (item 0)
+  for (i64 b = 1; b < B; ++b) std::copy_n(x_p, P * W, x_p + b * P * W);  // [B, P, W]
+  tr("trace.geo_decoder.query_proj.out", x);
+  geo.ln_1(y_p, W, x_p, W, R);  // [B, P, W]
+  tr("trace.geo_decoder.cross_attn_decoder.ln_1.out", y);
+  geo.c_q(q_p, W, y_p, W, R);  // [B, P, W] heads x D
+  tr("trace.geo_decoder.cross_attn_decoder.attn.c_q.out", q);
+  if (geo.norm.on) {
+    geo.norm.q_norm(q_p, D, q_p, D, R * nh);  // [B, P, nh, D]
+    if (trace)
+      tr("trace.geo_decoder.cross_attn_decoder.attn.attention.q_norm.out",
+         Tensor::view(q_p, {B, P, nh, D}));
+  }
+}
+
+void ShapeVAE::Impl::geo_out(float* x, float* y, float* q, float* hid, i64 B, i64 P, float* out,
+                             const ShapeVAE::TraceFn* trace) const {
+  const i64 W = cfg.geo_width(), M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
+  const i64 R = B * P;
+  auto tr = [&](const char* name, const float* v, i64 cols) {
+    if (trace) (*trace)(name, Tensor::view(const_cast<float*>(v), {B, P, cols}));
+  };
+  tr("trace.geo_decoder.cross_attn_decoder.attn.c_proj.in", y, W);
+  geo.c_proj(q, W, y, W, R);  // [R, W] (q reused)
+  tr("trace.geo_decoder.cross_attn_decoder.attn.c_proj.out", q, W);
+  for (i64 i = 0; i < R * W; ++i) x[i] += q[i];  // [R, W]
+  geo.ln_3(y, W, x, W, R);                       // [R, W]
+  tr("trace.geo_decoder.cross_attn_decoder.ln_3.out", y, W);
+  geo.mlp.c_fc(hid, M, y, W, R, Act::kGeluErf);  // [R, M]
+  geo.mlp.c_proj(q, W, hid, M, R);               // [R, W]
+  tr("trace.geo_decoder.cross_attn_decoder.mlp.c_proj.out", q, W);
+  for (i64 i = 0; i < R * W; ++i) x[i] += q[i];  // [R, W]
+  const float* fin = x;
+  if (geo.has_ln_post) {
+    geo.ln_post(y, W, x, W, R);  // [R, W]
+    tr("trace.geo_decoder.ln_post.out", y, W);
+    fin = y;
+  }
+  geo.output_proj(out, 1, fin, W, R);  // [R, 1]
+}
+
 void ShapeVAE::Impl::geo_forward(const float* xyz, i64 P, const float* kv, i64 B, i64 N, float* out,
                                  const ShapeVAE::TraceFn* trace, std::span<const i64> groups,
                                  const KeySelection* sel, const GeoKeys* keys) const {
   const i64 W = cfg.geo_width(), D = cfg.head_dim(), nh = cfg.geo_heads(), E = cfg.fourier_dim();
   const i64 M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
-  auto tr = [&](const char* name, const Tensor& v) {
-    if (trace) (*trace)(name, v);
-  };
   const i64 R = B * P;  // query rows
   ScratchPool::Lease mem = scratch.lease(P * E + 3 * R * W + R * M, 5);
-  Tensor fe = Tensor::view(mem.take(P * E), {P, E});  // [P, E]
-  fourier(xyz, P, fe.data());
-  tr("act.query_fourier", fe);
-  Tensor x = Tensor::view(mem.take(R * W), {B, P, W});  // [B, P, W] residual stream
-  geo.query_proj(x.data(), W, fe.data(), E, P);         // [P, W] (item 0)
-  for (i64 b = 1; b < B; ++b) std::copy_n(x.data(), P * W, x.data() + b * P * W);  // [B, P, W]
-  tr("trace.geo_decoder.query_proj.out", x);
-  Tensor y = Tensor::view(mem.take(R * W), {B, P, W});  // [B, P, W]
-  geo.ln_1(y.data(), W, x.data(), W, R);                // [B, P, W]
-  tr("trace.geo_decoder.cross_attn_decoder.ln_1.out", y);
-  Tensor q = Tensor::view(mem.take(R * W), {B, P, W});  // [B, P, W] heads x D
-  geo.c_q(q.data(), W, y.data(), W, R);                 // [B, P, W]
-  tr("trace.geo_decoder.cross_attn_decoder.attn.c_q.out", q);
-  if (geo.norm.on) {
-    geo.norm.q_norm(q.data(), D, q.data(), D, R * nh);  // [B, P, nh, D]
-    if (trace)
-      tr("trace.geo_decoder.cross_attn_decoder.attn.attention.q_norm.out",
-         Tensor::view(q.data(), {B, P, nh, D}));
-  }
+  float *fe = mem.take(P * E), *x = mem.take(R * W), *y = mem.take(R * W), *q = mem.take(R * W);
+  geo_in(xyz, P, B, fe, x, y, q, trace);
   // Attention into y (reused as the heads-concatenated output) [B, P, W].
   const i64 selected = sel ? std::min(sel->top_k, N) : 0;
   const bool bf16 = geo.c_q.bf16();
   if ((groups.empty() || selected <= 0) && !(bf16 && keys && B == 1)) {
-    kernels::attention({y.data(), P * W, W, D}, {q.data(), P * W, W, D},
-                       {kv, N * 2 * W, 2 * W, 2 * D}, {kv + D, N * 2 * W, 2 * W, 2 * D},
+    kernels::attention({y, P * W, W, D}, {q, P * W, W, D}, {kv, N * 2 * W, 2 * W, 2 * D},
+                       {kv + D, N * 2 * W, 2 * W, 2 * D},
                        {B, nh, P, N, D, 0.0f, bf16});  // [B, P, W]
   } else if (groups.empty() || selected <= 0) {        // every key, already in bf16
-    kernels::attention_bf16_kv({y.data(), P * W, W, D}, {q.data(), P * W, W, D}, keys->k16.data(),
+    kernels::attention_bf16_kv({y, P * W, W, D}, {q, P * W, W, D}, keys->k16.data(),
                                keys->v16.data(), {1, nh, P, N, D, 0.0f, true});  // [P, W]
   } else {
     if (B != 1) throw ModelError("ShapeVAE: key selection needs one batch item");
@@ -425,29 +471,33 @@ void ShapeVAE::Impl::geo_forward(const float* xyz, i64 P, const float* kv, i64 B
       local = geo_keys(kv, N);
       keys = &local;
     }
-    select_and_attend(q.data(), y.data(), kv, N, groups, selected,
-                      std::max<i64>(1, sel->sample_stride), *keys);
+    select_and_attend(q, y, kv, N, groups, selected, std::max<i64>(1, sel->sample_stride), *keys);
   }
-  tr("trace.geo_decoder.cross_attn_decoder.attn.c_proj.in", y);
-  geo.c_proj(q.data(), W, y.data(), W, R);  // [B, P, W] (q reused)
-  tr("trace.geo_decoder.cross_attn_decoder.attn.c_proj.out", q);
-  for (i64 i = 0; i < R * W; ++i) x.data()[i] += q.data()[i];  // [B, P, W]
-  geo.ln_3(y.data(), W, x.data(), W, R);                       // [B, P, W]
-  tr("trace.geo_decoder.cross_attn_decoder.ln_3.out", y);
-  {
-    Tensor hid = Tensor::view(mem.take(R * M), {R, M});          // [B P, M]
-    geo.mlp.c_fc(hid.data(), M, y.data(), W, R, Act::kGeluErf);  // [B P, M]
-    geo.mlp.c_proj(q.data(), W, hid.data(), M, R);               // [B, P, W]
-  }
-  tr("trace.geo_decoder.cross_attn_decoder.mlp.c_proj.out", q);
-  for (i64 i = 0; i < R * W; ++i) x.data()[i] += q.data()[i];  // [B, P, W]
-  const float* fin = x.data();
-  if (geo.has_ln_post) {
-    geo.ln_post(y.data(), W, x.data(), W, R);  // [B, P, W]
-    tr("trace.geo_decoder.ln_post.out", y);
-    fin = y.data();
-  }
-  geo.output_proj(out, 1, fin, W, R);  // [B, P, 1]
+  geo_out(x, y, q, mem.take(R * M), B, P, out, trace);  // [B, P, 1]
+}
+
+void ShapeVAE::Impl::geo_forward_groups(const float* xyz, i64 P, const float* kv, i64 N,
+                                        std::span<const i64> groups, const KeySelection& sel,
+                                        const GeoKeys& keys, float* out) const {
+  const i64 selected = std::min(sel.top_k, N);
+  if (selected <= 0) return geo_forward(xyz, P, kv, 1, N, out, nullptr, {}, nullptr, &keys);
+  const i64 W = cfg.geo_width(), E = cfg.fourier_dim();
+  const i64 M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
+  ScratchPool::Lease mem = scratch.lease(3 * P * W, 3);
+  float *x = mem.take(P * W), *y = mem.take(P * W), *q = mem.take(P * W);
+  const i64 blocks = (P + kRowBlock - 1) / kRowBlock;
+  tbb::parallel_for(i64{0}, blocks, [&](i64 bi) {  // [P, W] each: x, q
+    const i64 p0 = bi * kRowBlock, m = std::min(kRowBlock, P - p0);
+    ScratchPool::Lease fe = scratch.lease(m * E, 1);
+    geo_in(xyz + 3 * p0, m, 1, fe.take(m * E), x + p0 * W, y + p0 * W, q + p0 * W, nullptr);
+  });
+  select_and_attend(q, y, kv, N, groups, selected, std::max<i64>(1, sel.sample_stride),
+                    keys);                         // [P, W]
+  tbb::parallel_for(i64{0}, blocks, [&](i64 bi) {  // [P]
+    const i64 p0 = bi * kRowBlock, m = std::min(kRowBlock, P - p0);
+    ScratchPool::Lease hid = scratch.lease(m * M, 1);
+    geo_out(x + p0 * W, y + p0 * W, q + p0 * W, hid.take(m * M), 1, m, out + p0, nullptr);
+  });
 }
 
 void ShapeVAE::Impl::geo_forward_device(const nn::DeviceOps& k, const float* xyz, i64 P,
@@ -766,8 +816,7 @@ class VaeGeometryField final : public Field {
   void evaluate_groups(const float* xyz, std::span<const std::int64_t> offsets,
                        const KeySelection& selection, float* out) const override {
     if (offsets.empty() || offsets.back() == 0) return;
-    impl_->geo_forward(xyz, offsets.back(), kv_.data(), 1, n_, out, nullptr, offsets, &selection,
-                       &keys_);
+    impl_->geo_forward_groups(xyz, offsets.back(), kv_.data(), n_, offsets, selection, keys_, out);
   }
   std::int64_t key_count() const override { return n_; }
 
