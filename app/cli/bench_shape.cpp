@@ -1,7 +1,9 @@
 #include "app/cli/bench_shape.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -15,8 +17,10 @@
 #include "models/nn/device_ops.h"
 #include "models/shape/dinov2.h"
 #include "models/shape/dit.h"
+#include "models/shape/dit21.h"
 #include "models/shape/field.h"
 #include "models/shape/sampler.h"
+#include "models/shape/shape_models.h"
 #include "models/shape/shape_vae.h"
 #include "models/shape/volume_decoder.h"
 #include "pipeline/error.h"
@@ -30,6 +34,15 @@ using i64 = std::int64_t;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// CPU seconds of this process, every thread (user + system): on a shared machine the share of
+// the cores a stage got is its CPU seconds over its wall seconds.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 // The geometry decoder's full cost on every point, a smooth surface's values (see the header).
@@ -61,27 +74,163 @@ models::Tensor uniform(const models::Shape& s, std::uint64_t seed, float lo, flo
   return t;
 }
 
+// One published shape model as the official pipeline runs it (hy3dgen/shapegen/pipelines.py with
+// the folder's config.yaml; the turbo ones with enable_flashvdm() as in
+// examples/fast_shape_gen_with_flashvdm.py): its networks' sizes and its sampling and decoding
+// choices. Sizes the repository does not pin are marked where they are set.
+struct BenchModel {
+  std::string name;    // --model
+  std::string folder;  // published DiT folder (shape_models.h)
+  models::Dinov2Config dino;
+  bool plain = false;          // HunYuanDiTPlain (2mini) instead of Hunyuan3DDiT (2.0)
+  models::DiTConfig dit;       // 2.0 DiTs
+  models::DiT21Config dit21;   // 2mini DiTs
+  models::ShapeVAEConfig vae;  // the VAE the pipeline decodes with (its geometry decoder)
+  std::string vae_folder;      // "" = the DiT folder's own VAE
+  int steps = 50;
+  double guidance = 5.0;  // with a guidance-embedded DiT: its input, one forward per step
+  models::ScheduleKind schedule = models::ScheduleKind::kFlowMatch;
+  std::string volume = "hierarchical";
+};
+
+// DINOv2-large (dinov2-large: hidden 1024, 24 layers, 16 heads, MLP FFN).
+models::Dinov2Config dinov2_large() {
+  models::Dinov2Config c;
+  c.hidden_size = 1024;
+  c.num_hidden_layers = 24;
+  c.num_attention_heads = 16;
+  c.use_swiglu_ffn = false;
+  return c;
+}
+
+// The FlashVDM turbo VAEs' geometry decoder (hunyuan3d-vae-v2-0-turbo, -v2-mini-turbo): width and
+// heads divided by 8 behind latents_proj, MLP expand ratio 1, no ln_post. These values are not
+// stored in this repository (gen3d reads them from the folder's weights); they are taken as
+// published for the bench.
+void turbo_geo_decoder(models::ShapeVAEConfig& v) {
+  v.geo_decoder_downsample_ratio = 8;
+  v.geo_decoder_mlp_expand_ratio = 1;
+  v.geo_decoder_ln_post = false;
+}
+
+std::vector<BenchModel> bench_models() {
+  std::vector<BenchModel> out;
+  BenchModel full;  // hunyuan3d-dit-v2-0: DINOv2-giant, the 2.0 DiT, CFG, 50 steps
+  full.name = "full";
+  full.folder = "hunyuan3d-dit-v2-0";
+  out.push_back(full);
+
+  BenchModel fast = full;  // guidance-distilled: guidance embedded, one forward per step
+  fast.name = "fast";
+  fast.folder = "hunyuan3d-dit-v2-0-fast";
+  fast.dit.guidance_embed = true;
+  out.push_back(fast);
+
+  BenchModel turbo = fast;  // also step-distilled: consistency schedule, 5 steps, turbo VAE
+  turbo.name = "turbo";
+  turbo.folder = "hunyuan3d-dit-v2-0-turbo";
+  turbo.steps = 5;
+  turbo.schedule = models::ScheduleKind::kConsistency;
+  turbo.volume = "flashvdm";
+  turbo_geo_decoder(turbo.vae);
+  out.push_back(turbo);
+
+  // hunyuan3d-dit-v2-mini: HunYuanDiTPlain on 512 latents with DINOv2-large's 1024-wide tokens,
+  // run with CFG (no guidance embedding). Its width, depth, heads and experts are not stored in
+  // this repository; taken as published: H 1024, 16 blocks, 16 heads, the last 6 with 8 experts
+  // (top 2).
+  BenchModel mini;
+  mini.name = "mini";
+  mini.folder = "hunyuan3d-dit-v2-mini";
+  mini.dino = dinov2_large();
+  mini.plain = true;
+  mini.dit21.input_size = 512;
+  mini.dit21.hidden_size = 1024;
+  mini.dit21.context_dim = 1024;
+  mini.dit21.depth = 16;
+  mini.dit21.num_heads = 16;
+  mini.vae.num_latents = 512;
+  out.push_back(mini);
+
+  BenchModel mini_turbo = mini;  // consistency schedule, 5 steps, still CFG; the mini turbo VAE
+  mini_turbo.name = "mini-turbo";
+  mini_turbo.folder = "hunyuan3d-dit-v2-mini-turbo";
+  mini_turbo.steps = 5;
+  mini_turbo.schedule = models::ScheduleKind::kConsistency;
+  mini_turbo.volume = "flashvdm";
+  turbo_geo_decoder(mini_turbo.vae);
+  out.push_back(mini_turbo);
+
+  for (BenchModel& m : out)
+    if (const models::ShapeModelInfo* info = models::find_shape_model_info(m.folder))
+      m.vae_folder = std::string(info->turbo_vae);
+  return out;
+}
+
+// The same model at test size (checks the path, times nothing useful).
+void make_tiny(BenchModel& m) {
+  m.dino.hidden_size = 64;
+  m.dino.num_hidden_layers = 2;
+  m.dino.num_attention_heads = 4;
+  m.dino.image_size = 56;
+  m.dit.context_in_dim = 64;
+  m.dit.hidden_size = 64;
+  m.dit.num_heads = 4;
+  m.dit.axes_dim = {16};
+  m.dit.depth = 1;
+  m.dit.depth_single_blocks = 1;
+  m.dit.in_channels = 8;
+  m.dit21.input_size = 64;
+  m.dit21.in_channels = 8;
+  m.dit21.hidden_size = 64;
+  m.dit21.context_dim = 64;
+  m.dit21.depth = 3;
+  m.dit21.num_heads = 4;
+  m.dit21.num_moe_layers = 1;
+  m.dit21.num_experts = 2;
+  m.dit21.moe_top_k = 1;
+  m.vae.num_latents = 64;
+  m.vae.embed_dim = 8;
+  m.vae.width = 64;
+  m.vae.heads = 4;
+  m.vae.num_decoder_layers = 1;
+  if (m.vae.geo_decoder_downsample_ratio > 1) m.vae.geo_decoder_downsample_ratio = 2;
+}
+
+std::string model_names() {
+  std::string names;
+  for (const BenchModel& m : bench_models()) names += (names.empty() ? "" : ", ") + m.name;
+  return names;
+}
+
 }  // namespace
 
 void add_bench_shape(CLI::App& bench, BenchShapeOptions& opt) {
   auto* c = bench.add_subcommand(
       "shape",
-      "Time image -> mesh end to end with full-size random networks (DINOv2, every DiT step, the "
-      "VAE, the volume decode, marching cubes); prints one JSON line");
+      "Time image -> mesh end to end with full-size random networks of a published model (DINOv2, "
+      "every DiT step, the VAE, the volume decode, marching cubes); prints one JSON line per run");
+  c->add_option("--model", opt.model,
+                "full (2.0), fast, turbo, mini or mini-turbo: sizes, steps, guidance, schedule, "
+                "VAE and volume decoding as the official pipeline runs it")
+      ->capture_default_str();
   c->add_option("--device", opt.device, "cpu, or cuda")->capture_default_str();
-  c->add_option("--precision", opt.precision, "CPU weights: auto, fp32 or bf16 (cuda: bf16)")
+  c->add_option("--precision", opt.precision,
+                "CPU weights: auto, fp32, bf16 or int8 (the DiT's products in int8, the rest bf16; "
+                "cuda: bf16)")
       ->capture_default_str();
-  c->add_option("--steps", opt.steps, "sampler steps; a comma list runs each")
-      ->delimiter(',')
-      ->capture_default_str();
+  c->add_option("--steps", opt.steps,
+                "sampler steps (default: the model's); a comma list runs each")
+      ->delimiter(',');
   c->add_option("--guidance", opt.guidance,
-                "guidance scale (< 0: no CFG, batch 1); a comma list pairs with --steps")
-      ->delimiter(',')
-      ->capture_default_str();
+                "guidance scale (default: the model's; < 0: no CFG, batch 1); a comma list pairs "
+                "with --steps")
+      ->delimiter(',');
   c->add_option("--octree", opt.octree, "octree resolution")
       ->capture_default_str()
       ->check(CLI::Range(16, 1024));
-  c->add_option("--volume", opt.volume, "dense, hierarchical or flashvdm")->capture_default_str();
+  c->add_option("--volume", opt.volume,
+                "dense, hierarchical or flashvdm (default: the model's; flashvdm for the turbos)");
   c->add_flag("--tiny", opt.tiny, "tiny networks (checks the path, times nothing useful)");
   c->add_flag("--profile", opt.profile,
               "then profile one more volume decode on the device (GPU ms per operation)");
@@ -93,84 +242,94 @@ void add_bench_shape(CLI::App& bench, BenchShapeOptions& opt) {
 
 int cmd_bench_shape(const BenchShapeOptions& opt) {
   const models::Device device = models::parse_device(opt.device);
+  std::vector<BenchModel> known = bench_models();
+  auto found = std::find_if(known.begin(), known.end(),
+                            [&](const BenchModel& m) { return m.name == opt.model; });
+  if (found == known.end())
+    throw pipeline::ConfigError("bench shape: unknown --model " + opt.model + " (" + model_names() +
+                                ")");
+  BenchModel model = *found;
+  if (opt.tiny) make_tiny(model);
+  const std::vector<int> steps_list = opt.steps.empty() ? std::vector<int>{model.steps} : opt.steps;
+  const std::vector<double> guidance_list =
+      opt.guidance.empty() ? std::vector<double>{model.guidance} : opt.guidance;
   models::VolumeMethod method;
   models::Precision precision;
   try {
-    method = models::parse_volume_method(opt.volume);
+    method = models::parse_volume_method(opt.volume.empty() ? model.volume : opt.volume);
     precision = models::resolve_precision(models::parse_precision(opt.precision));
   } catch (const std::exception& e) {
     throw pipeline::ConfigError(std::string("bench shape: ") + e.what());
   }
-  for (const int n : opt.steps)
+  for (const int n : steps_list)
     if (n < 1 || n > 1000)
       throw pipeline::ConfigError("bench shape: --steps " + std::to_string(n) +
                                   " is outside 1..1000");
-  if (opt.guidance.size() != 1 && opt.guidance.size() != opt.steps.size())
+  if (guidance_list.size() != 1 && guidance_list.size() != steps_list.size())
     throw pipeline::ConfigError("bench shape: --guidance takes one value or one per --steps value");
   if (device != models::Device::kCpu) {
-    if (precision == models::Precision::kFp32 && opt.precision != "auto")
+    if (precision != models::Precision::kBf16 && opt.precision != "auto")
       throw pipeline::ConfigError("bench shape: --device cuda runs the networks in bf16");
+    if (model.plain)
+      throw pipeline::ConfigError("bench shape: the " + model.name +
+                                  " DiT (HunYuanDiTPlain) runs on the CPU only");
     use_device(device);
     precision = models::Precision::kBf16;
   }
-  // On a device the host copy stays float32 (the backend rounds it to bf16 on upload).
+  // On a device the host copy stays float32 (the backend rounds it to bf16 on upload). int8
+  // quantizes the DiT's products; DINOv2 and the VAE then run in bf16.
   const models::WeightStorage storage =
       device == models::Device::kCpu ? models::storage_for(precision) : models::WeightStorage::kF32;
-
-  models::Dinov2Config dino;  // dinov2-giant
-  models::DiTConfig dit_cfg;  // 2.0
-  models::ShapeVAEConfig vae_cfg;
-  int image = 518;
-  if (opt.tiny) {
-    dino.hidden_size = 64;
-    dino.num_hidden_layers = 2;
-    dino.num_attention_heads = 4;
-    dino.image_size = 56;
-    image = 56;
-    dit_cfg.context_in_dim = 64;
-    dit_cfg.hidden_size = 64;
-    dit_cfg.num_heads = 4;
-    dit_cfg.axes_dim = {16};
-    dit_cfg.depth = 1;
-    dit_cfg.depth_single_blocks = 1;
-    dit_cfg.in_channels = 8;
-    vae_cfg.num_latents = 64;
-    vae_cfg.embed_dim = 8;
-    vae_cfg.width = 64;
-    vae_cfg.heads = 4;
-    vae_cfg.num_decoder_layers = 1;
-  }
+  const models::WeightStorage other_storage =
+      storage == models::WeightStorage::kInt8 ? models::WeightStorage::kBF16 : storage;
+  const int image = model.dino.image_size;
 
   const auto t_build = Clock::now();
   const models::Dinov2Model encoder =
-      models::Dinov2Model::random(dino, 1, models::Dinov2Options{storage, device});
-  const models::Hunyuan3DDiT dit = models::Hunyuan3DDiT::random(dit_cfg, 2, {storage, device});
-  models::ShapeVAE vae = models::ShapeVAE::random(vae_cfg, 3, storage);
+      models::Dinov2Model::random(model.dino, 1, models::Dinov2Options{other_storage, device});
+  std::unique_ptr<models::ShapeDenoiser> dit;
+  if (model.plain)
+    dit = std::make_unique<models::HunyuanDiTPlain>(
+        models::HunyuanDiTPlain::random(model.dit21, 2, {storage}));
+  else
+    dit = std::make_unique<models::Hunyuan3DDiT>(
+        models::Hunyuan3DDiT::random(model.dit, 2, {storage, device}));
+  models::ShapeVAE vae = models::ShapeVAE::random(model.vae, 3, other_storage);
   vae.set_device(device);
   const double build_s = seconds_since(t_build);
+  const models::ShapeVAEConfig& vae_cfg = model.vae;
 
-  for (std::size_t run = 0; run < opt.steps.size(); ++run)
+  for (std::size_t run = 0; run < steps_list.size(); ++run)
     for (int rep = 0; rep < opt.reps; ++rep) {
-      const int steps = opt.steps[run];
-      const double guidance = opt.guidance[opt.guidance.size() == 1 ? 0 : run];
-      nlohmann::json stages;
+      const int steps = steps_list[run];
+      const double guidance = guidance_list[guidance_list.size() == 1 ? 0 : run];
+      nlohmann::json stages, stages_cpu;
       const auto t0 = Clock::now();
+      const double c0 = cpu_seconds();
       auto timed = [&](const char* name, auto&& f) {
         const auto ts = Clock::now();
+        const double cs = cpu_seconds();
         auto r = f();
         stages[name] = seconds_since(ts);
+        stages_cpu[name] = cpu_seconds() - cs;
         return r;
       };
       // Normalized pixels as the conditioner makes them.
       const models::Tensor pixels = uniform({1, 3, image, image}, 4, -2.0f, 2.0f);
       const models::Tensor cond = timed("dinov2", [&] { return encoder.forward(pixels); });
-      const models::Tensor noise = uniform({1, vae_cfg.num_latents, dit_cfg.in_channels}, 5, -1.7f,
-                                           1.7f);  // unit variance
+      const models::Tensor noise = uniform({1, vae_cfg.num_latents, dit->latent_channels()}, 5,
+                                           -1.7f, 1.7f);  // unit variance
       models::SamplerOptions so;
       so.steps = steps;
       so.guidance_scale = guidance;
-      const models::Tensor latents =
-          timed("sampler", [&] { return models::sample(dit, so, nullptr, noise, cond); });
+      so.schedule = model.schedule;
+      int forwards = 0;
+      const models::StepObserver count = [&](const models::StepObservation& o) {
+        if (o.v) ++forwards;
+      };
+      const models::Tensor latents = timed("sampler", [&] {
+        return models::sample(*dit, so, nullptr, noise, cond, nullptr, &count);
+      });
       const models::Tensor decoded = timed("vae_decode", [&] { return vae.decode(latents); });
       models::VolumeDecodeOptions vo;
       vo.method = method;
@@ -185,23 +344,35 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
       const mesh::Mesh m = timed("marching_cubes", [&] {
         return mesh::marching_cubes({grid.values.data(), grid.n(), grid.n(), grid.n()});
       });
-      const double total_s = seconds_since(t0);
+      const double total_s = seconds_since(t0), total_cpu_s = cpu_seconds() - c0;
+      const bool cfg = guidance >= 0.0 && !dit->guidance_embedded();
 
       nlohmann::json j;
       j["bench"] = "shape";
       j["rep"] = rep;
-      j["model"] = opt.tiny ? "2.0 (tiny)" : "2.0";
+      j["model"] = opt.tiny ? model.name + " (tiny)" : model.name;
+      j["folder"] = model.folder;
+      j["vae"] = model.vae_folder.empty() ? model.folder : model.vae_folder;
       j["device"] = models::device_name(device);
       if (device != models::Device::kCpu) j["gpu"] = device_description(device);
       j["precision"] = models::precision_name(precision);
       j["steps"] = steps;
       j["guidance"] = guidance;
+      j["cfg"] = cfg;
+      j["schedule"] = model.schedule == models::ScheduleKind::kConsistency ? "consistency" : "flow";
+      j["dit_forwards"] = forwards;
+      if (forwards > 0) j["dit_forward_s"] = stages["sampler"].get<double>() / forwards;
       j["octree"] = opt.octree;
       j["volume"] = models::volume_method_name(method);
       j["total_s"] = total_s;
       j["stages"] = stages;
+      j["total_cpu_s"] = total_cpu_s;
+      j["stages_cpu_s"] = stages_cpu;
       j["build_s"] = build_s;
       j["points"] = stats.points_queried;
+      j["points_per_level"] = stats.points_per_level;
+      j["levels"] = stats.levels;
+      j["geo_decoder_width"] = vae_cfg.geo_width();
       j["faces"] = m.faces.size();
       j["surface"] = "sphere r 0.5, logit 10 sdf; the VAE decoder runs on every point";
       std::printf("%s\n", j.dump().c_str());
@@ -210,12 +381,12 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
   if (opt.profile && device != models::Device::kCpu) {
     const models::Tensor pixels = uniform({1, 3, image, image}, 4, -2.0f, 2.0f);
     const models::Tensor noise =
-        uniform({1, vae_cfg.num_latents, dit_cfg.in_channels}, 5, -1.7f, 1.7f);
+        uniform({1, vae_cfg.num_latents, dit->latent_channels()}, 5, -1.7f, 1.7f);
     models::SamplerOptions so;
     so.steps = 1;
     so.guidance_scale = -1.0;
     const models::Tensor decoded =
-        vae.decode(models::sample(dit, so, nullptr, noise, encoder.forward(pixels)));
+        vae.decode(models::sample(*dit, so, nullptr, noise, encoder.forward(pixels)));
     models::VolumeDecodeOptions vo;
     vo.method = method;
     vo.resolution = opt.octree;

@@ -170,9 +170,10 @@ struct Bf16Scratch {
 };
 
 // attend_block with bf16 block products: S = Q K^T and O += P V on oneDNN, one thread each.
-void attend_block_bf16(const HeadsOut& out, const HeadsView& q, const Bf16KV& kv,
-                       const AttentionShape& s, float scale, std::int64_t b, std::int64_t h,
-                       std::int64_t q0, std::int64_t nq, Scratch& w, Bf16Scratch& wb) {
+void attend_block_bf16(const HeadsOut& out, const HeadsView& q, const std::uint16_t* k_all,
+                       const std::uint16_t* v_all, const AttentionShape& s, float scale,
+                       std::int64_t b, std::int64_t h, std::int64_t q0, std::int64_t nq, Scratch& w,
+                       Bf16Scratch& wb) {
   const std::int64_t D = s.head_dim, L = s.kv_len;
   w.scores.resize(static_cast<std::size_t>(kBlockQ * kBlockK));
   w.acc.assign(static_cast<std::size_t>(nq * D), 0.0f);
@@ -183,8 +184,8 @@ void attend_block_bf16(const HeadsOut& out, const HeadsView& q, const Bf16KV& kv
   for (std::int64_t i = 0; i < nq; ++i)
     round_to_bf16(q.data + b * q.batch_stride + h * q.head_stride + (q0 + i) * q.token_stride,
                   static_cast<std::size_t>(D), wb.q.data() + i * D);
-  const std::uint16_t* kb = kv.k.data() + (b * s.heads + h) * L * D;
-  const std::uint16_t* vb = kv.v.data() + (b * s.heads + h) * L * D;
+  const std::uint16_t* kb = k_all + (b * s.heads + h) * L * D;
+  const std::uint16_t* vb = v_all + (b * s.heads + h) * L * D;
   float* S = w.scores.data();
   float* O = w.acc.data();
   for (std::int64_t k0 = 0; k0 < L; k0 += kBlockK) {
@@ -218,33 +219,40 @@ void attend_block_bf16(const HeadsOut& out, const HeadsView& q, const Bf16KV& kv
 
 }  // namespace
 
-void attention(const HeadsOut& out, const HeadsView& q, const HeadsView& k, const HeadsView& v,
-               const AttentionShape& s) {
-  if (s.batch <= 0 || s.heads <= 0 || s.q_len <= 0 || s.head_dim <= 0) return;
+namespace {
+
+// Zero output for a softmax over no keys; true when there is nothing else to do.
+bool trivial_attention(const HeadsOut& out, const AttentionShape& s) {
+  if (s.batch <= 0 || s.heads <= 0 || s.q_len <= 0 || s.head_dim <= 0) return true;
   count_flops(4.0 * static_cast<double>(s.batch) * s.heads * s.q_len * s.kv_len * s.head_dim);
-  if (s.kv_len <= 0) {  // softmax over nothing: define the output as zero
-    for (std::int64_t b = 0; b < s.batch; ++b)
-      for (std::int64_t h = 0; h < s.heads; ++h)
-        for (std::int64_t t = 0; t < s.q_len; ++t)
-          std::fill_n(out.data + b * out.batch_stride + h * out.head_stride + t * out.token_stride,
-                      s.head_dim, 0.0f);
-    return;
-  }
+  if (s.kv_len > 0) return false;
+  for (std::int64_t b = 0; b < s.batch; ++b)
+    for (std::int64_t h = 0; h < s.heads; ++h)
+      for (std::int64_t t = 0; t < s.q_len; ++t)
+        std::fill_n(out.data + b * out.batch_stride + h * out.head_stride + t * out.token_stride,
+                    s.head_dim, 0.0f);
+  return true;
+}
+
+// Every (batch, head, query block), in parallel when large enough. k16 / v16: keys and values
+// already in bf16 ([batch, heads, kv, D]) for the bf16 path, null for float32.
+void run_attention(const HeadsOut& out, const HeadsView& q, const HeadsView& k, const HeadsView& v,
+                   const std::uint16_t* k16, const std::uint16_t* v16, const AttentionShape& s) {
   ensure_serial_blas();
   const float scale = effective_scale(s);
   const std::int64_t q_blocks = (s.q_len + kBlockQ - 1) / kBlockQ;
   const std::int64_t tasks = s.batch * s.heads * q_blocks;
   static tbb::enumerable_thread_specific<Scratch> scratch;
   static tbb::enumerable_thread_specific<Bf16Scratch> bf16_scratch;
-  const Bf16KV kv = s.bf16 ? round_kv(k, v, s) : Bf16KV{};
   auto run = [&](std::int64_t task) {
     const std::int64_t qb = task % q_blocks;
     const std::int64_t h = (task / q_blocks) % s.heads;
     const std::int64_t b = task / (q_blocks * s.heads);
     const std::int64_t q0 = qb * kBlockQ;
     const std::int64_t nq = std::min(kBlockQ, s.q_len - q0);
-    if (s.bf16)
-      attend_block_bf16(out, q, kv, s, scale, b, h, q0, nq, scratch.local(), bf16_scratch.local());
+    if (k16)
+      attend_block_bf16(out, q, k16, v16, s, scale, b, h, q0, nq, scratch.local(),
+                        bf16_scratch.local());
     else
       attend_block(out, q, k, v, s, scale, b, h, q0, nq, scratch.local());
   };
@@ -256,6 +264,22 @@ void attention(const HeadsOut& out, const HeadsView& q, const HeadsView& k, cons
                     [&](const tbb::blocked_range<std::int64_t>& r) {
                       for (std::int64_t t = r.begin(); t < r.end(); ++t) run(t);
                     });
+}
+
+}  // namespace
+
+void attention(const HeadsOut& out, const HeadsView& q, const HeadsView& k, const HeadsView& v,
+               const AttentionShape& s) {
+  if (trivial_attention(out, s)) return;
+  if (!s.bf16) return run_attention(out, q, k, v, nullptr, nullptr, s);
+  const Bf16KV kv = round_kv(k, v, s);
+  run_attention(out, q, k, v, kv.k.data(), kv.v.data(), s);
+}
+
+void attention_bf16_kv(const HeadsOut& out, const HeadsView& q, const std::uint16_t* k,
+                       const std::uint16_t* v, const AttentionShape& s) {
+  if (trivial_attention(out, s)) return;
+  run_attention(out, q, {}, {}, k, v, s);
 }
 
 namespace ref {

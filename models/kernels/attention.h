@@ -40,9 +40,23 @@ struct AttentionShape {
 void attention(const HeadsOut& out, const HeadsView& q, const HeadsView& k, const HeadsView& v,
                const AttentionShape& s);
 
+// The bf16 path (s.bf16 is implied) with keys and values rounded to bf16 beforehand, contiguous
+// per head: element (b, h, t, d) of k and v at [((b * heads + h) * kv_len + t) * head_dim + d].
+// The same results as attention() with s.bf16 on the float32 values they were rounded from; a
+// caller that attends to the same keys many times rounds them once.
+void attention_bf16_kv(const HeadsOut& out, const HeadsView& q, const std::uint16_t* k,
+                       const std::uint16_t* v, const AttentionShape& s);
+
 namespace ref {
 void attention(const HeadsOut& out, const HeadsView& q, const HeadsView& k, const HeadsView& v,
                const AttentionShape& s);
+
+// The bf16 path (s.bf16 is implied) with keys and values rounded to bf16 beforehand, contiguous
+// per head: element (b, h, t, d) of k and v at [((b * heads + h) * kv_len + t) * head_dim + d].
+// The same results as attention() with s.bf16 on the float32 values they were rounded from; a
+// caller that attends to the same keys many times rounds them once.
+void attention_bf16_kv(const HeadsOut& out, const HeadsView& q, const std::uint16_t* k,
+                       const std::uint16_t* v, const AttentionShape& s);
 }  // namespace ref
 
 }  // namespace gen3d::models::kernels

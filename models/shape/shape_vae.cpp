@@ -1,17 +1,22 @@
 #include "models/shape/shape_vae.h"
 
+#include <cblas.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 #include <sstream>
 
+#include "models/core/blas_threads.h"
+#include "models/core/dtype.h"
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
 #include "models/kernels/activations.h"
@@ -22,6 +27,7 @@
 #include "models/nn/device_ops.h"
 #include "models/nn/layers.h"
 #include "models/shape/checkpoints.h"
+#include "models/shape/key_selection.h"
 
 namespace gen3d::models {
 
@@ -89,10 +95,73 @@ Tensor gather_heads(const float* base, i64 B, i64 T, i64 ld, i64 col0, i64 heads
   return out;
 }
 
+// Activation memory of geometry-decoder calls, kept for later calls: a fresh buffer costs page
+// faults and zero-filling on every call, about a tenth of a decode's CPU time in perf. Requests
+// over kMaxPooled floats (large FlashVDM chunks) get a buffer of their own, not kept. A lease is
+// one call's; concurrent calls (and calls nested by TBB's work stealing) get different buffers.
+class ScratchPool {
+ public:
+  static constexpr i64 kMaxPooled = i64{8} << 20;  // floats (32 MiB)
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  using Buffer = std::unique_ptr<float[], Free>;
+
+  class Lease {
+   public:
+    Lease(ScratchPool* pool, Buffer buf, i64 size)
+        : pool_(pool), buf_(std::move(buf)), size_(size) {}
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() {
+      if (pool_) pool_->give_back(std::move(buf_), size_);
+    }
+    // The next n floats, 64-byte aligned.
+    float* take(i64 n) {
+      float* p = buf_.get() + used_;
+      used_ += (n + 15) / 16 * 16;
+      return p;
+    }
+
+   private:
+    ScratchPool* pool_;
+    Buffer buf_;
+    i64 size_, used_ = 0;
+  };
+
+  // A buffer for `floats` floats plus 16 per take() for alignment (uninitialized).
+  Lease lease(i64 floats, int takes) {
+    const i64 n = floats + 16 * takes;
+    if (n <= kMaxPooled) {
+      std::lock_guard lock(mutex_);
+      for (std::size_t i = 0; i < free_.size(); ++i)
+        if (free_[i].second >= n) {
+          auto [buf, size] = std::move(free_[i]);
+          free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+          return Lease(this, std::move(buf), size);
+        }
+    }
+    const i64 size = n <= kMaxPooled ? std::max(n, i64{1} << 20) : n;
+    Buffer buf(static_cast<float*>(
+        std::aligned_alloc(64, static_cast<std::size_t>((size * 4 + 63) / 64 * 64))));
+    if (!buf) throw std::bad_alloc();
+    return Lease(n <= kMaxPooled ? this : nullptr, std::move(buf), size);
+  }
+
+ private:
+  void give_back(Buffer buf, i64 size) {
+    std::lock_guard lock(mutex_);
+    free_.emplace_back(std::move(buf), size);
+  }
+  std::mutex mutex_;
+  std::vector<std::pair<Buffer, i64>> free_;
+};
+
 }  // namespace
 
 struct ShapeVAE::Impl {
   ShapeVAEConfig cfg;
+  mutable ScratchPool scratch;  // geometry-decoder activations
   i64 params = 0;
   std::vector<float> freqs;  // [F] float32 frequencies (x pi if include_pi)
   Tensor freqs_t;            // the same as a tensor, for devices
@@ -193,124 +262,242 @@ struct ShapeVAE::Impl {
   void geo_forward_device(const nn::DeviceOps& k, const float* xyz, i64 P, const float* kv, i64 N,
                           GeoScratch& s, float* logits) const;
 
+  // What a geometry field derives from its keys and values once, for every call (one item):
+  // keys and values rounded to bf16, head-major [nh, N, D] (bf16 weights only), and per head the
+  // largest L1 norm of a key (the error bound of the float32 selection scores).
+  struct GeoKeys {
+    std::vector<std::uint16_t> k16, v16;
+    std::vector<double> key_l1_max;  // [nh]
+  };
+  GeoKeys geo_keys(const float* kv, i64 N) const;
+  // FlashVDM attention of one item: each group of queries q [P, W] attends to its top_k keys
+  // per head (key_selection.h) -> y [P, W].
+  void select_and_attend(const float* q, float* y, const float* kv, i64 N,
+                         std::span<const i64> groups, i64 top_k, i64 stride,
+                         const GeoKeys& keys) const;
+
   // Geometry decoder for B items at shared points: xyz [P, 3], kv [B, N, 2Wg] -> out [B, P].
   // Inside, W is the decoder's width Wg and nh its heads.
   // groups (B == 1 only): attention groups with FlashVDM key selection, or empty (all keys).
+  // keys: geo_keys(kv, N) when B == 1, or null (then derived here when needed).
   void geo_forward(const float* xyz, i64 P, const float* kv, i64 B, i64 N, float* out,
                    const ShapeVAE::TraceFn* trace, std::span<const i64> groups = {},
-                   const KeySelection* sel = nullptr) const;
+                   const KeySelection* sel = nullptr, const GeoKeys* keys = nullptr) const;
+  // The same for one item with attention groups, the row-wise layers in blocks of kRowBlock
+  // rows in parallel (the dense path's GEMM shapes, small buffers) around the grouped attention.
+  void geo_forward_groups(const float* xyz, i64 P, const float* kv, i64 N,
+                          std::span<const i64> groups, const KeySelection& sel, const GeoKeys& keys,
+                          float* out) const;
+  static constexpr i64 kRowBlock = 256;
+  // Row-wise layers before the attention: xyz [P, 3] -> fe [P, E], residual x [B, P, W], q
+  // [B, P, W] (normalized), y [B, P, W] scratch.
+  void geo_in(const float* xyz, i64 P, i64 B, float* fe, float* x, float* y, float* q,
+              const ShapeVAE::TraceFn* trace) const;
+  // Row-wise layers after it: attention output y [B, P, W], residual x [B, P, W] -> logits out
+  // [B, P]; q [B, P, W] and hid [B P, M] scratch.
+  void geo_out(float* x, float* y, float* q, float* hid, i64 B, i64 P, float* out,
+               const ShapeVAE::TraceFn* trace) const;
 };
 
-namespace {
-
-// Top-k keys of one head for one query group: score(j) = mean_s(q_s) . k_j (raw dot product, no
-// scale), highest first, ties by lowest index; returned sorted by index.
-void select_keys(const float* q, i64 q_ld, i64 n_q, i64 stride, const float* k, i64 k_ld, i64 N,
-                 i64 D, i64 top_k, std::vector<i64>& idx, std::vector<double>& mean,
-                 std::vector<double>& score) {
-  mean.assign(static_cast<std::size_t>(D), 0.0);
-  i64 ns = 0;
-  for (i64 s = 0; s < n_q; s += stride, ++ns)
-    for (i64 d = 0; d < D; ++d) mean[static_cast<std::size_t>(d)] += q[s * q_ld + d];
-  for (double& m : mean) m /= static_cast<double>(ns);
-  score.resize(static_cast<std::size_t>(N));
-  for (i64 j = 0; j < N; ++j) {
-    double acc = 0.0;
-    for (i64 d = 0; d < D; ++d) acc += mean[static_cast<std::size_t>(d)] * k[j * k_ld + d];
-    score[static_cast<std::size_t>(j)] = acc;
-  }
-  idx.resize(static_cast<std::size_t>(N));
-  std::iota(idx.begin(), idx.end(), i64{0});
-  std::partial_sort(idx.begin(), idx.begin() + top_k, idx.end(), [&](i64 a, i64 b) {
-    const double sa = score[static_cast<std::size_t>(a)], sb = score[static_cast<std::size_t>(b)];
-    return sa > sb || (sa == sb && a < b);
+ShapeVAE::Impl::GeoKeys ShapeVAE::Impl::geo_keys(const float* kv, i64 N) const {
+  const i64 W = cfg.geo_width(), D = cfg.head_dim(), nh = cfg.geo_heads();
+  GeoKeys g;
+  g.key_l1_max.assign(static_cast<std::size_t>(nh), 0.0);
+  for (i64 h = 0; h < nh; ++h)
+    for (i64 j = 0; j < N; ++j) {
+      double l1 = 0.0;
+      for (i64 d = 0; d < D; ++d) l1 += std::abs(kv[j * 2 * W + h * 2 * D + d]);
+      g.key_l1_max[static_cast<std::size_t>(h)] =
+          std::max(g.key_l1_max[static_cast<std::size_t>(h)], l1);
+    }
+  if (!geo.c_q.bf16()) return g;
+  g.k16.resize(static_cast<std::size_t>(nh * N * D));
+  g.v16.resize(g.k16.size());
+  tbb::parallel_for(i64{0}, nh * N, [&](i64 r) {
+    const i64 h = r / N, j = r % N;
+    const float* src = kv + j * 2 * W + h * 2 * D;
+    round_to_bf16(src, static_cast<std::size_t>(D), g.k16.data() + r * D);
+    round_to_bf16(src + D, static_cast<std::size_t>(D), g.v16.data() + r * D);
   });
-  idx.resize(static_cast<std::size_t>(top_k));
-  std::sort(idx.begin(), idx.end());
+  return g;
 }
 
-}  // namespace
+void ShapeVAE::Impl::select_and_attend(const float* q, float* y, const float* kv, i64 N,
+                                       std::span<const i64> groups, i64 K, i64 stride,
+                                       const GeoKeys& keys) const {
+  const i64 W = cfg.geo_width(), D = cfg.head_dim(), nh = cfg.geo_heads();
+  const i64 ng = static_cast<i64>(groups.size()) - 1;
+  const bool bf16 = geo.c_q.bf16();
+  auto group = [&](i64 g) {
+    return std::pair{groups[static_cast<std::size_t>(g)], groups[static_cast<std::size_t>(g + 1)]};
+  };
+  // Each group's mean sampled query per head, in double (the scores' definition) and rounded to
+  // float for the score products: [nh, ng, D].
+  std::vector<double> mean(static_cast<std::size_t>(nh * ng * D), 0.0);
+  std::vector<float> mean_f(mean.size(), 0.0f);
+  tbb::parallel_for(i64{0}, ng * nh, [&](i64 r) {
+    const i64 h = r / ng, g = r % ng;
+    const auto [g0, g1] = group(g);
+    if (g1 <= g0) return;
+    double* m = mean.data() + r * D;
+    sampled_query_mean(q + g0 * W + h * D, W, g1 - g0, stride, D, m);
+    for (i64 d = 0; d < D; ++d)
+      mean_f[static_cast<std::size_t>(r * D + d)] = static_cast<float>(m[d]);
+  });
+  // Float scores of every group against every key: one product per head, [ng, D] x [D, N].
+  std::vector<float> scores(static_cast<std::size_t>(nh * ng * N));
+  tbb::parallel_for(i64{0}, nh, [&](i64 h) {
+    ensure_serial_blas();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(ng), static_cast<int>(N),
+                static_cast<int>(D), 1.0f, mean_f.data() + h * ng * D, static_cast<int>(D),
+                kv + h * 2 * D, static_cast<int>(2 * W), 0.0f, scores.data() + h * ng * N,
+                static_cast<int>(N));
+  });
+  // Per group: the selected keys per head, gathered ([nh, K, D]), and its attention.
+  tbb::parallel_for(i64{0}, ng, [&](i64 g) {
+    const auto [g0, g1] = group(g);
+    if (g1 <= g0) return;
+    std::vector<i64> idx;
+    TopKeysScratch scratch;
+    std::vector<std::uint16_t> k16, v16;
+    std::vector<float> ks, vs;
+    if (bf16) {
+      k16.resize(static_cast<std::size_t>(nh * K * D));
+      v16.resize(k16.size());
+    } else {
+      ks.resize(static_cast<std::size_t>(nh * K * D));
+      vs.resize(ks.size());
+    }
+    for (i64 h = 0; h < nh; ++h) {
+      const i64 r = h * ng + g;
+      top_keys(mean.data() + r * D, scores.data() + r * N, kv + h * 2 * D, 2 * W, N, D, K,
+               keys.key_l1_max[static_cast<std::size_t>(h)], idx, scratch);
+      for (i64 t = 0; t < K; ++t) {
+        const i64 j = idx[static_cast<std::size_t>(t)], at = (h * K + t) * D;
+        if (bf16) {
+          std::copy_n(keys.k16.data() + (h * N + j) * D, D, k16.data() + at);
+          std::copy_n(keys.v16.data() + (h * N + j) * D, D, v16.data() + at);
+        } else {
+          std::copy_n(kv + j * 2 * W + h * 2 * D, D, ks.data() + at);
+          std::copy_n(kv + j * 2 * W + h * 2 * D + D, D, vs.data() + at);
+        }
+      }
+    }
+    const kernels::AttentionShape shape{1, nh, g1 - g0, K, D, 0.0f, bf16};
+    if (bf16)
+      kernels::attention_bf16_kv({y + g0 * W, 0, W, D}, {q + g0 * W, 0, W, D}, k16.data(),
+                                 v16.data(), shape);  // [n_g, W]
+    else
+      kernels::attention({y + g0 * W, 0, W, D}, {q + g0 * W, 0, W, D}, {ks.data(), 0, D, K * D},
+                         {vs.data(), 0, D, K * D}, shape);  // [n_g, W]
+  });
+}
 
-void ShapeVAE::Impl::geo_forward(const float* xyz, i64 P, const float* kv, i64 B, i64 N, float* out,
-                                 const ShapeVAE::TraceFn* trace, std::span<const i64> groups,
-                                 const KeySelection* sel) const {
+void ShapeVAE::Impl::geo_in(const float* xyz, i64 P, i64 B, float* fe_p, float* x_p, float* y_p,
+                            float* q_p, const ShapeVAE::TraceFn* trace) const {
   const i64 W = cfg.geo_width(), D = cfg.head_dim(), nh = cfg.geo_heads(), E = cfg.fourier_dim();
-  const i64 M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
   auto tr = [&](const char* name, const Tensor& v) {
     if (trace) (*trace)(name, v);
   };
   const i64 R = B * P;  // query rows
-  Tensor fe({P, E});    // [P, E]
-  fourier(xyz, P, fe.data());
+  const Tensor fe = Tensor::view(fe_p, {P, E}), x = Tensor::view(x_p, {B, P, W});
+  const Tensor y = Tensor::view(y_p, {B, P, W}), q = Tensor::view(q_p, {B, P, W});
+  fourier(xyz, P, fe_p);  // [P, E]
   tr("act.query_fourier", fe);
-  Tensor x({B, P, W});                           // [B, P, W] residual stream
-  geo.query_proj(x.data(), W, fe.data(), E, P);  // [P, W] (item 0)
-  for (i64 b = 1; b < B; ++b) std::copy_n(x.data(), P * W, x.data() + b * P * W);  // [B, P, W]
+  geo.query_proj(x_p, W, fe_p, E, P);                                    // [P, W] (item 0)
+  for (i64 b = 1; b < B; ++b) std::copy_n(x_p, P * W, x_p + b * P * W);  // [B, P, W]
   tr("trace.geo_decoder.query_proj.out", x);
-  Tensor y({B, P, W});                    // [B, P, W]
-  geo.ln_1(y.data(), W, x.data(), W, R);  // [B, P, W]
+  geo.ln_1(y_p, W, x_p, W, R);  // [B, P, W]
   tr("trace.geo_decoder.cross_attn_decoder.ln_1.out", y);
-  Tensor q({B, P, W});                   // [B, P, W] heads x D
-  geo.c_q(q.data(), W, y.data(), W, R);  // [B, P, W]
+  geo.c_q(q_p, W, y_p, W, R);  // [B, P, W] heads x D
   tr("trace.geo_decoder.cross_attn_decoder.attn.c_q.out", q);
   if (geo.norm.on) {
-    geo.norm.q_norm(q.data(), D, q.data(), D, R * nh);  // [B, P, nh, D]
+    geo.norm.q_norm(q_p, D, q_p, D, R * nh);  // [B, P, nh, D]
     if (trace)
       tr("trace.geo_decoder.cross_attn_decoder.attn.attention.q_norm.out",
-         Tensor::view(q.data(), {B, P, nh, D}));
+         Tensor::view(q_p, {B, P, nh, D}));
   }
+}
+
+void ShapeVAE::Impl::geo_out(float* x, float* y, float* q, float* hid, i64 B, i64 P, float* out,
+                             const ShapeVAE::TraceFn* trace) const {
+  const i64 W = cfg.geo_width(), M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
+  const i64 R = B * P;
+  auto tr = [&](const char* name, const float* v, i64 cols) {
+    if (trace) (*trace)(name, Tensor::view(const_cast<float*>(v), {B, P, cols}));
+  };
+  tr("trace.geo_decoder.cross_attn_decoder.attn.c_proj.in", y, W);
+  geo.c_proj(q, W, y, W, R);  // [R, W] (q reused)
+  tr("trace.geo_decoder.cross_attn_decoder.attn.c_proj.out", q, W);
+  for (i64 i = 0; i < R * W; ++i) x[i] += q[i];  // [R, W]
+  geo.ln_3(y, W, x, W, R);                       // [R, W]
+  tr("trace.geo_decoder.cross_attn_decoder.ln_3.out", y, W);
+  geo.mlp.c_fc(hid, M, y, W, R, Act::kGeluErf);  // [R, M]
+  geo.mlp.c_proj(q, W, hid, M, R);               // [R, W]
+  tr("trace.geo_decoder.cross_attn_decoder.mlp.c_proj.out", q, W);
+  for (i64 i = 0; i < R * W; ++i) x[i] += q[i];  // [R, W]
+  const float* fin = x;
+  if (geo.has_ln_post) {
+    geo.ln_post(y, W, x, W, R);  // [R, W]
+    tr("trace.geo_decoder.ln_post.out", y, W);
+    fin = y;
+  }
+  geo.output_proj(out, 1, fin, W, R);  // [R, 1]
+}
+
+void ShapeVAE::Impl::geo_forward(const float* xyz, i64 P, const float* kv, i64 B, i64 N, float* out,
+                                 const ShapeVAE::TraceFn* trace, std::span<const i64> groups,
+                                 const KeySelection* sel, const GeoKeys* keys) const {
+  const i64 W = cfg.geo_width(), D = cfg.head_dim(), nh = cfg.geo_heads(), E = cfg.fourier_dim();
+  const i64 M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
+  const i64 R = B * P;  // query rows
+  ScratchPool::Lease mem = scratch.lease(P * E + 3 * R * W + R * M, 5);
+  float *fe = mem.take(P * E), *x = mem.take(R * W), *y = mem.take(R * W), *q = mem.take(R * W);
+  geo_in(xyz, P, B, fe, x, y, q, trace);
   // Attention into y (reused as the heads-concatenated output) [B, P, W].
   const i64 selected = sel ? std::min(sel->top_k, N) : 0;
-  if (groups.empty() || selected <= 0) {
-    kernels::attention({y.data(), P * W, W, D}, {q.data(), P * W, W, D},
-                       {kv, N * 2 * W, 2 * W, 2 * D}, {kv + D, N * 2 * W, 2 * W, 2 * D},
-                       {B, nh, P, N, D, 0.0f, geo.c_q.bf16()});  // [B, P, W]
+  const bool bf16 = geo.c_q.bf16();
+  if ((groups.empty() || selected <= 0) && !(bf16 && keys && B == 1)) {
+    kernels::attention({y, P * W, W, D}, {q, P * W, W, D}, {kv, N * 2 * W, 2 * W, 2 * D},
+                       {kv + D, N * 2 * W, 2 * W, 2 * D},
+                       {B, nh, P, N, D, 0.0f, bf16});  // [B, P, W]
+  } else if (groups.empty() || selected <= 0) {        // every key, already in bf16
+    kernels::attention_bf16_kv({y, P * W, W, D}, {q, P * W, W, D}, keys->k16.data(),
+                               keys->v16.data(), {1, nh, P, N, D, 0.0f, true});  // [P, W]
   } else {
     if (B != 1) throw ModelError("ShapeVAE: key selection needs one batch item");
-    const i64 K = selected;
-    const i64 stride = std::max<i64>(1, sel->sample_stride);
-    const i64 ng = static_cast<i64>(groups.size()) - 1;
-    tbb::parallel_for(i64{0}, ng, [&](i64 g) {
-      const i64 g0 = groups[static_cast<std::size_t>(g)],
-                g1 = groups[static_cast<std::size_t>(g + 1)];
-      if (g1 <= g0) return;
-      Tensor ks({nh, K, D}), vs({nh, K, D});  // selected keys / values per head
-      std::vector<i64> idx;
-      std::vector<double> mean, score;
-      for (i64 h = 0; h < nh; ++h) {
-        select_keys(q.data() + g0 * W + h * D, W, g1 - g0, stride, kv + h * 2 * D, 2 * W, N, D, K,
-                    idx, mean, score);
-        for (i64 t = 0; t < K; ++t) {
-          const i64 j = idx[static_cast<std::size_t>(t)];
-          std::copy_n(kv + j * 2 * W + h * 2 * D, D, ks.data() + (h * K + t) * D);
-          std::copy_n(kv + j * 2 * W + h * 2 * D + D, D, vs.data() + (h * K + t) * D);
-        }
-      }
-      kernels::attention({y.data() + g0 * W, 0, W, D}, {q.data() + g0 * W, 0, W, D},
-                         {ks.data(), 0, D, K * D}, {vs.data(), 0, D, K * D},
-                         {1, nh, g1 - g0, K, D, 0.0f, geo.c_q.bf16()});  // [n_g, W]
-    });
+    GeoKeys local;
+    if (!keys) {
+      local = geo_keys(kv, N);
+      keys = &local;
+    }
+    select_and_attend(q, y, kv, N, groups, selected, std::max<i64>(1, sel->sample_stride), *keys);
   }
-  tr("trace.geo_decoder.cross_attn_decoder.attn.c_proj.in", y);
-  geo.c_proj(q.data(), W, y.data(), W, R);  // [B, P, W] (q reused)
-  tr("trace.geo_decoder.cross_attn_decoder.attn.c_proj.out", q);
-  for (i64 i = 0; i < R * W; ++i) x.data()[i] += q.data()[i];  // [B, P, W]
-  geo.ln_3(y.data(), W, x.data(), W, R);                       // [B, P, W]
-  tr("trace.geo_decoder.cross_attn_decoder.ln_3.out", y);
-  {
-    Tensor hid({R, M});                                          // [B P, M]
-    geo.mlp.c_fc(hid.data(), M, y.data(), W, R, Act::kGeluErf);  // [B P, M]
-    geo.mlp.c_proj(q.data(), W, hid.data(), M, R);               // [B, P, W]
-  }
-  tr("trace.geo_decoder.cross_attn_decoder.mlp.c_proj.out", q);
-  for (i64 i = 0; i < R * W; ++i) x.data()[i] += q.data()[i];  // [B, P, W]
-  const float* fin = x.data();
-  if (geo.has_ln_post) {
-    geo.ln_post(y.data(), W, x.data(), W, R);  // [B, P, W]
-    tr("trace.geo_decoder.ln_post.out", y);
-    fin = y.data();
-  }
-  geo.output_proj(out, 1, fin, W, R);  // [B, P, 1]
+  geo_out(x, y, q, mem.take(R * M), B, P, out, trace);  // [B, P, 1]
+}
+
+void ShapeVAE::Impl::geo_forward_groups(const float* xyz, i64 P, const float* kv, i64 N,
+                                        std::span<const i64> groups, const KeySelection& sel,
+                                        const GeoKeys& keys, float* out) const {
+  const i64 selected = std::min(sel.top_k, N);
+  if (selected <= 0) return geo_forward(xyz, P, kv, 1, N, out, nullptr, {}, nullptr, &keys);
+  const i64 W = cfg.geo_width(), E = cfg.fourier_dim();
+  const i64 M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
+  ScratchPool::Lease mem = scratch.lease(3 * P * W, 3);
+  float *x = mem.take(P * W), *y = mem.take(P * W), *q = mem.take(P * W);
+  const i64 blocks = (P + kRowBlock - 1) / kRowBlock;
+  tbb::parallel_for(i64{0}, blocks, [&](i64 bi) {  // [P, W] each: x, q
+    const i64 p0 = bi * kRowBlock, m = std::min(kRowBlock, P - p0);
+    ScratchPool::Lease fe = scratch.lease(m * E, 1);
+    geo_in(xyz + 3 * p0, m, 1, fe.take(m * E), x + p0 * W, y + p0 * W, q + p0 * W, nullptr);
+  });
+  select_and_attend(q, y, kv, N, groups, selected, std::max<i64>(1, sel.sample_stride),
+                    keys);                         // [P, W]
+  tbb::parallel_for(i64{0}, blocks, [&](i64 bi) {  // [P]
+    const i64 p0 = bi * kRowBlock, m = std::min(kRowBlock, P - p0);
+    ScratchPool::Lease hid = scratch.lease(m * M, 1);
+    geo_out(x + p0 * W, y + p0 * W, q + p0 * W, hid.take(m * M), 1, m, out + p0, nullptr);
+  });
 }
 
 void ShapeVAE::Impl::geo_forward_device(const nn::DeviceOps& k, const float* xyz, i64 P,
@@ -603,7 +790,7 @@ namespace {
 class VaeGeometryField final : public Field {
  public:
   VaeGeometryField(std::shared_ptr<const ShapeVAE::Impl> impl, Tensor kv, i64 n)
-      : impl_(std::move(impl)), kv_(std::move(kv)), n_(n) {}
+      : impl_(std::move(impl)), kv_(std::move(kv)), n_(n), keys_(impl_->geo_keys(kv_.data(), n_)) {}
   // Points go through the decoder in blocks of kBlock rows, the last one padded, so every GEMM
   // and attention call has the same shape whatever the caller's chunking: a point's logit then
   // does not depend on which chunk it came in (kernels may pick other code paths, and so another
@@ -614,20 +801,22 @@ class VaeGeometryField final : public Field {
     tbb::parallel_for(i64{0}, blocks, [&](i64 bi) {
       const i64 p0 = bi * kBlock, m = std::min(kBlock, n - p0);
       if (m == kBlock) {
-        impl_->geo_forward(xyz + 3 * p0, kBlock, kv_.data(), 1, n_, out + p0, nullptr);
+        impl_->geo_forward(xyz + 3 * p0, kBlock, kv_.data(), 1, n_, out + p0, nullptr, {}, nullptr,
+                           &keys_);
         return;
       }
       std::vector<float> pts(static_cast<std::size_t>(3 * kBlock), 0.0f);
       std::vector<float> res(static_cast<std::size_t>(kBlock));
       std::copy_n(xyz + 3 * p0, 3 * m, pts.data());
-      impl_->geo_forward(pts.data(), kBlock, kv_.data(), 1, n_, res.data(), nullptr);
+      impl_->geo_forward(pts.data(), kBlock, kv_.data(), 1, n_, res.data(), nullptr, {}, nullptr,
+                         &keys_);
       std::copy_n(res.data(), m, out + p0);
     });
   }
   void evaluate_groups(const float* xyz, std::span<const std::int64_t> offsets,
                        const KeySelection& selection, float* out) const override {
     if (offsets.empty() || offsets.back() == 0) return;
-    impl_->geo_forward(xyz, offsets.back(), kv_.data(), 1, n_, out, nullptr, offsets, &selection);
+    impl_->geo_forward_groups(xyz, offsets.back(), kv_.data(), n_, offsets, selection, keys_, out);
   }
   std::int64_t key_count() const override { return n_; }
 
@@ -636,6 +825,7 @@ class VaeGeometryField final : public Field {
   std::shared_ptr<const ShapeVAE::Impl> impl_;
   Tensor kv_;  // [1, N, 2W], keys normalized
   i64 n_;
+  ShapeVAE::Impl::GeoKeys keys_;  // derived from kv_ once
 };
 
 // The geometry decoder on a device: points go through in blocks of kBlock rows (the last one

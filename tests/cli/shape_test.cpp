@@ -423,3 +423,49 @@ TEST(BenchDit, PrintsOneJsonLinePerPrecisionWithTheAlongsideRun) {
 
 }  // namespace
 }  // namespace gen3d
+
+namespace gen3d {
+namespace {
+
+// `gen3d bench shape --tiny` for every published model: one JSON line each, with the model's
+// steps, guidance mode, schedule and volume decoding (the turbos: 5 steps, consistency schedule,
+// FlashVDM with the turbo VAE's narrower geometry decoder; the 2.0 fast and turbo embed the
+// guidance: one forward per step, no CFG rows; the 2mini ones run CFG).
+TEST(BenchShape, EveryModelRunsInTinyForm) {
+  struct Expect {
+    const char* model;
+    int steps;
+    bool cfg;
+    const char* schedule;
+    const char* volume;
+    int geo_width;  // tiny VAE width 64; the turbo VAEs halve it
+  };
+  const Expect cases[] = {{"full", 50, true, "flow", "hierarchical", 64},
+                          {"fast", 50, false, "flow", "hierarchical", 64},
+                          {"turbo", 5, false, "consistency", "flashvdm", 32},
+                          {"mini", 50, true, "flow", "hierarchical", 64},
+                          {"mini-turbo", 5, true, "consistency", "flashvdm", 32}};
+  for (const Expect& e : cases) {
+    const auto r = test::run_gen3d(std::string("bench shape --tiny --octree 32 --model ") +
+                                   e.model + " --precision int8");
+    ASSERT_EQ(r.exit_code, 0) << e.model << "\n" << r.output;
+    const auto line = nlohmann::json::parse(r.output.substr(r.output.find("{\"bench\"")));
+    EXPECT_EQ(line["model"], std::string(e.model) + " (tiny)");
+    EXPECT_EQ(line["precision"], "int8") << e.model;
+    EXPECT_EQ(line["steps"], e.steps) << e.model;
+    EXPECT_EQ(line["cfg"], e.cfg) << e.model;
+    EXPECT_EQ(line["schedule"], e.schedule) << e.model;
+    EXPECT_EQ(line["volume"], e.volume) << e.model;
+    EXPECT_EQ(line["geo_decoder_width"], e.geo_width) << e.model;
+    EXPECT_GE(line["dit_forwards"].get<int>(), e.steps - 1) << e.model;
+    EXPECT_GT(line["faces"].get<int>(), 100) << e.model;
+    for (const char* stage : {"dinov2", "sampler", "vae_decode", "volume_decode"})
+      EXPECT_GT(line["stages"][stage].get<double>(), 0.0) << e.model << " " << stage;
+  }
+  const auto bad = test::run_gen3d("bench shape --tiny --model huge");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("mini-turbo"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace gen3d

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "models/core/dtype.h"
 
 #include "models/kernels/kernel_test_util.h"
 
@@ -88,6 +92,42 @@ TEST(Attention, Bf16MatchesReferenceWithinBf16Rounding) {
       run_case(c, false, cross, true, 1e-4);
       run_case(c, true, cross, true, 1e-4);
     }
+}
+
+// Keys and values rounded to bf16 by the caller (head-major) give the bf16 path's results bit for
+// bit, with guard bytes around the output.
+TEST(Attention, PreRoundedBf16KeysMatchBf16PathExactly) {
+  const AttnCase cases[] = {{1, 1, 1, 1, 1},
+                            {2, 3, 70, 300, 24},
+                            {1, 4, 257, 1024, 64},
+                            {1, 2, 600, 33, 8},
+                            {2, 1, 5, 257, 17}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "B=" << c.batch << " heads=" << c.heads
+                                      << " Lq=" << c.q_len << " Lk=" << c.kv_len << " D=" << c.D);
+    const std::int64_t H = c.heads * c.D;
+    auto qb = ktest::random_vec(static_cast<std::size_t>(c.batch * c.q_len * H), 81, 1.5f);
+    auto kvb = ktest::random_vec(static_cast<std::size_t>(c.batch * c.kv_len * 2 * H), 82, 1.5f);
+    const HeadsView q{qb.data(), c.q_len * H, H, c.D};
+    const HeadsView k{kvb.data(), c.kv_len * 2 * H, 2 * H, 2 * c.D};
+    const HeadsView v{kvb.data() + c.D, c.kv_len * 2 * H, 2 * H, 2 * c.D};
+    std::vector<std::uint16_t> k16, v16;
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      for (std::int64_t h = 0; h < c.heads; ++h)
+        for (std::int64_t t = 0; t < c.kv_len; ++t)
+          for (std::int64_t d = 0; d < c.D; ++d) {
+            const std::int64_t at = b * k.batch_stride + t * k.token_stride + h * k.head_stride + d;
+            k16.push_back(float_to_bf16(k.data[at]));
+            v16.push_back(float_to_bf16(v.data[at]));
+          }
+    const std::size_t out_n = static_cast<std::size_t>(c.batch * c.q_len * H);
+    Guarded a(out_n), e(out_n);
+    const AttentionShape s{c.batch, c.heads, c.q_len, c.kv_len, c.D, 0.0f, true};
+    attention({e.data(), c.q_len * H, H, c.D}, q, k, v, s);
+    attention_bf16_kv({a.data(), c.q_len * H, H, c.D}, q, k16.data(), v16.data(), s);
+    EXPECT_TRUE(a.intact_outside([](std::size_t) { return true; }));
+    for (std::size_t i = 0; i < out_n; ++i) ASSERT_EQ(a.data()[i], e.data()[i]) << i;
+  }
 }
 
 TEST(Attention, UniformKeysAverageValues) {
