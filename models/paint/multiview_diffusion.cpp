@@ -144,6 +144,9 @@ Tensor paint_views(const PaintModel& model, const PaintInputs& in, const PaintOp
     cameras.insert(cameras.end(), in.cameras.begin(), in.cameras.end());
   const std::vector<float> ref_scale =
       cfg ? std::vector<float>{0.0f, 1.0f} : std::vector<float>{1.0f};
+  // What every step shares: the keys / values of the reference features and of the prompt.
+  const MultiviewConditions cond = unet.conditions(text, ref, ref_scale);
+  ref = RefFeatures();  // projected: the features themselves are no longer needed
 
   const std::int64_t count = normal_lat.numel();
   Tensor x = noise_or(noise ? &noise->init : nullptr, lat_shape, opt.seed, kInit, "init");
@@ -153,8 +156,7 @@ Tensor paint_views(const PaintModel& model, const PaintInputs& in, const PaintOp
   progress::Steps steps;  // "paint step" i of N, to the progress hub
   const auto run_step = [&](int i, float t, const auto& scale_input, const auto& update) {
     for (int b = 0; b < batch; ++b) scale_input(model_input.data() + b * count);
-    Tensor raw =
-        unet.forward(model_input, normals_b, positions_b, t, text, cameras, ref, ref_scale, views);
+    Tensor raw = unet.forward(model_input, normals_b, positions_b, t, cameras, cond, views);
     if (cfg) {
       const float g = opt.guidance;
       const float* u = raw.data();

@@ -6,7 +6,8 @@
 // batch [unconditional, conditional] = text [zeros, learned prompt], reference latents [zeros,
 // ref], ref_scale [0, 1]. Turbo: LCM over the 10 official timesteps, conditional half only.
 // One deliberate difference: the reference UNet runs once per texture (at t = 0 its features do
-// not depend on the step), where the official forward re-runs it every step.
+// not depend on the step), where the official forward re-runs it every step; so do the key /
+// value projections of its features and of the prompt (MultiviewConditions), bit-identically.
 //
 // Tensors are NHWC; images in [0, 1].
 

@@ -319,5 +319,47 @@ TEST(MultiviewUNetForward, ReferenceIsolationMultiviewCouplingAndCameras) {
   EXPECT_THROW(run(lat, ref_lat, bad), ModelError);
 }
 
+// The keys / values of the reference features and of the prompt projected once per generation
+// (MultiviewConditions) give the same bits as projecting them in every forward.
+TEST(MultiviewUNetForward, PrecomputedConditionsAreBitIdentical) {
+  const UNetConfig c = UNetConfig::parse(with("layers_per_block", "2"), "tiny2");
+  const std::string dir = test::temp_dir("mvunet_conditions");
+  const auto w = random_weights(MultiviewUNet::expected_tensors(c, 5), 16);
+  const auto net = MultiviewUNet::load(c, write_file(dir, "w.safetensors", w));
+  const int N = 3;
+  for (const int B : {1, 2}) {
+    SCOPED_TRACE("batch " + std::to_string(B));
+    const Tensor lat = random_tensor({B * N, 8, 8, 4}, 17);
+    const Tensor nrm = random_tensor({B * N, 8, 8, 4}, 18);
+    const Tensor pos = random_tensor({B * N, 8, 8, 4}, 19);
+    const Tensor ref_lat = random_tensor({B, 8, 8, 4}, 20);
+    const Tensor text = random_tensor({B, 5, 12}, 21);
+    std::vector<int> cams;
+    for (int b = 0; b < B; ++b) cams.insert(cams.end(), {21, 12, 15});
+    // CFG's [0, 1] and a batch whose every item reads the reference at its own scale.
+    const std::vector<float> scale =
+        B == 2 ? std::vector<float>{0.0f, 1.0f} : std::vector<float>{0.7f};
+    const RefFeatures ref = net->reference_features(ref_lat, 1, net->learned_text_ref());
+    const MultiviewConditions cond = net->conditions(text, ref, scale);
+    for (const float t : {999.0f, 261.0f}) {
+      const Tensor a = net->forward(lat, nrm, pos, t, text, cams, ref, scale, N);
+      const Tensor b = net->forward(lat, nrm, pos, t, cams, cond, N);
+      ASSERT_EQ(a.shape(), b.shape());
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), sizeof(float) * a.numel())) << "t " << t;
+    }
+  }
+  // Conditions for another batch size are refused.
+  const Tensor lat = random_tensor({2 * N, 8, 8, 4}, 22);
+  const RefFeatures ref1 =
+      net->reference_features(random_tensor({1, 8, 8, 4}, 23), 1, net->learned_text_ref());
+  const MultiviewConditions one =
+      net->conditions(net->learned_text_gen(), ref1, std::vector<float>{1.0f});
+  EXPECT_THROW(
+      net->forward(lat, lat, lat, 500.0f, std::vector<int>{21, 12, 15, 21, 12, 15}, one, N),
+      ModelError);
+  EXPECT_THROW(net->conditions(net->learned_text_gen(), ref1, std::vector<float>{0.0f, 1.0f}),
+               ModelError);
+}
+
 }  // namespace
 }  // namespace gen3d::models
