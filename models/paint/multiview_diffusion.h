@@ -48,6 +48,10 @@ struct PaintOptions {
   int steps = 30;          // Euler-ancestral steps (normal mode)
   float guidance = 2.0f;   // CFG scale (normal mode; <= 1 runs the conditional half only)
   std::uint64_t seed = 0;  // all noise (VAE posteriors, initial latents, ancestral draws)
+  // Normal mode only: DeepCache (UNetFeatureCache, shallowest branch). Every cache_interval-th
+  // step (0, N, 2N, ...) runs the whole UNet; the steps between reuse its deep features and run
+  // only the shallow layers. 1: off (exact). An approximation: docs/texgen.md gives its error.
+  int cache_interval = 1;
 };
 
 struct PaintInputs {

@@ -313,7 +313,8 @@ MultiviewConditions MultiviewUNet::conditions(const Tensor& text, const RefFeatu
 
 Tensor MultiviewUNet::forward(const Tensor& latents, const Tensor& normals, const Tensor& positions,
                               float timestep, std::span<const int> camera_ids,
-                              const MultiviewConditions& cond, int num_views) const {
+                              const MultiviewConditions& cond, int num_views,
+                              UNetFeatureCache* cache, bool reuse_deep) const {
   Tensor x, class_emb;
   const i64 B = prepare(latents, normals, positions, cond.text, camera_ids, cond.ref_scale.size(),
                         num_views, x, class_emb);
@@ -351,6 +352,8 @@ Tensor MultiviewUNet::forward(const Tensor& latents, const Tensor& normals, cons
   call.class_emb = &class_emb;
   call.hook = &hook;
   call.text_kv = &cond.text_kv;
+  call.cache = cache;
+  call.reuse_deep = reuse_deep;
   return main_.forward(x, ts, cond.text, call);
 }
 

@@ -110,10 +110,13 @@ class MultiviewUNet {
   MultiviewConditions conditions(const Tensor& text, const RefFeatures& ref,
                                  std::span<const float> ref_scale) const;
 
-  // forward() on precomputed conditions (batch B = cond.ref_scale.size()).
+  // forward() on precomputed conditions (batch B = cond.ref_scale.size()). With a feature cache
+  // (DeepCache, UNetFeatureCache): a full pass stores the deep features, and with reuse_deep the
+  // pass runs only the shallow layers on them (an approximation: the deep features are those of
+  // an earlier step).
   Tensor forward(const Tensor& latents, const Tensor& normals, const Tensor& positions,
                  float timestep, std::span<const int> camera_ids, const MultiviewConditions& cond,
-                 int num_views) const;
+                 int num_views, UNetFeatureCache* cache = nullptr, bool reuse_deep = false) const;
 
   // Official pipelines.py: ((azim // 30 + 9) % 12) // D[elev] + O[elev] for elev in
   // {−20, 0, 20, −90, 90}; throws ModelError for other elevations.

@@ -647,6 +647,26 @@ Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> tim
                          std::to_string(text.dim(0) * text.dim(1)) + ", " +
                          std::to_string(2 * m.sites[s].channels) + ")");
   }
+  // DeepCache branch: the first `shallow` layers of level 0 run; the last up block resumes at
+  // layer `resume` on the stored deep state.
+  const int L = c.levels();
+  const int shallow = call.cache ? call.cache->shallow_layers : 0;
+  const int resume = c.layers_per_block - shallow;
+  const bool reuse = call.cache && call.reuse_deep;
+  if (call.cache) {
+    if (L < 2 || shallow < 1 || shallow > c.layers_per_block)
+      throw ModelError("UNet: the feature cache needs 2 or more levels and 1 .. " +
+                       std::to_string(c.layers_per_block) + " shallow layers, got " +
+                       std::to_string(shallow));
+    // The state entering layer `resume` of the last up block: the previous layer's output, or
+    // the upsampled output of the up block before (channels of level 1) when resume is 0.
+    const i64 deep_c = c.block_out_channels[resume > 0 ? 0 : 1];
+    if (reuse && !(call.cache->deep.shape() == Shape{B, H, W, deep_c}))
+      throw ModelError("UNet: the cached deep features " + call.cache->deep.shape().str() +
+                       " do not fit this pass (" + std::to_string(B) + ", " + std::to_string(H) +
+                       ", " + std::to_string(W) + ", " + std::to_string(deep_c) +
+                       "): run a full pass first");
+  }
   auto probe = [&](const std::string& name, const Tensor& t) {
     if (call.probe) call.probe(name, t);
   };
@@ -683,10 +703,12 @@ Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> tim
   for (std::size_t i = 0; i < m.down.size(); ++i) {
     const Block& b = m.down[i];
     for (std::size_t j = 0; j < b.resnets.size(); ++j) {
+      if (reuse && static_cast<int>(j) >= shallow) break;
       Tensor h = m.resnet(b.resnets[j], skips.back(), run);
       if (!b.attentions.empty()) h = m.transformer(b.attentions[j], h, run);
       skips.push_back(std::move(h));
     }
+    if (reuse) break;  // the rest of the down path is in the deep part
     if (b.has_sampler) {
       Tensor d = b.sampler(skips.back());
       skips.push_back(std::move(d));
@@ -694,16 +716,27 @@ Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> tim
     probe("down_blocks." + std::to_string(i), skips.back());
   }
 
-  Tensor h = m.resnet(m.mid.resnets[0], skips.back(), run);
-  for (std::size_t k = 0; k < m.mid.attentions.size(); ++k) {
-    h = m.transformer(m.mid.attentions[k], h, run);
-    h = m.resnet(m.mid.resnets[k + 1], h, run);
+  Tensor h;
+  if (!reuse) {
+    h = m.resnet(m.mid.resnets[0], skips.back(), run);
+    for (std::size_t k = 0; k < m.mid.attentions.size(); ++k) {
+      h = m.transformer(m.mid.attentions[k], h, run);
+      h = m.resnet(m.mid.resnets[k + 1], h, run);
+    }
+    probe("mid_block", h);
+  } else {
+    h = call.cache->deep.clone();  // (B, H, W, deep_c)
   }
-  probe("mid_block", h);
 
-  for (std::size_t i = 0; i < m.up.size(); ++i) {
+  for (std::size_t i = reuse ? m.up.size() - 1 : 0; i < m.up.size(); ++i) {
     const Block& b = m.up[i];
+    const bool last = i + 1 == m.up.size();
     for (std::size_t j = 0; j < b.resnets.size(); ++j) {
+      if (last && call.cache && static_cast<int>(j) == resume) {
+        if (!reuse) call.cache->deep = h.clone();
+      } else if (reuse && static_cast<int>(j) < resume) {
+        continue;
+      }
       Tensor cat = Impl::concat_channels(h, skips.back());
       skips.pop_back();
       h = m.resnet(b.resnets[j], cat, run);

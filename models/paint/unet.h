@@ -173,6 +173,18 @@ struct UNetLoadOptions {
   std::string block_infix;
 };
 
+// DeepCache (Ma et al., "DeepCache: Accelerating Diffusion Models for Free", CVPR 2024): the
+// deep part of the UNet changes slowly between denoising steps, so a full pass stores the up
+// path's state where it re-enters the shallow layers and the next passes reuse it, running only
+// conv_in, the first `shallow_layers` layers (resnet + attention) of the first down block, the
+// matching last layers of the last up block, and the output layers. shallow_layers = 1 is the
+// shallowest branch (DeepCache's default); layers_per_block runs the whole first level.
+struct UNetFeatureCache {
+  int shallow_layers = 1;  // 1 .. layers_per_block
+  Tensor deep;             // (B, H, W, C): stored by the last full pass (C of level 0, or of
+                           // level 1 when shallow_layers = layers_per_block)
+};
+
 // Everything forward() can be asked for beyond the plain call.
 struct UNetCall {
   const Tensor* class_emb = nullptr;          // (B, time_embed_dim), added to the time embedding
@@ -181,6 +193,10 @@ struct UNetCall {
   // Per transformer site, attn2's keys and values of `text` (text_kv(text)): the prompt is
   // projected once per generation instead of once per call. Bit-identical results.
   const std::vector<Tensor>* text_kv = nullptr;
+  // With a cache: a full pass stores the deep features; with reuse_deep the pass runs the shallow
+  // layers only on cache->deep (which must come from a pass of the same batch and size).
+  UNetFeatureCache* cache = nullptr;
+  bool reuse_deep = false;
   bool skip_output = false;  // stop after the last up block; returns empty
   UNetProbe probe;
 };

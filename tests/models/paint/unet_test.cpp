@@ -361,5 +361,55 @@ TEST(MultiviewUNetForward, PrecomputedConditionsAreBitIdentical) {
                ModelError);
 }
 
+// DeepCache: storing the deep features does not change a pass; reusing them for the same input
+// gives the full pass's bits (the shallow layers are wired to the right skips); reusing them for
+// another input changes only what the shallow layers see.
+TEST(UNetForward, FeatureCacheReusesTheDeepFeatures) {
+  const UNetConfig c = UNetConfig::parse(with("layers_per_block", "2"), "tiny2");
+  const std::string dir = test::temp_dir("unet_feature_cache");
+  const auto w = random_weights(UNet2DCondition::expected_tensors(c), 24);
+  const UNet2DCondition unet =
+      UNet2DCondition::load(c, SafetensorsFile::open(write_file(dir, "w.safetensors", w)));
+  const Tensor x = random_tensor({2, 8, 8, 4}, 25);
+  const Tensor x2 = random_tensor({2, 8, 8, 4}, 26);
+  const Tensor text = random_tensor({2, 5, 12}, 27);
+  const std::vector<float> t = {500.0f, 500.0f}, t2 = {450.0f, 450.0f};
+  const Tensor full = unet.forward(x, t, text);
+  const Tensor full2 = unet.forward(x2, t2, text);
+  for (const int shallow : {1, 2}) {
+    SCOPED_TRACE("shallow layers " + std::to_string(shallow));
+    UNetFeatureCache cache;
+    cache.shallow_layers = shallow;
+    UNetCall call;
+    call.cache = &cache;
+    const Tensor stored = unet.forward(x, t, text, call);
+    EXPECT_EQ(0, std::memcmp(full.data(), stored.data(), sizeof(float) * full.numel()));
+    EXPECT_EQ(cache.deep.shape(), (Shape{2, 8, 8, shallow == 1 ? 8 : 16}));
+    call.reuse_deep = true;
+    const Tensor again = unet.forward(x, t, text, call);
+    EXPECT_EQ(0, std::memcmp(full.data(), again.data(), sizeof(float) * full.numel()));
+    // Another step: the shallow layers see the new input, the deep features are the old ones.
+    const Tensor reused = unet.forward(x2, t2, text, call);
+    EXPECT_GT(max_abs_diff(reused.data(), full.data(), full.numel()), 1e-4);
+    EXPECT_GT(max_abs_diff(reused.data(), full2.data(), full.numel()), 1e-6);
+    for (float v : reused.span()) ASSERT_TRUE(std::isfinite(v));
+  }
+  // The text keys / values projected once give the same bits.
+  const std::vector<Tensor> kv = unet.text_kv(text);
+  UNetCall with_kv;
+  with_kv.text_kv = &kv;
+  const Tensor k = unet.forward(x, t, text, with_kv);
+  EXPECT_EQ(0, std::memcmp(full.data(), k.data(), sizeof(float) * full.numel()));
+
+  UNetFeatureCache bad;
+  UNetCall reuse;
+  reuse.cache = &bad;
+  reuse.reuse_deep = true;
+  EXPECT_THROW(unet.forward(x, t, text, reuse), ModelError);  // nothing stored
+  bad.shallow_layers = 3;                                     // past layers_per_block
+  reuse.reuse_deep = false;
+  EXPECT_THROW(unet.forward(x, t, text, reuse), ModelError);
+}
+
 }  // namespace
 }  // namespace gen3d::models
