@@ -4,7 +4,10 @@
 // the delight UNet (8 input channels, 1 row). FLOPs are counted by the kernels (2 per
 // multiply-add), so GFLOP/s is what ran. Minutes per texture are extrapolated from the measured
 // parts: VAE encodes (1 reference + N normal + N position images), the reference UNet once, the
-// steps, the VAE decode of N views; a texture's time adds delighting (50 delight steps). With
+// steps, the VAE decode of N views; a texture's time adds delighting (50 delight steps). A step
+// is timed before and after the per-texture key / value projections (the baseline in the same
+// run, alternated `reps` times; medians), and in normal mode a DeepCache step too, from which
+// the minutes at cache intervals 2, 3 and 5 are extrapolated. With
 // several precisions (a comma list) each part runs in every precision before the next part, in
 // one process, so the ratios are measured side by side. Prints one JSON document.
 //
@@ -14,11 +17,12 @@
 // precision).
 //
 // Usage: gen3d_texmodels_bench [views=6] [size=512] [parts=vae,turbo,normal,delight]
-//                              [precision=fp32|bf16|auto|fp32,bf16]
+//                              [precision=fp32|bf16|auto|fp32,bf16] [reps=1]
 
 #include <sys/resource.h>
 #include <tbb/info.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -100,7 +104,9 @@ struct PrecisionRun {
   std::string name;
   WeightStorage storage = WeightStorage::kF32;
   double vae_encode_ms_per_image = 0, vae_decode_ms_per_image = 0;
-  double ref_ms[2] = {0, 0}, step_ms[2] = {0, 0};  // turbo, normal
+  double ref_ms[2] = {0, 0}, step_ms[2] = {0, 0};         // turbo, normal; step_ms: before
+  double cond_ms[2] = {0, 0}, step_after_ms[2] = {0, 0};  // the per-texture projections
+  double partial_step_ms = 0;                             // normal: a DeepCache step
   double delight_step_ms = 0;
   double pbr_step_ms = 0;
   nlohmann::json doc;
@@ -148,10 +154,38 @@ void bench_vae(PrecisionRun& r, int views, int size) {
                enc.first, dec.first, views);
 }
 
-void bench_mvunet(PrecisionRun& r, const MultiviewUNet& net, const char* mode, int views,
-                  int size) {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+nlohmann::json timings(const std::vector<std::pair<double, double>>& m) {
+  std::vector<double> ms;
+  for (const auto& x : m) ms.push_back(x.first);
+  const double med = median(ms);
+  const double gflop = m.empty() ? 0.0 : m.front().second;
+  return {{"ms_median", med},
+          {"ms_min", *std::min_element(ms.begin(), ms.end())},
+          {"ms_max", *std::max_element(ms.begin(), ms.end())},
+          {"ms_all", ms},
+          {"gflop", gflop},
+          {"gflop_per_s", gflop / (med * 1e-3)}};
+}
+
+double median_ms(const std::vector<std::pair<double, double>>& m) {
+  std::vector<double> ms;
+  for (const auto& x : m) ms.push_back(x.first);
+  return median(ms);
+}
+
+// One UNet2.5D step before and after the per-texture projections (the step that re-projects the
+// reference features and the prompt every time, MultiviewUNet::forward on RefFeatures, against
+// the one on MultiviewConditions), alternated `reps` times (A B, B A, ...); in normal mode also
+// the DeepCache step that reuses the deep features of a full one (UNetFeatureCache).
+void bench_mvunet(PrecisionRun& r, const MultiviewUNet& net, const char* mode, int views, int size,
+                  int reps) {
   const int lat = size / 8;
-  const Tensor lat4 = filled(Shape{views, lat, lat, 4}, 0.1f);
   std::vector<int> cams;
   const int azim[6] = {0, 90, 180, 270, 0, 180}, elev[6] = {0, 0, 0, 0, 90, -90};
   for (int v = 0; v < views; ++v)
@@ -159,37 +193,74 @@ void bench_mvunet(PrecisionRun& r, const MultiviewUNet& net, const char* mode, i
   const bool cfg = std::string(mode) == "normal";
   const int B = cfg ? 2 : 1;
   const Tensor ref_lat = filled(Shape{B, lat, lat, 4}, 0.1f);
-  // One untimed run at the same shapes first: bf16 creates its oneDNN primitives (and reorders a
-  // weight whose preferred layout differs for this shape) on first use.
-  {
-    RefFeatures warm = net.reference_features(ref_lat, 1, net.learned_text_ref());
-    Tensor rows = filled(Shape{B * views, lat, lat, 4}, 0.1f);
-    std::vector<int> cam_rows;
-    for (int b = 0; b < B; ++b) cam_rows.insert(cam_rows.end(), cams.begin(), cams.end());
-    Tensor text(Shape{B, net.learned_text_gen().dim(1), net.learned_text_gen().dim(2)});
-    (void)net.forward(rows, rows, rows, 500.0f, text, cam_rows, warm,
-                      cfg ? std::vector<float>{0.f, 1.f} : std::vector<float>{1.f}, views);
-  }
-  RefFeatures ref;
-  const auto rf =
-      measure([&] { ref = net.reference_features(ref_lat, 1, net.learned_text_ref()); });
   Tensor rows = filled(Shape{B * views, lat, lat, 4}, 0.1f);
   std::vector<int> cam_rows;
   for (int b = 0; b < B; ++b) cam_rows.insert(cam_rows.end(), cams.begin(), cams.end());
   const std::vector<float> ref_scale = cfg ? std::vector<float>{0.f, 1.f} : std::vector<float>{1.f};
   Tensor text(Shape{B, net.learned_text_gen().dim(1), net.learned_text_gen().dim(2)});
-  const auto st = measure(
-      [&] { (void)net.forward(rows, rows, rows, 500.0f, text, cam_rows, ref, ref_scale, views); });
+  // One untimed run at the same shapes first: bf16 creates its oneDNN primitives (and reorders a
+  // weight whose preferred layout differs for this shape) on first use.
+  {
+    RefFeatures warm = net.reference_features(ref_lat, 1, net.learned_text_ref());
+    const MultiviewConditions c = net.conditions(text, warm, ref_scale);
+    (void)net.forward(rows, rows, rows, 500.0f, cam_rows, c, views);
+  }
+  RefFeatures ref;
+  const auto rf =
+      measure([&] { ref = net.reference_features(ref_lat, 1, net.learned_text_ref()); });
+  MultiviewConditions cond;
+  const auto cd = measure([&] { cond = net.conditions(text, ref, ref_scale); });
+  std::vector<std::pair<double, double>> before, after, partial;
+  UNetFeatureCache cache;
+  const auto step_before = [&] {
+    before.push_back(measure([&] {
+      (void)net.forward(rows, rows, rows, 500.0f, text, cam_rows, ref, ref_scale, views);
+    }));
+  };
+  const auto step_after = [&] {
+    after.push_back(measure([&] {
+      (void)net.forward(rows, rows, rows, 500.0f, cam_rows, cond, views, cfg ? &cache : nullptr);
+    }));
+  };
+  for (int rep = 0; rep < reps; ++rep) {
+    if (rep % 2 == 0) {
+      step_before();
+      step_after();
+    } else {
+      step_after();
+      step_before();
+    }
+    if (cfg)
+      partial.push_back(measure([&] {
+        (void)net.forward(rows, rows, rows, 480.0f, cam_rows, cond, views, &cache, true);
+      }));
+  }
   const int steps = cfg ? 30 : 10;
   r.ref_ms[cfg] = rf.first;
-  r.step_ms[cfg] = st.first;
-  r.doc["mvunet"][mode] = {{"rows", B * views},
-                           {"reference_unet", figure(rf)},
-                           {"step", figure(st)},
-                           {"steps", steps},
-                           {"tflop_per_texture_unet", (rf.second + steps * st.second) * 1e-3}};
-  std::fprintf(stderr, "[%s] %s: reference %.0f ms, step %.0f ms (%.0f GFLOP/s)\n", r.name.c_str(),
-               mode, rf.first, st.first, st.second / (st.first * 1e-3));
+  r.cond_ms[cfg] = cd.first;
+  r.step_ms[cfg] = median_ms(before);
+  r.step_after_ms[cfg] = median_ms(after);
+  if (cfg) r.partial_step_ms = median_ms(partial);
+  auto& d = r.doc["mvunet"][mode];
+  d = {{"rows", B * views},
+       {"reps", reps},
+       {"reference_unet", figure(rf)},
+       {"conditions", figure(cd)},
+       {"step_before", timings(before)},
+       {"step", timings(after)},
+       {"steps", steps},
+       {"tflop_per_texture_unet_before", (rf.second + steps * before.front().second) * 1e-3},
+       {"tflop_per_texture_unet", (rf.second + cd.second + steps * after.front().second) * 1e-3}};
+  if (cfg) d["deep_cache_step"] = timings(partial);
+  std::fprintf(stderr,
+               "[%s] %s: reference %.0f ms, conditions %.0f ms, step before %.0f ms (%.1f "
+               "GFLOP), after %.0f ms (%.1f GFLOP)",
+               r.name.c_str(), mode, rf.first, cd.first, r.step_ms[cfg], before.front().second,
+               r.step_after_ms[cfg], after.front().second);
+  if (cfg)
+    std::fprintf(stderr, ", deep-cache step %.0f ms (%.1f GFLOP)", r.partial_step_ms,
+                 partial.front().second);
+  std::fprintf(stderr, "\n");
 }
 
 // GFLOP/s of one large GEMM through nn::Linear (the path every UNet projection and 1×1 conv
@@ -315,6 +386,7 @@ int main(int argc, char** argv) {
   const int size = argc > 2 ? std::max(64, std::atoi(argv[2])) : 512;
   const std::string parts = argc > 3 ? argv[3] : "vae,turbo,normal,delight";
   const std::string precisions = argc > 4 ? argv[4] : "auto";
+  const int reps = argc > 5 ? std::max(1, std::atoi(argv[5])) : 1;
 
   std::vector<PrecisionRun> runs;
   {
@@ -349,7 +421,7 @@ int main(int argc, char** argv) {
       r.doc["mvunet"]["init_ms"] = ms_since(t0);
       r.doc["mvunet"]["rss_after_load_mb"] = rss_mb();
       for (const char* mode : {"turbo", "normal"})
-        if (wants(parts, mode)) bench_mvunet(r, *net, mode, views, size);
+        if (wants(parts, mode)) bench_mvunet(r, *net, mode, views, size, reps);
     }
   }
   if (wants(parts, "delight"))
@@ -366,12 +438,25 @@ int main(int argc, char** argv) {
     for (int cfg = 0; cfg < 2; ++cfg) {
       if (r.step_ms[cfg] <= 0) continue;
       const int steps = cfg ? 30 : 10;
-      const double total = enc_ms + r.ref_ms[cfg] + steps * r.step_ms[cfg] + dec_ms + delight_ms;
+      const double fixed = enc_ms + r.ref_ms[cfg] + dec_ms + delight_ms;
+      const double before = fixed + steps * r.step_ms[cfg];
+      const double after = fixed + r.cond_ms[cfg] + steps * r.step_after_ms[cfg];
       const char* mode = cfg ? "normal" : "turbo";
-      r.doc["minutes_per_texture"][mode] = total / 60000.0;
-      std::fprintf(stderr, "[%s] %s texture: %.1f min (delighting %s, VAE %s)\n", r.name.c_str(),
-                   mode, total / 60000.0, delight_ms > 0 ? "included" : "not run",
-                   enc_ms > 0 ? "included" : "not run");
+      r.doc["minutes_per_texture"][mode] = {{"before", before / 60000.0},
+                                            {"after", after / 60000.0}};
+      std::fprintf(stderr,
+                   "[%s] %s texture: %.2f min before, %.2f min after (delighting %s, VAE %s)\n",
+                   r.name.c_str(), mode, before / 60000.0, after / 60000.0,
+                   delight_ms > 0 ? "included" : "not run", enc_ms > 0 ? "included" : "not run");
+      if (cfg && r.partial_step_ms > 0)
+        for (const int n : {2, 3, 5}) {
+          const int full = (steps + n - 1) / n;  // steps 0, n, 2n, ...
+          const double t = fixed + r.cond_ms[cfg] + full * r.step_after_ms[cfg] +
+                           (steps - full) * r.partial_step_ms;
+          r.doc["minutes_per_texture"]["normal_deep_cache"][std::to_string(n)] = t / 60000.0;
+          std::fprintf(stderr, "[%s] normal texture, cache_interval %d: %.2f min\n", r.name.c_str(),
+                       n, t / 60000.0);
+        }
     }
     r.doc["minutes_per_texture"]["vae_included"] = enc_ms > 0;
     r.doc["minutes_per_texture"]["delight_included"] = delight_ms > 0;
@@ -383,8 +468,8 @@ int main(int argc, char** argv) {
     doc["speedup"] = {{"of", b.name + " over " + a.name},
                       {"vae_decode", ratio(a.vae_decode_ms_per_image, b.vae_decode_ms_per_image)},
                       {"vae_encode", ratio(a.vae_encode_ms_per_image, b.vae_encode_ms_per_image)},
-                      {"turbo_step", ratio(a.step_ms[0], b.step_ms[0])},
-                      {"normal_step", ratio(a.step_ms[1], b.step_ms[1])},
+                      {"turbo_step", ratio(a.step_after_ms[0], b.step_after_ms[0])},
+                      {"normal_step", ratio(a.step_after_ms[1], b.step_after_ms[1])},
                       {"delight_step", ratio(a.delight_step_ms, b.delight_step_ms)},
                       {"pbr_step", ratio(a.pbr_step_ms, b.pbr_step_ms)}};
   }

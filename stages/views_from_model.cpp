@@ -53,6 +53,9 @@ class ViewsFromModel final : public pipeline::Stage {
         .param<double>("guidance", 2.0, Range{0.0, 100.0},
                        "classifier-free guidance (<= 1: conditional pass only)")
         .param<int>("seed", 0, Range{0, 2147483647}, "noise seed")
+        .param<int>("cache_interval", 1, Range{1, 10},
+                    "DeepCache on the Euler steps: every N-th step runs the whole UNet, the steps "
+                    "between reuse its deep features (1: off, exact; an approximation above)")
         .choice(
             "precision", "auto", {"auto", "fp32", "bf16"},
             "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
@@ -68,6 +71,8 @@ class ViewsFromModel final : public pipeline::Stage {
       problems.push_back("views_from_model needs \"model\": the paint model folder");
     else if (!fs::is_directory(dir))
       problems.push_back("paint model folder not found: " + dir);
+    if (std::get<bool>(p.at("turbo")) && std::get<int64_t>(p.at("cache_interval")) > 1)
+      problems.push_back("cache_interval applies to the Euler steps, not to turbo");
     if (std::get<int64_t>(p.at("view_size")) % 8 != 0)
       problems.push_back("view_size must be a multiple of 8 (the VAE's downsampling)");
   }
@@ -86,6 +91,7 @@ class ViewsFromModel final : public pipeline::Stage {
     options.steps = ctx.param<int>("steps");
     options.guidance = ctx.param<float>("guidance");
     options.seed = static_cast<std::uint64_t>(ctx.param<int>("seed"));
+    options.cache_interval = ctx.param<int>("cache_interval");
     const int total = options.turbo ? 10 : options.steps;
     // Spans: encode (VAE + reference UNet), one per step, decode.
     std::optional<pipeline::Profiler::Span> step_span = ctx.span("encode + step 0");

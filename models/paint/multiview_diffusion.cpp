@@ -121,6 +121,9 @@ Tensor paint_views(const PaintModel& model, const PaintInputs& in, const PaintOp
                     kVaePosition, "vae_position");
   if (latents_out) *latents_out = {ref_lat.clone(), normal_lat.clone(), position_lat.clone()};
 
+  if (opt.cache_interval < 1)
+    throw ModelError("paint: cache_interval must be >= 1, got " +
+                     std::to_string(opt.cache_interval));
   const bool cfg = !opt.turbo && opt.guidance > 1.0f;
   const int batch = cfg ? 2 : 1;
   const Shape lat_shape = normal_lat.shape();  // (N, h, w, 4)
@@ -144,6 +147,11 @@ Tensor paint_views(const PaintModel& model, const PaintInputs& in, const PaintOp
     cameras.insert(cameras.end(), in.cameras.begin(), in.cameras.end());
   const std::vector<float> ref_scale =
       cfg ? std::vector<float>{0.0f, 1.0f} : std::vector<float>{1.0f};
+  // What every step shares: the keys / values of the reference features and of the prompt.
+  const MultiviewConditions cond = unet.conditions(text, ref, ref_scale);
+  ref = RefFeatures();  // projected: the features themselves are no longer needed
+  UNetFeatureCache deep_cache;
+  const bool use_cache = !opt.turbo && opt.cache_interval > 1;
 
   const std::int64_t count = normal_lat.numel();
   Tensor x = noise_or(noise ? &noise->init : nullptr, lat_shape, opt.seed, kInit, "init");
@@ -153,8 +161,9 @@ Tensor paint_views(const PaintModel& model, const PaintInputs& in, const PaintOp
   progress::Steps steps;  // "paint step" i of N, to the progress hub
   const auto run_step = [&](int i, float t, const auto& scale_input, const auto& update) {
     for (int b = 0; b < batch; ++b) scale_input(model_input.data() + b * count);
-    Tensor raw =
-        unet.forward(model_input, normals_b, positions_b, t, text, cameras, ref, ref_scale, views);
+    const bool reuse = use_cache && i % opt.cache_interval != 0;
+    Tensor raw = unet.forward(model_input, normals_b, positions_b, t, cameras, cond, views,
+                              use_cache ? &deep_cache : nullptr, reuse);
     if (cfg) {
       const float g = opt.guidance;
       const float* u = raw.data();

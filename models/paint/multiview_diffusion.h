@@ -6,7 +6,8 @@
 // batch [unconditional, conditional] = text [zeros, learned prompt], reference latents [zeros,
 // ref], ref_scale [0, 1]. Turbo: LCM over the 10 official timesteps, conditional half only.
 // One deliberate difference: the reference UNet runs once per texture (at t = 0 its features do
-// not depend on the step), where the official forward re-runs it every step.
+// not depend on the step), where the official forward re-runs it every step; so do the key /
+// value projections of its features and of the prompt (MultiviewConditions), bit-identically.
 //
 // Tensors are NHWC; images in [0, 1].
 
@@ -47,6 +48,10 @@ struct PaintOptions {
   int steps = 30;          // Euler-ancestral steps (normal mode)
   float guidance = 2.0f;   // CFG scale (normal mode; <= 1 runs the conditional half only)
   std::uint64_t seed = 0;  // all noise (VAE posteriors, initial latents, ancestral draws)
+  // Normal mode only: DeepCache (UNetFeatureCache, shallowest branch). Every cache_interval-th
+  // step (0, N, 2N, ...) runs the whole UNet; the steps between reuse its deep features and run
+  // only the shallow layers. 1: off (exact). An approximation: docs/texgen.md gives its error.
+  int cache_interval = 1;
 };
 
 struct PaintInputs {

@@ -166,10 +166,10 @@ RefFeatures MultiviewUNet::reference_features(const Tensor& ref_latents, int num
   return record_reference_features(dual_, ref_latents, num_ref, text);
 }
 
-Tensor MultiviewUNet::forward(const Tensor& latents, const Tensor& normals, const Tensor& positions,
-                              float timestep, const Tensor& text, std::span<const int> camera_ids,
-                              const RefFeatures& ref, std::span<const float> ref_scale,
-                              int num_views, const UNetProbe& probe) const {
+std::int64_t MultiviewUNet::prepare(const Tensor& latents, const Tensor& normals,
+                                    const Tensor& positions, const Tensor& text,
+                                    std::span<const int> camera_ids, std::size_t ref_scales,
+                                    int num_views, Tensor& x, Tensor& class_emb) const {
   const i64 cin = base_.in_channels;
   if (latents.rank() != 4 || latents.dim(3) != cin)
     throw ModelError("UNet2.5D: latents must be (B·N, h, w, " + std::to_string(cin) + "), got " +
@@ -186,36 +186,15 @@ Tensor MultiviewUNet::forward(const Tensor& latents, const Tensor& normals, cons
   if (static_cast<i64>(camera_ids.size()) != rows)
     throw ModelError("UNet2.5D: " + std::to_string(camera_ids.size()) + " camera ids for " +
                      std::to_string(rows) + " views");
-  if (static_cast<i64>(ref_scale.size()) != B)
-    throw ModelError("UNet2.5D: " + std::to_string(ref_scale.size()) + " ref_scale values for " +
+  if (static_cast<i64>(ref_scales) != B)
+    throw ModelError("UNet2.5D: " + std::to_string(ref_scales) + " ref_scale values for " +
                      std::to_string(B) + " batch items");
   if (text.rank() != 3 || (text.dim(0) != B && text.dim(0) != 1))
     throw ModelError("UNet2.5D: text must be (" + std::to_string(B) + " or 1, T, D), got " +
                      text.shape().str());
 
-  const auto& sites = main_.transformer_sites();
-  bool uses_ref = false;
-  for (float s : ref_scale) uses_ref = uses_ref || s != 0.0f;
-  std::vector<const Tensor*> ref_of(sites.size(), nullptr);
-  if (uses_ref) {
-    if (ref.batch != B)
-      throw ModelError("UNet2.5D: reference features are for batch " + std::to_string(ref.batch) +
-                       ", the latents for " + std::to_string(B));
-    for (std::size_t s = 0; s < sites.size(); ++s) {
-      auto it = ref.layers.find(sites[s].name);
-      if (it == ref.layers.end())
-        throw ModelError("UNet2.5D: no reference features for layer " + sites[s].name);
-      const Tensor& t = it->second;
-      if (t.rank() != 3 || t.dim(0) != B || t.dim(2) != sites[s].channels)
-        throw ModelError("UNet2.5D: reference features " + sites[s].name + " " + t.shape().str() +
-                         " do not match (" + std::to_string(B) + ", L, " +
-                         std::to_string(sites[s].channels) + ")");
-      ref_of[s] = &t;
-    }
-  }
-
   // [noisy | normal | position] along channels.
-  Tensor x({rows, H, W, 3 * cin});
+  x = Tensor({rows, H, W, 3 * cin});
   {
     const i64 px = rows * H * W;
     const float* src[3] = {latents.data(), normals.data(), positions.data()};
@@ -228,7 +207,7 @@ Tensor MultiviewUNet::forward(const Tensor& latents, const Tensor& normals, cons
   }
 
   const i64 E = base_.time_embed_dim();
-  Tensor class_emb({rows, E});
+  class_emb = Tensor({rows, E});
   for (i64 r = 0; r < rows; ++r) {
     const int id = camera_ids[static_cast<std::size_t>(r)] + kMaxNumRefImage;
     if (id < 0 || id >= kCameraEmbeddings)
@@ -238,6 +217,42 @@ Tensor MultiviewUNet::forward(const Tensor& latents, const Tensor& normals, cons
                        std::to_string(kCameraEmbeddings - kMaxNumRefImage - 1) + ")");
     std::memcpy(class_emb.data() + r * E, class_emb_.data() + id * E, sizeof(float) * E);
   }
+  return B;
+}
+
+std::vector<const Tensor*> MultiviewUNet::reference_layers(const RefFeatures& ref, i64 B,
+                                                           bool uses_ref) const {
+  const auto& sites = main_.transformer_sites();
+  std::vector<const Tensor*> ref_of(sites.size(), nullptr);
+  if (!uses_ref) return ref_of;
+  if (ref.batch != B)
+    throw ModelError("UNet2.5D: reference features are for batch " + std::to_string(ref.batch) +
+                     ", the latents for " + std::to_string(B));
+  for (std::size_t s = 0; s < sites.size(); ++s) {
+    auto it = ref.layers.find(sites[s].name);
+    if (it == ref.layers.end())
+      throw ModelError("UNet2.5D: no reference features for layer " + sites[s].name);
+    const Tensor& t = it->second;
+    if (t.rank() != 3 || t.dim(0) != B || t.dim(2) != sites[s].channels)
+      throw ModelError("UNet2.5D: reference features " + sites[s].name + " " + t.shape().str() +
+                       " do not match (" + std::to_string(B) + ", L, " +
+                       std::to_string(sites[s].channels) + ")");
+    ref_of[s] = &t;
+  }
+  return ref_of;
+}
+
+Tensor MultiviewUNet::forward(const Tensor& latents, const Tensor& normals, const Tensor& positions,
+                              float timestep, const Tensor& text, std::span<const int> camera_ids,
+                              const RefFeatures& ref, std::span<const float> ref_scale,
+                              int num_views, const UNetProbe& probe) const {
+  Tensor x, class_emb;
+  const i64 B = prepare(latents, normals, positions, text, camera_ids, ref_scale.size(), num_views,
+                        x, class_emb);
+  const i64 N = num_views;
+  bool uses_ref = false;
+  for (float s : ref_scale) uses_ref = uses_ref || s != 0.0f;
+  const std::vector<const Tensor*> ref_of = reference_layers(ref, B, uses_ref);
 
   // After attn1's residual: x += ref_scale[b] · attn_refview(h, ref tokens of item b) for each of
   // its N views, then x += attn_multiview(h of all N views as one sequence) — both from the same
@@ -259,12 +274,87 @@ Tensor MultiviewUNet::forward(const Tensor& latents, const Tensor& normals, cons
       attn_multiview_[s].forward_add(xs.data(), 1.0f, h.data(), B, N * L, h.data(), B, N * L);
   };
 
-  const std::vector<float> ts(static_cast<std::size_t>(rows), timestep);
+  const std::vector<float> ts(static_cast<std::size_t>(x.dim(0)), timestep);
   UNetCall call;
   call.class_emb = &class_emb;
   call.hook = &hook;
   call.probe = probe;
   return main_.forward(x, ts, text, call);
+}
+
+MultiviewConditions MultiviewUNet::conditions(const Tensor& text, const RefFeatures& ref,
+                                              std::span<const float> ref_scale) const {
+  const i64 B = static_cast<i64>(ref_scale.size());
+  if (B <= 0) throw ModelError("UNet2.5D: conditions need one ref_scale per batch item");
+  if (text.rank() != 3 || (text.dim(0) != B && text.dim(0) != 1))
+    throw ModelError("UNet2.5D: text must be (" + std::to_string(B) + " or 1, T, D), got " +
+                     text.shape().str());
+  bool uses_ref = false;
+  for (float s : ref_scale) uses_ref = uses_ref || s != 0.0f;
+  const std::vector<const Tensor*> ref_of = reference_layers(ref, B, uses_ref);
+  MultiviewConditions c;
+  c.text = text.clone();
+  c.ref_scale.assign(ref_scale.begin(), ref_scale.end());
+  c.text_kv = main_.text_kv(text);
+  c.ref_kv.resize(ref_of.size());
+  for (std::size_t s = 0; s < ref_of.size(); ++s) {
+    c.ref_kv[s].resize(static_cast<std::size_t>(B));
+    if (!ref_of[s]) continue;
+    // Item by item, as forward() projects them: the same GEMM row counts, the same bits.
+    const Tensor& rf = *ref_of[s];
+    const i64 kv = rf.dim(1), C = rf.dim(2);
+    for (i64 b = 0; b < B; ++b)
+      if (ref_scale[static_cast<std::size_t>(b)] != 0.0f)
+        c.ref_kv[s][static_cast<std::size_t>(b)] =
+            attn_refview_[s].project_kv(rf.data() + b * kv * C, kv);
+  }
+  return c;
+}
+
+Tensor MultiviewUNet::forward(const Tensor& latents, const Tensor& normals, const Tensor& positions,
+                              float timestep, std::span<const int> camera_ids,
+                              const MultiviewConditions& cond, int num_views,
+                              UNetFeatureCache* cache, bool reuse_deep) const {
+  Tensor x, class_emb;
+  const i64 B = prepare(latents, normals, positions, cond.text, camera_ids, cond.ref_scale.size(),
+                        num_views, x, class_emb);
+  const i64 N = num_views;
+  const auto& sites = main_.transformer_sites();
+  if (cond.ref_kv.size() != sites.size())
+    throw ModelError("UNet2.5D: conditions for " + std::to_string(cond.ref_kv.size()) +
+                     " transformer blocks, the UNet has " + std::to_string(sites.size()));
+  for (std::size_t s = 0; s < sites.size(); ++s)
+    for (i64 b = 0; b < B; ++b) {
+      const Tensor& kv = cond.ref_kv[s][static_cast<std::size_t>(b)];
+      if (cond.ref_scale[static_cast<std::size_t>(b)] != 0.0f &&
+          (kv.rank() != 2 || kv.dim(1) != 2 * sites[s].channels))
+        throw ModelError("UNet2.5D: reference keys/values of " + sites[s].name + " item " +
+                         std::to_string(b) + " are " + kv.shape().str());
+    }
+
+  // As forward() above, with the reference tokens' keys and values already projected.
+  TransformerHook hook = [&](int site, const Tensor& h, Tensor& xs) {
+    const std::size_t s = static_cast<std::size_t>(site);
+    const i64 L = h.dim(1), C = h.dim(2);
+    for (i64 b = 0; b < B; ++b) {
+      const float scale = cond.ref_scale[static_cast<std::size_t>(b)];
+      if (scale == 0.0f) continue;
+      const Tensor& kv = cond.ref_kv[s][static_cast<std::size_t>(b)];
+      attn_refview_[s].forward_add_kv(xs.data() + b * N * L * C, scale, h.data() + b * N * L * C, N,
+                                      L, kv.data(), 1, kv.dim(0));
+    }
+    if (N > 1)
+      attn_multiview_[s].forward_add(xs.data(), 1.0f, h.data(), B, N * L, h.data(), B, N * L);
+  };
+
+  const std::vector<float> ts(static_cast<std::size_t>(x.dim(0)), timestep);
+  UNetCall call;
+  call.class_emb = &class_emb;
+  call.hook = &hook;
+  call.text_kv = &cond.text_kv;
+  call.cache = cache;
+  call.reuse_deep = reuse_deep;
+  return main_.forward(x, ts, cond.text, call);
 }
 
 int MultiviewUNet::camera_id(int azim, int elev) {

@@ -32,6 +32,18 @@ struct RefFeatures {
 
 class WeightMap;
 
+// What every denoising step of one generation shares, projected once: per transformer site the
+// keys and values of the reference features (attn_refview) and of the prompt (attn2). The main
+// UNet's forward then projects only its own queries and the multiview tokens. Bit-identical to
+// projecting them every step (the projections run with the same row counts).
+struct MultiviewConditions {
+  Tensor text;                   // (B or 1, T, D)
+  std::vector<float> ref_scale;  // (B)
+  std::vector<Tensor> text_kv;   // [site] (text rows · T, 2·C)
+  std::vector<std::vector<Tensor>>
+      ref_kv;  // [site][b] (N_ref·L, 2·C); empty where ref_scale[b] is 0
+};
+
 // Runs the reference UNet `dual` at timestep 0 on ref_latents (B·N_ref, h, w, C) with `text` and
 // records every transformer block's norm1 output, "(b n) l c -> b (n l) c" (the same memory), by
 // layer name. With a probe the output layers run too and "conv_out" is probed.
@@ -94,6 +106,18 @@ class MultiviewUNet {
                  const RefFeatures& ref, std::span<const float> ref_scale, int num_views,
                  const UNetProbe& probe = {}) const;
 
+  // The per-generation constants of forward(text, ref, ref_scale) (see MultiviewConditions).
+  MultiviewConditions conditions(const Tensor& text, const RefFeatures& ref,
+                                 std::span<const float> ref_scale) const;
+
+  // forward() on precomputed conditions (batch B = cond.ref_scale.size()). With a feature cache
+  // (DeepCache, UNetFeatureCache): a full pass stores the deep features, and with reuse_deep the
+  // pass runs only the shallow layers on them (an approximation: the deep features are those of
+  // an earlier step).
+  Tensor forward(const Tensor& latents, const Tensor& normals, const Tensor& positions,
+                 float timestep, std::span<const int> camera_ids, const MultiviewConditions& cond,
+                 int num_views, UNetFeatureCache* cache = nullptr, bool reuse_deep = false) const;
+
   // Official pipelines.py: ((azim // 30 + 9) % 12) // D[elev] + O[elev] for elev in
   // {−20, 0, 20, −90, 90}; throws ModelError for other elevations.
   static int camera_id(int azim, int elev);
@@ -101,6 +125,15 @@ class MultiviewUNet {
  private:
   MultiviewUNet(UNetConfig base, UNet2DCondition main, UNet2DCondition dual);
   struct Builder;
+
+  // The checks and the inputs of both forwards: [noisy | normal | position] (B·N, h, w, 3·C)
+  // and the camera embeddings (B·N, E); returns B.
+  std::int64_t prepare(const Tensor& latents, const Tensor& normals, const Tensor& positions,
+                       const Tensor& text, std::span<const int> camera_ids, std::size_t ref_scales,
+                       int num_views, Tensor& x, Tensor& class_emb) const;
+  // The reference features of every site for batch B, checked (null where unused).
+  std::vector<const Tensor*> reference_layers(const RefFeatures& ref, std::int64_t B,
+                                              bool uses_ref) const;
 
   UNetConfig base_;
   UNet2DCondition main_;

@@ -138,6 +138,32 @@ void AttentionLayer::forward_add(float* resid, float scale, const float* x, i64 
                         }
                       });
   }
+  attend_add(resid, scale, q, kv.data(), batch, q_len, ctx_batch, kv_len);
+}
+
+Tensor AttentionLayer::project_kv(const float* ctx, i64 rows) const {
+  Tensor kv({std::max<i64>(rows, 1), 2 * dim_});
+  kv_(kv.data(), ctx, rows);
+  return kv;
+}
+
+void AttentionLayer::forward_add_kv(float* resid, float scale, const float* x, i64 batch, i64 q_len,
+                                    const float* kv, i64 ctx_batch, i64 kv_len) const {
+  if (batch <= 0 || q_len <= 0) return;
+  if (ctx_batch <= 0 || batch % ctx_batch != 0)
+    throw ModelError("attention: context batch " + std::to_string(ctx_batch) +
+                     " does not divide the query batch " + std::to_string(batch));
+  const i64 rows_q = batch * q_len;
+  Tensor q({rows_q, dim_});
+  q_(q.data(), x, rows_q);
+  attend_add(resid, scale, q, kv, batch, q_len, ctx_batch, kv_len);
+}
+
+void AttentionLayer::attend_add(float* resid, float scale, Tensor& q, const float* kv, i64 batch,
+                                i64 q_len, i64 ctx_batch, i64 kv_len) const {
+  const i64 C = dim_;
+  const i64 hd = C / heads_;
+  const i64 rows_q = batch * q_len;
   Tensor o({rows_q, C});
   const i64 group = batch / ctx_batch;
   kernels::AttentionShape s;
@@ -149,14 +175,13 @@ void AttentionLayer::forward_add(float* resid, float scale, const float* x, i64 
   if (group == 1) {
     s.batch = batch;
     kernels::attention({o.data(), q_len * C, C, hd}, {q.data(), q_len * C, C, hd},
-                       {kv.data(), kv_len * 2 * C, 2 * C, hd},
-                       {kv.data() + C, kv_len * 2 * C, 2 * C, hd}, s);
+                       {kv, kv_len * 2 * C, 2 * C, hd}, {kv + C, kv_len * 2 * C, 2 * C, hd}, s);
   } else {
     // Every query item of a group reads the same context rows (batch stride 0).
     s.batch = group;
     for (i64 g = 0; g < ctx_batch; ++g) {
       const i64 qo = g * group * q_len * C;
-      const float* kb = kv.data() + g * kv_len * 2 * C;
+      const float* kb = kv + g * kv_len * 2 * C;
       kernels::attention({o.data() + qo, q_len * C, C, hd}, {q.data() + qo, q_len * C, C, hd},
                          {kb, 0, 2 * C, hd}, {kb + C, 0, 2 * C, hd}, s);
     }
@@ -373,7 +398,19 @@ struct UNet2DCondition::Impl {
     i64 text_batch = 1, text_len = 0;
     const TransformerHook* hook = nullptr;
     const TransformerBlockFn* block = nullptr;
+    const std::vector<Tensor>* text_kv = nullptr;  // per site, or null
   };
+
+  template <class F>
+  void for_each_block(F&& f) const {
+    auto visit = [&](const Block& b) {
+      for (const Transformer2D& t : b.attentions)
+        for (const TBlock& tb : t.blocks) f(tb);
+    };
+    for (const Block& b : down) visit(b);
+    visit(mid);
+    for (const Block& b : up) visit(b);
+  }
 
   Tensor resnet(const Resnet& r, const Tensor& x, const Run& run) const {
     const i64 B = x.dim(0), H = x.dim(1), W = x.dim(2), HW = H * W;
@@ -424,7 +461,12 @@ struct UNet2DCondition::Impl {
     if (run.hook && *run.hook) (*run.hook)(tb.site, h, x);
 
     b.norm2(h.data(), x.data(), rows);
-    b.attn2.forward_add(x.data(), 1.0f, h.data(), B, L, run.text, run.text_batch, run.text_len);
+    if (run.text_kv)
+      b.attn2.forward_add_kv(x.data(), 1.0f, h.data(), B, L,
+                             (*run.text_kv)[static_cast<std::size_t>(tb.site)].data(),
+                             run.text_batch, run.text_len);
+    else
+      b.attn2.forward_add(x.data(), 1.0f, h.data(), B, L, run.text, run.text_batch, run.text_len);
 
     b.norm3(h.data(), x.data(), rows);
     b.feed_forward(h.data(), h.data(), rows);
@@ -548,6 +590,19 @@ Tensor UNet2DCondition::time_embedding(std::span<const float> timesteps) const {
   return out;
 }
 
+std::vector<Tensor> UNet2DCondition::text_kv(const Tensor& text) const {
+  const Impl& m = *impl_;
+  if (text.rank() != 3 || text.dim(2) != m.cfg.cross_attention_dim)
+    throw ModelError("UNet: text must be (Bt, T, " + std::to_string(m.cfg.cross_attention_dim) +
+                     "), got " + text.shape().str());
+  std::vector<Tensor> out(m.sites.size());
+  const i64 rows = text.dim(0) * text.dim(1);
+  m.for_each_block([&](const TBlock& tb) {
+    out[static_cast<std::size_t>(tb.site)] = tb.layers.attn2.project_kv(text.data(), rows);
+  });
+  return out;
+}
+
 Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> timesteps,
                                 const Tensor& text, const UNetProbe& probe) const {
   UNetCall call;
@@ -579,6 +634,39 @@ Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> tim
   if (call.class_emb && !(call.class_emb->shape() == Shape{B, E}))
     throw ModelError("UNet: class embedding must be (" + std::to_string(B) + ", " +
                      std::to_string(E) + "), got " + call.class_emb->shape().str());
+  if (call.text_kv) {
+    if (call.text_kv->size() != m.sites.size())
+      throw ModelError("UNet: " + std::to_string(call.text_kv->size()) +
+                       " text key/value tensors for " + std::to_string(m.sites.size()) +
+                       " transformer blocks");
+    for (std::size_t s = 0; s < m.sites.size(); ++s)
+      if (!((*call.text_kv)[s].shape() ==
+            Shape{text.dim(0) * text.dim(1), 2 * m.sites[s].channels}))
+        throw ModelError("UNet: text keys/values of " + m.sites[s].name + " are " +
+                         (*call.text_kv)[s].shape().str() + ", expected (" +
+                         std::to_string(text.dim(0) * text.dim(1)) + ", " +
+                         std::to_string(2 * m.sites[s].channels) + ")");
+  }
+  // DeepCache branch: the first `shallow` layers of level 0 run; the last up block resumes at
+  // layer `resume` on the stored deep state.
+  const int L = c.levels();
+  const int shallow = call.cache ? call.cache->shallow_layers : 0;
+  const int resume = c.layers_per_block - shallow;
+  const bool reuse = call.cache && call.reuse_deep;
+  if (call.cache) {
+    if (L < 2 || shallow < 1 || shallow > c.layers_per_block)
+      throw ModelError("UNet: the feature cache needs 2 or more levels and 1 .. " +
+                       std::to_string(c.layers_per_block) + " shallow layers, got " +
+                       std::to_string(shallow));
+    // The state entering layer `resume` of the last up block: the previous layer's output, or
+    // the upsampled output of the up block before (channels of level 1) when resume is 0.
+    const i64 deep_c = c.block_out_channels[resume > 0 ? 0 : 1];
+    if (reuse && !(call.cache->deep.shape() == Shape{B, H, W, deep_c}))
+      throw ModelError("UNet: the cached deep features " + call.cache->deep.shape().str() +
+                       " do not fit this pass (" + std::to_string(B) + ", " + std::to_string(H) +
+                       ", " + std::to_string(W) + ", " + std::to_string(deep_c) +
+                       "): run a full pass first");
+  }
   auto probe = [&](const std::string& name, const Tensor& t) {
     if (call.probe) call.probe(name, t);
   };
@@ -599,6 +687,7 @@ Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> tim
   run.text_len = text.dim(1);
   run.hook = call.hook;
   run.block = call.block;
+  run.text_kv = call.text_kv;
 
   // Skip stack: conv_in's output, then every resnet/attention layer and downsampler output.
   std::vector<Tensor> skips;
@@ -614,10 +703,12 @@ Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> tim
   for (std::size_t i = 0; i < m.down.size(); ++i) {
     const Block& b = m.down[i];
     for (std::size_t j = 0; j < b.resnets.size(); ++j) {
+      if (reuse && static_cast<int>(j) >= shallow) break;
       Tensor h = m.resnet(b.resnets[j], skips.back(), run);
       if (!b.attentions.empty()) h = m.transformer(b.attentions[j], h, run);
       skips.push_back(std::move(h));
     }
+    if (reuse) break;  // the rest of the down path is in the deep part
     if (b.has_sampler) {
       Tensor d = b.sampler(skips.back());
       skips.push_back(std::move(d));
@@ -625,16 +716,27 @@ Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> tim
     probe("down_blocks." + std::to_string(i), skips.back());
   }
 
-  Tensor h = m.resnet(m.mid.resnets[0], skips.back(), run);
-  for (std::size_t k = 0; k < m.mid.attentions.size(); ++k) {
-    h = m.transformer(m.mid.attentions[k], h, run);
-    h = m.resnet(m.mid.resnets[k + 1], h, run);
+  Tensor h;
+  if (!reuse) {
+    h = m.resnet(m.mid.resnets[0], skips.back(), run);
+    for (std::size_t k = 0; k < m.mid.attentions.size(); ++k) {
+      h = m.transformer(m.mid.attentions[k], h, run);
+      h = m.resnet(m.mid.resnets[k + 1], h, run);
+    }
+    probe("mid_block", h);
+  } else {
+    h = call.cache->deep.clone();  // (B, H, W, deep_c)
   }
-  probe("mid_block", h);
 
-  for (std::size_t i = 0; i < m.up.size(); ++i) {
+  for (std::size_t i = reuse ? m.up.size() - 1 : 0; i < m.up.size(); ++i) {
     const Block& b = m.up[i];
+    const bool last = i + 1 == m.up.size();
     for (std::size_t j = 0; j < b.resnets.size(); ++j) {
+      if (last && call.cache && static_cast<int>(j) == resume) {
+        if (!reuse) call.cache->deep = h.clone();
+      } else if (reuse && static_cast<int>(j) < resume) {
+        continue;
+      }
       Tensor cat = Impl::concat_channels(h, skips.back());
       skips.pop_back();
       h = m.resnet(b.resnets[j], cat, run);

@@ -108,10 +108,25 @@ class AttentionLayer {
                    std::int64_t q_len, const float* ctx, std::int64_t ctx_batch,
                    std::int64_t kv_len, const RotaryTables* rope = nullptr) const;
 
+  // The keys and values of a context (rows, kv_dim) -> (rows, 2·dim), [to_k | to_v] per row: a
+  // context that does not change between calls (a prompt, reference features) is projected once.
+  Tensor project_kv(const float* ctx, std::int64_t rows) const;
+  // forward_add with the context already projected: kv (ctx_batch·kv_len, 2·dim) from
+  // project_kv. Bit-identical to forward_add on the same context when kv was projected with the
+  // same row count as forward_add would (ctx_batch·kv_len rows in one call).
+  void forward_add_kv(float* resid, float scale, const float* x, std::int64_t batch,
+                      std::int64_t q_len, const float* kv, std::int64_t ctx_batch,
+                      std::int64_t kv_len) const;
+
   std::int64_t dim() const { return dim_; }
   int heads() const { return heads_; }
 
  private:
+  // Attention of the projected queries q (batch·q_len, dim; reused as scratch) over kv, to_out,
+  // then resid += scale · out.
+  void attend_add(float* resid, float scale, Tensor& q, const float* kv, std::int64_t batch,
+                  std::int64_t q_len, std::int64_t ctx_batch, std::int64_t kv_len) const;
+
   std::int64_t dim_ = 0, kv_dim_ = 0;
   int heads_ = 1;
   nn::Linear q_;    // to_q (dim -> dim)
@@ -158,12 +173,31 @@ struct UNetLoadOptions {
   std::string block_infix;
 };
 
+// DeepCache (Ma et al., "DeepCache: Accelerating Diffusion Models for Free", CVPR 2024): the
+// deep part of the UNet changes slowly between denoising steps, so a full pass stores the up
+// path's state where it re-enters the shallow layers and the next passes reuse it, running only
+// conv_in, the first `shallow_layers` layers (resnet + attention) of the first down block, the
+// matching last layers of the last up block, and the output layers. shallow_layers = 1 is the
+// shallowest branch (DeepCache's default); layers_per_block runs the whole first level.
+struct UNetFeatureCache {
+  int shallow_layers = 1;  // 1 .. layers_per_block
+  Tensor deep;             // (B, H, W, C): stored by the last full pass (C of level 0, or of
+                           // level 1 when shallow_layers = layers_per_block)
+};
+
 // Everything forward() can be asked for beyond the plain call.
 struct UNetCall {
   const Tensor* class_emb = nullptr;          // (B, time_embed_dim), added to the time embedding
   const TransformerHook* hook = nullptr;      // see TransformerHook
   const TransformerBlockFn* block = nullptr;  // see TransformerBlockFn (then hook is not called)
-  bool skip_output = false;                   // stop after the last up block; returns empty
+  // Per transformer site, attn2's keys and values of `text` (text_kv(text)): the prompt is
+  // projected once per generation instead of once per call. Bit-identical results.
+  const std::vector<Tensor>* text_kv = nullptr;
+  // With a cache: a full pass stores the deep features; with reuse_deep the pass runs the shallow
+  // layers only on cache->deep (which must come from a pass of the same batch and size).
+  UNetFeatureCache* cache = nullptr;
+  bool reuse_deep = false;
+  bool skip_output = false;  // stop after the last up block; returns empty
   UNetProbe probe;
 };
 
@@ -200,6 +234,10 @@ class UNet2DCondition {
 
   // The sinusoidal projection + time_embedding MLP: (B) -> (B, time_embed_dim).
   Tensor time_embedding(std::span<const float> timesteps) const;
+
+  // attn2's keys and values of text (Bt, T, cross_attention_dim) for every transformer site, in
+  // site order: (Bt·T, 2·channels) each (UNetCall::text_kv).
+  std::vector<Tensor> text_kv(const Tensor& text) const;
 
  private:
   struct Impl;

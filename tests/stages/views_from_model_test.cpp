@@ -114,6 +114,31 @@ TEST(ViewsFromModel, ParamsAreCheckedBeforeAnythingLoads) {
   EXPECT_NE(problem("no/such/folder", 32).find("paint model folder not found"), std::string::npos);
   EXPECT_NE(problem(temp_dir("views_from_model_params"), 36).find("multiple of 8"),
             std::string::npos);
+  // The feature cache is for the Euler steps; asked of turbo, it is refused.
+  pipeline::StageRunner turbo = runner("views_from_model");
+  small_job(turbo, temp_dir("views_from_model_params"));
+  turbo.param("turbo", true).param("cache_interval", 2);
+  EXPECT_NE(error_of([&] { turbo.run(); }).find("cache_interval applies to the Euler steps"),
+            std::string::npos);
+}
+
+// cache_interval reaches the sampler: with 3 steps and interval 2, step 1 reuses the deep
+// features of step 0, so the images differ from the plain run's; interval 1 is the plain run.
+TEST(ViewsFromModel, CacheIntervalReachesTheSampler) {
+  if (!have_golden()) GTEST_SKIP() << "texmodels golden weights absent";
+  const std::string model = paint_folder("views_from_model_cache");
+  const auto paint = [&](int interval) {
+    pipeline::StageRunner r = runner("views_from_model");
+    small_job(r, model);
+    r.param("steps", 3).param("cache_interval", interval);
+    r.run();
+    return r.output<stages::ImageList>("images");
+  };
+  const auto plain = paint(1), again = paint(1), cached = paint(2);
+  ASSERT_EQ(plain->size(), 2u);
+  ASSERT_EQ(cached->size(), 2u);
+  EXPECT_EQ((*plain)[0].pixels, (*again)[0].pixels);
+  EXPECT_NE((*plain)[0].pixels, (*cached)[0].pixels);
 }
 
 }  // namespace

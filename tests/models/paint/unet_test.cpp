@@ -319,5 +319,97 @@ TEST(MultiviewUNetForward, ReferenceIsolationMultiviewCouplingAndCameras) {
   EXPECT_THROW(run(lat, ref_lat, bad), ModelError);
 }
 
+// The keys / values of the reference features and of the prompt projected once per generation
+// (MultiviewConditions) give the same bits as projecting them in every forward.
+TEST(MultiviewUNetForward, PrecomputedConditionsAreBitIdentical) {
+  const UNetConfig c = UNetConfig::parse(with("layers_per_block", "2"), "tiny2");
+  const std::string dir = test::temp_dir("mvunet_conditions");
+  const auto w = random_weights(MultiviewUNet::expected_tensors(c, 5), 16);
+  const auto net = MultiviewUNet::load(c, write_file(dir, "w.safetensors", w));
+  const int N = 3;
+  for (const int B : {1, 2}) {
+    SCOPED_TRACE("batch " + std::to_string(B));
+    const Tensor lat = random_tensor({B * N, 8, 8, 4}, 17);
+    const Tensor nrm = random_tensor({B * N, 8, 8, 4}, 18);
+    const Tensor pos = random_tensor({B * N, 8, 8, 4}, 19);
+    const Tensor ref_lat = random_tensor({B, 8, 8, 4}, 20);
+    const Tensor text = random_tensor({B, 5, 12}, 21);
+    std::vector<int> cams;
+    for (int b = 0; b < B; ++b) cams.insert(cams.end(), {21, 12, 15});
+    // CFG's [0, 1] and a batch whose every item reads the reference at its own scale.
+    const std::vector<float> scale =
+        B == 2 ? std::vector<float>{0.0f, 1.0f} : std::vector<float>{0.7f};
+    const RefFeatures ref = net->reference_features(ref_lat, 1, net->learned_text_ref());
+    const MultiviewConditions cond = net->conditions(text, ref, scale);
+    for (const float t : {999.0f, 261.0f}) {
+      const Tensor a = net->forward(lat, nrm, pos, t, text, cams, ref, scale, N);
+      const Tensor b = net->forward(lat, nrm, pos, t, cams, cond, N);
+      ASSERT_EQ(a.shape(), b.shape());
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), sizeof(float) * a.numel())) << "t " << t;
+    }
+  }
+  // Conditions for another batch size are refused.
+  const Tensor lat = random_tensor({2 * N, 8, 8, 4}, 22);
+  const RefFeatures ref1 =
+      net->reference_features(random_tensor({1, 8, 8, 4}, 23), 1, net->learned_text_ref());
+  const MultiviewConditions one =
+      net->conditions(net->learned_text_gen(), ref1, std::vector<float>{1.0f});
+  EXPECT_THROW(
+      net->forward(lat, lat, lat, 500.0f, std::vector<int>{21, 12, 15, 21, 12, 15}, one, N),
+      ModelError);
+  EXPECT_THROW(net->conditions(net->learned_text_gen(), ref1, std::vector<float>{0.0f, 1.0f}),
+               ModelError);
+}
+
+// DeepCache: storing the deep features does not change a pass; reusing them for the same input
+// gives the full pass's bits (the shallow layers are wired to the right skips); reusing them for
+// another input changes only what the shallow layers see.
+TEST(UNetForward, FeatureCacheReusesTheDeepFeatures) {
+  const UNetConfig c = UNetConfig::parse(with("layers_per_block", "2"), "tiny2");
+  const std::string dir = test::temp_dir("unet_feature_cache");
+  const auto w = random_weights(UNet2DCondition::expected_tensors(c), 24);
+  const UNet2DCondition unet =
+      UNet2DCondition::load(c, SafetensorsFile::open(write_file(dir, "w.safetensors", w)));
+  const Tensor x = random_tensor({2, 8, 8, 4}, 25);
+  const Tensor x2 = random_tensor({2, 8, 8, 4}, 26);
+  const Tensor text = random_tensor({2, 5, 12}, 27);
+  const std::vector<float> t = {500.0f, 500.0f}, t2 = {450.0f, 450.0f};
+  const Tensor full = unet.forward(x, t, text);
+  const Tensor full2 = unet.forward(x2, t2, text);
+  for (const int shallow : {1, 2}) {
+    SCOPED_TRACE("shallow layers " + std::to_string(shallow));
+    UNetFeatureCache cache;
+    cache.shallow_layers = shallow;
+    UNetCall call;
+    call.cache = &cache;
+    const Tensor stored = unet.forward(x, t, text, call);
+    EXPECT_EQ(0, std::memcmp(full.data(), stored.data(), sizeof(float) * full.numel()));
+    EXPECT_EQ(cache.deep.shape(), (Shape{2, 8, 8, shallow == 1 ? 8 : 16}));
+    call.reuse_deep = true;
+    const Tensor again = unet.forward(x, t, text, call);
+    EXPECT_EQ(0, std::memcmp(full.data(), again.data(), sizeof(float) * full.numel()));
+    // Another step: the shallow layers see the new input, the deep features are the old ones.
+    const Tensor reused = unet.forward(x2, t2, text, call);
+    EXPECT_GT(max_abs_diff(reused.data(), full.data(), full.numel()), 1e-4);
+    EXPECT_GT(max_abs_diff(reused.data(), full2.data(), full.numel()), 1e-6);
+    for (float v : reused.span()) ASSERT_TRUE(std::isfinite(v));
+  }
+  // The text keys / values projected once give the same bits.
+  const std::vector<Tensor> kv = unet.text_kv(text);
+  UNetCall with_kv;
+  with_kv.text_kv = &kv;
+  const Tensor k = unet.forward(x, t, text, with_kv);
+  EXPECT_EQ(0, std::memcmp(full.data(), k.data(), sizeof(float) * full.numel()));
+
+  UNetFeatureCache bad;
+  UNetCall reuse;
+  reuse.cache = &bad;
+  reuse.reuse_deep = true;
+  EXPECT_THROW(unet.forward(x, t, text, reuse), ModelError);  // nothing stored
+  bad.shallow_layers = 3;                                     // past layers_per_block
+  reuse.reuse_deep = false;
+  EXPECT_THROW(unet.forward(x, t, text, reuse), ModelError);
+}
+
 }  // namespace
 }  // namespace gen3d::models
