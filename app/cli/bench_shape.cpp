@@ -105,8 +105,8 @@ models::Dinov2Config dinov2_large() {
 
 // The FlashVDM turbo VAEs' geometry decoder (hunyuan3d-vae-v2-0-turbo, -v2-mini-turbo): width and
 // heads divided by 8 behind latents_proj, MLP expand ratio 1, no ln_post. These values are not
-// stored in this repository (gen3d reads them from the folder's weights); they are taken as
-// published for the bench.
+// stored in this repository (gen3d reads them from the folder's weights): assumed from the
+// published config, not checked against the files.
 void turbo_geo_decoder(models::ShapeVAEConfig& v) {
   v.geo_decoder_downsample_ratio = 8;
   v.geo_decoder_mlp_expand_ratio = 1;
@@ -137,8 +137,8 @@ std::vector<BenchModel> bench_models() {
 
   // hunyuan3d-dit-v2-mini: HunYuanDiTPlain on 512 latents with DINOv2-large's 1024-wide tokens,
   // run with CFG (no guidance embedding). Its width, depth, heads and experts are not stored in
-  // this repository; taken as published: H 1024, 16 blocks, 16 heads, the last 6 with 8 experts
-  // (top 2).
+  // this repository; assumed from the published config, not checked against the files: H 1024,
+  // 16 blocks, 16 heads, the last 6 with 8 experts (top 2).
   BenchModel mini;
   mini.name = "mini";
   mini.folder = "hunyuan3d-dit-v2-mini";
