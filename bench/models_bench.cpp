@@ -110,6 +110,7 @@ BENCHMARK(BM_Attention)
     ->Args({2, 16, 2048, 64, 2})
     ->Args({1, 5, 6144, 64, 1})  // a texture UNet's multiview attention (one view row, 512 px)
     ->Args({1, 5, 6144, 64, 2})
+    ->Args({1, 16, 4442, 64, 2})  // the 2.0 DiT's joint attention: 3072 latents + 1370 tokens
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MeasureProcessCPUTime();

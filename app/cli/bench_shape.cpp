@@ -19,6 +19,7 @@
 #include "models/shape/dit.h"
 #include "models/shape/dit21.h"
 #include "models/shape/field.h"
+#include "models/shape/multiview.h"
 #include "models/shape/sampler.h"
 #include "models/shape/shape_models.h"
 #include "models/shape/shape_vae.h"
@@ -91,6 +92,7 @@ struct BenchModel {
   double guidance = 5.0;  // with a guidance-embedded DiT: its input, one forward per step
   models::ScheduleKind schedule = models::ScheduleKind::kFlowMatch;
   std::string volume = "hierarchical";
+  int views = 1;  // 2mv: the named views, each through DINOv2, with the view embedding
 };
 
 // DINOv2-large (dinov2-large: hidden 1024, 24 layers, 16 heads, MLP FFN).
@@ -161,6 +163,27 @@ std::vector<BenchModel> bench_models() {
   turbo_geo_decoder(mini_turbo.vae);
   out.push_back(mini_turbo);
 
+  // hunyuan3d-dit-v2-mv-turbo with all four named views: the turbo model's sizes and schedule,
+  // each view through DINOv2 with the view embedding, 4 x 1370 context tokens. That 2mv keeps
+  // 2.0's DiT and DINOv2-giant is assumed from the published parameter count (1.1B, as 2.0),
+  // not checked against the files.
+  BenchModel mv_turbo = turbo;
+  mv_turbo.name = "mv-turbo";
+  mv_turbo.folder = "hunyuan3d-dit-v2-mv-turbo";
+  mv_turbo.views = 4;
+  out.push_back(mv_turbo);
+
+  // hunyuan3d-dit-v2-1 as hy3dshape runs it: DINOv2-large at 518 px, the 3.3B HunYuanDiTPlain at
+  // its official size (the DiT21Config defaults), 4096 latents, CFG 5, 50 steps, full-width VAE
+  // (ARCHITECTURE.md of the 2.1 golden sets).
+  BenchModel v21;
+  v21.name = "2.1";
+  v21.folder = "hunyuan3d-dit-v2-1";
+  v21.dino = dinov2_large();
+  v21.plain = true;
+  v21.vae.num_latents = v21.dit21.input_size;
+  out.push_back(v21);
+
   for (BenchModel& m : out)
     if (const models::ShapeModelInfo* info = models::find_shape_model_info(m.folder))
       m.vae_folder = std::string(info->turbo_vae);
@@ -211,7 +234,8 @@ void add_bench_shape(CLI::App& bench, BenchShapeOptions& opt) {
       "Time image -> mesh end to end with full-size random networks of a published model (DINOv2, "
       "every DiT step, the VAE, the volume decode, marching cubes); prints one JSON line per run");
   c->add_option("--model", opt.model,
-                "full (2.0), fast, turbo, mini or mini-turbo: sizes, steps, guidance, schedule, "
+                "full (2.0), fast, turbo, mini, mini-turbo, mv-turbo or 2.1: sizes, steps, "
+                "guidance, schedule, "
                 "VAE and volume decoding as the official pipeline runs it")
       ->capture_default_str();
   c->add_option("--device", opt.device, "cpu, or cuda")->capture_default_str();
@@ -229,6 +253,10 @@ void add_bench_shape(CLI::App& bench, BenchShapeOptions& opt) {
   c->add_option("--octree", opt.octree, "octree resolution")
       ->capture_default_str()
       ->check(CLI::Range(16, 1024));
+  c->add_option("--image-size", opt.image_size,
+                "the conditioner's image size in pixels, a multiple of 14 (default: the model's, "
+                "518); sets its context tokens, (size / 14)^2 + 1 per view")
+      ->check(CLI::Range(14, 2044));
   c->add_option("--volume", opt.volume,
                 "dense, hierarchical or flashvdm (default: the model's; flashvdm for the turbos)");
   c->add_flag("--tiny", opt.tiny, "tiny networks (checks the path, times nothing useful)");
@@ -250,6 +278,13 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
                                 ")");
   BenchModel model = *found;
   if (opt.tiny) make_tiny(model);
+  if (opt.image_size > 0) {
+    if (opt.image_size % model.dino.patch_size != 0)
+      throw pipeline::ConfigError("bench shape: --image-size " + std::to_string(opt.image_size) +
+                                  " is not a multiple of the patch size " +
+                                  std::to_string(model.dino.patch_size));
+    model.dino.image_size = opt.image_size;
+  }
   const std::vector<int> steps_list = opt.steps.empty() ? std::vector<int>{model.steps} : opt.steps;
   const std::vector<double> guidance_list =
       opt.guidance.empty() ? std::vector<double>{model.guidance} : opt.guidance;
@@ -314,9 +349,16 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
         stages_cpu[name] = cpu_seconds() - cs;
         return r;
       };
-      // Normalized pixels as the conditioner makes them.
-      const models::Tensor pixels = uniform({1, 3, image, image}, 4, -2.0f, 2.0f);
-      const models::Tensor cond = timed("dinov2", [&] { return encoder.forward(pixels); });
+      // Normalized pixels as the conditioner makes them, one image per view.
+      const models::Tensor pixels = uniform({model.views, 3, image, image}, 4, -2.0f, 2.0f);
+      const models::Tensor cond = timed("dinov2", [&] {
+        models::Tensor hidden = encoder.forward(pixels);
+        if (model.views == 1) return hidden;
+        std::vector<int> idxs(static_cast<std::size_t>(model.views));
+        for (int v = 0; v < model.views; ++v) idxs[static_cast<std::size_t>(v)] = v;
+        return models::add_multiview_embedding(
+            hidden, idxs, models::multiview_embedding(model.dino.hidden_size, model.views));
+      });
       const models::Tensor noise = uniform({1, vae_cfg.num_latents, dit->latent_channels()}, 5,
                                            -1.7f, 1.7f);  // unit variance
       models::SamplerOptions so;
@@ -356,6 +398,9 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
       j["device"] = models::device_name(device);
       if (device != models::Device::kCpu) j["gpu"] = device_description(device);
       j["precision"] = models::precision_name(precision);
+      j["views"] = model.views;
+      j["image_size"] = image;
+      j["context_tokens"] = cond.dim(1);
       j["steps"] = steps;
       j["guidance"] = guidance;
       j["cfg"] = cfg;
@@ -369,6 +414,9 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
       j["total_cpu_s"] = total_cpu_s;
       j["stages_cpu_s"] = stages_cpu;
       j["build_s"] = build_s;
+      rusage u{};
+      getrusage(RUSAGE_SELF, &u);
+      j["peak_rss_gib"] = static_cast<double>(u.ru_maxrss) / (1024.0 * 1024.0);  // KiB
       j["points"] = stats.points_queried;
       j["points_per_level"] = stats.points_per_level;
       j["levels"] = stats.levels;

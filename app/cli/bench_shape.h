@@ -18,7 +18,7 @@
 namespace gen3d::app::cli {
 
 struct BenchShapeOptions {
-  std::string model = "full";      // full (2.0), fast, turbo, mini, mini-turbo
+  std::string model = "full";      // full (2.0), fast, turbo, mini, mini-turbo, mv-turbo, 2.1
   std::string device = "cpu";      // cpu, or cuda (the networks in bf16 on the GPU)
   std::string precision = "auto";  // CPU storage: auto, fp32, bf16, int8 (cuda: bf16)
   // Sampler runs, paired by position (one model build serves them all): steps, and guidance
@@ -27,6 +27,7 @@ struct BenchShapeOptions {
   std::vector<int> steps;
   std::vector<double> guidance;
   int octree = 384;
+  int image_size = 0;  // the conditioner's input size in pixels (0: the model's, 518)
   std::string volume;  // dense, hierarchical, flashvdm; empty: the model's
   bool tiny = false;   // tiny networks, for a quick check of the path
   int reps = 1;  // end-to-end runs after one build (the first also uploads weights to a device)

@@ -430,7 +430,8 @@ namespace {
 // `gen3d bench shape --tiny` for every published model: one JSON line each, with the model's
 // steps, guidance mode, schedule and volume decoding (the turbos: 5 steps, consistency schedule,
 // FlashVDM with the turbo VAE's narrower geometry decoder; the 2.0 fast and turbo embed the
-// guidance: one forward per step, no CFG rows; the 2mini ones run CFG).
+// guidance: one forward per step, no CFG rows; the 2mini ones and 2.1 run CFG; 2mv-turbo takes
+// four views).
 TEST(BenchShape, EveryModelRunsInTinyForm) {
   struct Expect {
     const char* model;
@@ -439,12 +440,15 @@ TEST(BenchShape, EveryModelRunsInTinyForm) {
     const char* schedule;
     const char* volume;
     int geo_width;  // tiny VAE width 64; the turbo VAEs halve it
+    int views;
   };
-  const Expect cases[] = {{"full", 50, true, "flow", "hierarchical", 64},
-                          {"fast", 50, false, "flow", "hierarchical", 64},
-                          {"turbo", 5, false, "consistency", "flashvdm", 32},
-                          {"mini", 50, true, "flow", "hierarchical", 64},
-                          {"mini-turbo", 5, true, "consistency", "flashvdm", 32}};
+  const Expect cases[] = {{"full", 50, true, "flow", "hierarchical", 64, 1},
+                          {"fast", 50, false, "flow", "hierarchical", 64, 1},
+                          {"turbo", 5, false, "consistency", "flashvdm", 32, 1},
+                          {"mini", 50, true, "flow", "hierarchical", 64, 1},
+                          {"mini-turbo", 5, true, "consistency", "flashvdm", 32, 1},
+                          {"mv-turbo", 5, false, "consistency", "flashvdm", 32, 4},
+                          {"2.1", 50, true, "flow", "hierarchical", 64, 1}};
   for (const Expect& e : cases) {
     const auto r = test::run_gen3d(std::string("bench shape --tiny --octree 32 --model ") +
                                    e.model + " --precision int8");
@@ -457,6 +461,8 @@ TEST(BenchShape, EveryModelRunsInTinyForm) {
     EXPECT_EQ(line["schedule"], e.schedule) << e.model;
     EXPECT_EQ(line["volume"], e.volume) << e.model;
     EXPECT_EQ(line["geo_decoder_width"], e.geo_width) << e.model;
+    EXPECT_EQ(line["views"], e.views) << e.model;
+    EXPECT_GT(line["peak_rss_gib"].get<double>(), 0.0) << e.model;
     EXPECT_GE(line["dit_forwards"].get<int>(), e.steps - 1) << e.model;
     EXPECT_GT(line["faces"].get<int>(), 100) << e.model;
     for (const char* stage : {"dinov2", "sampler", "vae_decode", "volume_decode"})
@@ -465,6 +471,17 @@ TEST(BenchShape, EveryModelRunsInTinyForm) {
   const auto bad = test::run_gen3d("bench shape --tiny --model huge");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("mini-turbo"), std::string::npos) << bad.output;
+
+  // --image-size sets the conditioner's input, hence the context: (70 / 14)^2 + 1 tokens.
+  const auto sized =
+      test::run_gen3d("bench shape --tiny --octree 32 --model mini-turbo --image-size 70");
+  ASSERT_EQ(sized.exit_code, 0) << sized.output;
+  const auto line = nlohmann::json::parse(sized.output.substr(sized.output.find("{\"bench\"")));
+  EXPECT_EQ(line["image_size"], 70);
+  EXPECT_EQ(line["context_tokens"], 26);
+  const auto odd = test::run_gen3d("bench shape --tiny --model mini-turbo --image-size 71");
+  EXPECT_NE(odd.exit_code, 0);
+  EXPECT_NE(odd.output.find("--image-size 71 is not a multiple"), std::string::npos) << odd.output;
 }
 
 }  // namespace
