@@ -2,12 +2,16 @@
 // DinoImageEncoder transform (512 -> 518 antialiased resize + normalize) and the DINOv2 forward
 // pass with random weights, for a preset (default: giant, Hunyuan3D-2's encoder: hidden 1536,
 // 40 layers, 24 heads, SwiGLU, 518 px -> 1370 tokens). Each weight storage is timed in the same
-// run (f32 is the baseline). Prints one JSON document.
+// run (the first listed is the baseline), the storages taking turns within each repeat so that a
+// shared machine's load falls on all of them alike; each gets its times, best, median and range.
+// Prints one JSON document.
 //
 // Usage: gen3d_dinov2_bench [preset=giant] [repeats=2] [storages=f32,f16] [batch=1]
-//   storages: f32 (baseline), f16 (weights stored f16, f32 compute), bf16 (the bf16 precision mode)
+//   storages: f32, f16 (weights stored f16, f32 compute), bf16 (the bf16 precision mode), int8
+//   (the int8 precision mode)
 //   presets: giant, large (1024/24/16, MLP), base (768/12/12, MLP), small (384/12/6, MLP)
 
+#include <sys/resource.h>
 #include <tbb/info.h>
 
 #include <algorithm>
@@ -15,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +35,15 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// CPU milliseconds this process has used (every thread): steadier than wall time on a shared
+// machine.
+double cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return 1e3 * (static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+                1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec));
 }
 
 Dinov2Config preset(const std::string& name) {
@@ -118,38 +132,71 @@ int main(int argc, char** argv) {
   doc["preprocess_ms"] = best_pre;
   doc["transform_ms"] = best_tf;
 
-  doc["runs"] = nlohmann::json::array();
+  struct Run {
+    std::string storage;
+    std::shared_ptr<const Dinov2Model> model;
+    double init_ms = 0;
+    std::vector<double> times, cpu_times;  // wall and process CPU ms per encode
+    double checksum = 0;
+  };
+  std::vector<Run> runs;
   std::string rest = storages;
   while (!rest.empty()) {
     const auto comma = rest.find(',');
     const std::string s = rest.substr(0, comma);
     rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    if (s != "f32" && s != "f16" && s != "bf16" && s != "int8") {
+      std::fprintf(stderr, "unknown storage %s (f32, f16, bf16, int8)\n", s.c_str());
+      return 2;
+    }
     const Dinov2Options opt{s == "f16"    ? WeightStorage::kF16
                             : s == "bf16" ? WeightStorage::kBF16
+                            : s == "int8" ? WeightStorage::kInt8
                                           : WeightStorage::kF32};
-    auto t0 = Clock::now();
-    auto model = std::make_shared<const Dinov2Model>(Dinov2Model::random(ec.model, 1234, opt));
-    const double init_ms = ms_since(t0);
-    const DinoImageEncoder enc(ec, model);
-    std::vector<double> times;
-    double checksum = 0;
-    for (int r = 0; r < repeats; ++r) {
-      t0 = Clock::now();
+    Run run;
+    run.storage = s;
+    const auto t0 = Clock::now();
+    run.model = std::make_shared<const Dinov2Model>(Dinov2Model::random(ec.model, 1234, opt));
+    run.init_ms = ms_since(t0);
+    runs.push_back(std::move(run));
+  }
+  for (int r = 0; r < repeats; ++r)
+    for (Run& run : runs) {
+      const DinoImageEncoder enc(ec, run.model);
+      const auto t0 = Clock::now();
+      const double c0 = cpu_ms();
       const Tensor ctx = enc.encode(images);  // [B, 1370, 1536] for giant
-      times.push_back(ms_since(t0));
-      checksum = 0;
-      for (float v : ctx.span()) checksum += std::abs(v);
+      run.times.push_back(ms_since(t0));
+      run.cpu_times.push_back(cpu_ms() - c0);
+      run.checksum = 0;
+      for (float v : ctx.span()) run.checksum += std::abs(v);
+      std::fprintf(stderr, "%s: %.0f ms per image (%.0f CPU ms)\n", run.storage.c_str(),
+                   run.times.back() / batch, run.cpu_times.back() / batch);
     }
-    const double best = *std::min_element(times.begin(), times.end());
-    doc["runs"].push_back({{"storage", s},
-                           {"baseline", s == "f32"},
-                           {"parameters", model->num_parameters()},
-                           {"weight_mib", model->weight_bytes() >> 20},
-                           {"init_ms", init_ms},
-                           {"encode_ms", times},
-                           {"best_ms_per_image", best / batch},
-                           {"abs_sum", checksum}});
-    std::fprintf(stderr, "%s: %.0f ms per image\n", s.c_str(), best / batch);
+  doc["runs"] = nlohmann::json::array();
+  auto median_of = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  for (const Run& run : runs) {
+    std::vector<double> sorted = run.times;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = median_of(run.times);
+    const auto [cpu_lo, cpu_hi] = std::minmax_element(run.cpu_times.begin(), run.cpu_times.end());
+    doc["runs"].push_back({{"storage", run.storage},
+                           {"baseline", &run == &runs.front()},
+                           {"parameters", run.model->num_parameters()},
+                           {"weight_mib", run.model->weight_bytes() >> 20},
+                           {"init_ms", run.init_ms},
+                           {"encode_ms", run.times},
+                           {"encode_cpu_ms", run.cpu_times},
+                           {"best_ms_per_image", sorted.front() / batch},
+                           {"median_ms_per_image", median / batch},
+                           {"range_ms_per_image", {sorted.front() / batch, sorted.back() / batch}},
+                           {"median_cpu_ms_per_image", median_of(run.cpu_times) / batch},
+                           {"range_cpu_ms_per_image", {*cpu_lo / batch, *cpu_hi / batch}},
+                           {"abs_sum", run.checksum}});
   }
   std::printf("%s\n", doc.dump(2).c_str());
   return 0;

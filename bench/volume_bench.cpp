@@ -12,6 +12,8 @@
 //
 // Usage: gen3d_volume_bench [precisions=fp32,bf16] [dense_points=16384] [resolution=384]
 //        gen3d_volume_bench rates [precision=bf16] [rounds=5] [chunk=8000]
+// precisions: fp32, bf16, int8, in the order given; a precision may repeat (bf16,int8,bf16,int8
+// interleaves the two for medians on a shared machine).
 // `rates` compares the two geometry-decoder paths of a FlashVDM decode in one process, rounds
 // alternating: the selected-key path on one chunk of the last level of an R 384 FlashVDM decode
 // of the sphere (its buckets as attention groups, the spec's stride and top-k) and the dense path
@@ -46,6 +48,15 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+bool known_precision(const std::string& p) {
+  return p == "fp32" || p == "bf16" || p == "int8";
+}
+WeightStorage storage_of(const std::string& p) {
+  return p == "int8"   ? WeightStorage::kInt8
+         : p == "bf16" ? WeightStorage::kBF16
+                       : WeightStorage::kF32;
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -100,8 +111,8 @@ double median(std::vector<double> v) {
 
 // The selected-key path against the dense path on the same points, alternating (see the top).
 int rates_main(const std::string& precision, int rounds, std::int64_t chunk) {
-  if (precision != "fp32" && precision != "bf16") {
-    std::fprintf(stderr, "unknown precision %s (fp32, bf16)\n", precision.c_str());
+  if (!known_precision(precision)) {
+    std::fprintf(stderr, "unknown precision %s (fp32, bf16, int8)\n", precision.c_str());
     return 2;
   }
   const ShapeVAEConfig config;
@@ -135,8 +146,7 @@ int rates_main(const std::string& precision, int rounds, std::int64_t chunk) {
   const std::int64_t P = call.offsets.back();
   const std::int64_t groups = static_cast<std::int64_t>(call.offsets.size()) - 1;
 
-  const WeightStorage storage = precision == "bf16" ? WeightStorage::kBF16 : WeightStorage::kF32;
-  const ShapeVAE vae = ShapeVAE::random(config, 2002, storage);
+  const ShapeVAE vae = ShapeVAE::random(config, 2002, storage_of(precision));
   Tensor decoded({1, config.num_latents, config.width});
   for (std::int64_t i = 0; i < decoded.numel(); ++i)
     decoded.data()[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
@@ -256,28 +266,31 @@ int main(int argc, char** argv) {
 
   doc["runs"] = nlohmann::json::array();
   for (const std::string& p : precisions) {
-    if (p != "fp32" && p != "bf16") {
-      std::fprintf(stderr, "unknown precision %s (fp32, bf16)\n", p.c_str());
+    if (!known_precision(p)) {
+      std::fprintf(stderr, "unknown precision %s (fp32, bf16, int8)\n", p.c_str());
       return 2;
     }
-    const WeightStorage storage = p == "bf16" ? WeightStorage::kBF16 : WeightStorage::kF32;
     auto t0 = Clock::now();
-    const ShapeVAE vae = ShapeVAE::random(config, 2002, storage);
+    const ShapeVAE vae = ShapeVAE::random(config, 2002, storage_of(p));
     const double init_s = seconds_since(t0);
     t0 = Clock::now();
+    double c0 = cpu_seconds();
     const Tensor decoded = vae.decode(latents);
-    const double transformer_s = seconds_since(t0);
+    const double transformer_s = seconds_since(t0), transformer_cpu_s = cpu_seconds() - c0;
     const std::shared_ptr<const Field> field = vae.geometry_field(decoded, 0);
 
     nlohmann::json run = {{"precision", p},
                           {"baseline", p == "fp32"},
                           {"init_s", init_s},
-                          {"latent_transformer_s", transformer_s}};
+                          {"latent_transformer_s", transformer_s},
+                          {"latent_transformer_cpu_s", transformer_cpu_s}};
     // Dense: one batch through evaluate().
     t0 = Clock::now();
+    c0 = cpu_seconds();
     field->evaluate(xyz.data(), dense_points, out.data());
-    const double dense_s = seconds_since(t0);
+    const double dense_s = seconds_since(t0), dense_cpu_s = cpu_seconds() - c0;
     nlohmann::json rates = {{"dense", static_cast<double>(dense_points) / dense_s}};
+    run["dense_points_per_cpu_s"] = static_cast<double>(dense_points) / dense_cpu_s;
     // Hierarchical and FlashVDM: a whole small decode.
     for (VolumeMethod m : {VolumeMethod::kHierarchical, VolumeMethod::kFlashVDM}) {
       VolumeDecodeOptions o;

@@ -47,8 +47,9 @@ void add_conditioner_params(StageContract& c) {
       .choice("weights", "f32", {"f32", "f16"}, "in-memory dtype of the matrices (fp32)")
       .choice("precision", "auto", {"auto", "fp32", "bf16", "int8"},
               "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
-              "accumulation, norms and state) or fp32; int8 runs DINOv2 in bf16 (the DiT's "
-              "setting); auto: bf16 where the CPU has AVX512-BF16 or AMX")
+              "accumulation, norms and state) or fp32; int8: bf16 with the attention and MLP "
+              "products in int8 (per-channel weight and per-token activation scales); auto: bf16 "
+              "where the CPU has AVX512-BF16 or AMX")
       .keys_by("precision", resolved_precision)
       .param<int>("size", 512, Range{16, 4096}, "ImageProcessorV2 output size")
       .param<double>("border_ratio", 0.15, Range{0.0, 0.9}, "margin around the object")

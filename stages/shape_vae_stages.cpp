@@ -47,8 +47,9 @@ StageContract& vae_params(StageContract& c) {
                           "next to the weights)")
       .choice("precision", "auto", {"auto", "fp32", "bf16", "int8"},
               "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
-              "accumulation, norms and state) or fp32; int8 runs the VAE in bf16 (the DiT's "
-              "setting); auto: bf16 where the CPU has AVX512-BF16 or AMX")
+              "accumulation, norms and state) or fp32; int8: bf16 with the attention projections "
+              "and MLPs in int8 (per-channel weight and per-token activation scales); auto: bf16 "
+              "where the CPU has AVX512-BF16 or AMX")
       .keys_by("precision", resolved_precision)
       .param<std::string>("config_section", "",
                           "section of the config with the VAE params (default: \"vae\" when the "

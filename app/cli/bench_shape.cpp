@@ -240,8 +240,8 @@ void add_bench_shape(CLI::App& bench, BenchShapeOptions& opt) {
       ->capture_default_str();
   c->add_option("--device", opt.device, "cpu, or cuda")->capture_default_str();
   c->add_option("--precision", opt.precision,
-                "CPU weights: auto, fp32, bf16 or int8 (the DiT's products in int8, the rest bf16; "
-                "cuda: bf16)")
+                "CPU weights: auto, fp32, bf16 or int8 (the attention and MLP products of the DiT, "
+                "DINOv2 and the VAE in int8, the rest bf16; cuda: bf16)")
       ->capture_default_str();
   c->add_option("--steps", opt.steps,
                 "sampler steps (default: the model's); a comma list runs each")
@@ -311,17 +311,14 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
     use_device(device);
     precision = models::Precision::kBf16;
   }
-  // On a device the host copy stays float32 (the backend rounds it to bf16 on upload). int8
-  // quantizes the DiT's products; DINOv2 and the VAE then run in bf16.
+  // On a device the host copy stays float32 (the backend rounds it to bf16 on upload).
   const models::WeightStorage storage =
       device == models::Device::kCpu ? models::storage_for(precision) : models::WeightStorage::kF32;
-  const models::WeightStorage other_storage =
-      storage == models::WeightStorage::kInt8 ? models::WeightStorage::kBF16 : storage;
   const int image = model.dino.image_size;
 
   const auto t_build = Clock::now();
   const models::Dinov2Model encoder =
-      models::Dinov2Model::random(model.dino, 1, models::Dinov2Options{other_storage, device});
+      models::Dinov2Model::random(model.dino, 1, models::Dinov2Options{storage, device});
   std::unique_ptr<models::ShapeDenoiser> dit;
   if (model.plain)
     dit = std::make_unique<models::HunyuanDiTPlain>(
@@ -329,7 +326,7 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
   else
     dit = std::make_unique<models::Hunyuan3DDiT>(
         models::Hunyuan3DDiT::random(model.dit, 2, {storage, device}));
-  models::ShapeVAE vae = models::ShapeVAE::random(model.vae, 3, other_storage);
+  models::ShapeVAE vae = models::ShapeVAE::random(model.vae, 3, storage);
   vae.set_device(device);
   const double build_s = seconds_since(t_build);
   const models::ShapeVAEConfig& vae_cfg = model.vae;

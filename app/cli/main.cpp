@@ -180,8 +180,8 @@ int main(int argc, char** argv) {
   shape_cmd
       ->add_option("--precision", shape.precision,
                    "network precision: auto (bf16 where the CPU has AVX512-BF16 or AMX, else "
-                   "fp32), fp32, bf16, or int8 (the DiT's attention and MLP products W8A8, the "
-                   "rest bf16)")
+                   "fp32), fp32, bf16, or int8 (the attention and MLP products of the DiT, the "
+                   "ShapeVAE and DINOv2 W8A8, the rest bf16)")
       ->check(CLI::IsMember({"auto", "fp32", "bf16", "int8"}));
   shape_cmd
       ->add_option("--device", shape.device,

@@ -2,9 +2,9 @@
 // The precision a network runs in. fp32: float32 weights and GEMMs (the golden-exact path).
 // bf16: weights kept in bf16, GEMMs with bf16 operands and float32 accumulation (norms, softmax,
 // the residual stream and sampler state stay float32). int8: bf16, except the Linear layers a
-// network marks as quantizable (the DiTs' attention and MLP products), which run W8A8 with int32
-// accumulation (WeightStorage::kInt8). auto: bf16 where the CPU has AVX512-BF16 or AMX, fp32
-// elsewhere, decided at run time (the binary stays portable).
+// network marks as quantizable (the attention and MLP products of the DiTs, the ShapeVAE and
+// DINOv2), which run W8A8 with int32 accumulation (WeightStorage::kInt8). auto: bf16 where the CPU
+// has AVX512-BF16 or AMX, fp32 elsewhere, decided at run time (the binary stays portable).
 
 #include <string_view>
 

@@ -39,6 +39,11 @@ using i64 = std::int64_t;
 using nn::LayerNorm;
 using nn::Linear;
 using nn::ParamSource;
+using nn::Quantize;
+
+// In int8 mode the layers' query / key / value projection, attention output and MLP (or SwiGLU)
+// run W8A8; the patch embedding (the first layer) stays bf16, as do the attention products, and
+// the norms, layer scales and residual stream float32. The network ends in a LayerNorm.
 
 // Dinov2SelfAttention + Dinov2SelfOutput. query / key / value are loaded separately (their own
 // names) and packed into one [3C, C] projection whose output columns are (3, heads, D).
@@ -64,8 +69,8 @@ struct Attention {
         }
       }
     }
-    qkv.set(c, std::move(w), qkv_bias ? std::move(b) : Tensor(), C, 3 * C);
-    dense.load(c, name + ".output.dense", C, C, true);
+    qkv.set(c, std::move(w), qkv_bias ? std::move(b) : Tensor(), C, 3 * C, Quantize::kInt8);
+    dense.load(c, name + ".output.dense", C, C, true, Quantize::kInt8);
   }
 };
 
@@ -80,12 +85,12 @@ struct Ffn {
     swiglu = cfg.use_swiglu_ffn;
     if (swiglu) {
       hidden = cfg.swiglu_hidden();
-      weights_in.load(c, name + ".weights_in", C, 2 * hidden, true);
-      weights_out.load(c, name + ".weights_out", hidden, C, true);
+      weights_in.load(c, name + ".weights_in", C, 2 * hidden, true, Quantize::kInt8);
+      weights_out.load(c, name + ".weights_out", hidden, C, true, Quantize::kInt8);
     } else {
       hidden = cfg.mlp_hidden();
-      fc1.load(c, name + ".fc1", C, hidden, true);
-      fc2.load(c, name + ".fc2", hidden, C, true);
+      fc1.load(c, name + ".fc1", C, hidden, true, Quantize::kInt8);
+      fc2.load(c, name + ".fc2", hidden, C, true, Quantize::kInt8);
     }
   }
 };
@@ -263,6 +268,17 @@ ImageEncoderConfig ImageEncoderConfig::from_file(const std::string& path,
 
 // ---- model ------------------------------------------------------------------------------------
 
+namespace {
+
+// The device backends run bf16 layers: int8 weights are a CPU form.
+void check_options(const Dinov2Options& opt) {
+  if (opt.device != Device::kCpu && opt.storage == WeightStorage::kInt8)
+    throw ModelError(std::string("Dinov2Model: int8 runs on the CPU only, not on ") +
+                     device_name(opt.device));
+}
+
+}  // namespace
+
 struct Dinov2Model::Impl {
   Dinov2Config cfg;
   Device device = Device::kCpu;
@@ -326,6 +342,7 @@ Dinov2Model Dinov2Model::load(const Dinov2Config& config,
 
 Dinov2Model Dinov2Model::load(const Dinov2Config& config, WeightMap& weights, Options opt) {
   config.validate();
+  check_options(opt);
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
   impl->device = opt.device;
@@ -349,6 +366,7 @@ std::vector<std::pair<std::string, Shape>> Dinov2Model::expected_tensors(
 
 Dinov2Model Dinov2Model::random(const Dinov2Config& config, std::uint64_t seed, Options opt) {
   config.validate();
+  check_options(opt);
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
   impl->device = opt.device;

@@ -83,6 +83,7 @@ struct Dinov2Options {
   WeightStorage storage = WeightStorage::kF32;  // in-memory dtype of Linear / patch weights
   // Where forward passes run (inputs and outputs stay on the CPU). On a device the layers run in
   // bf16 with the weights uploaded there once; per-layer traces are taken on the CPU only.
+  // int8 storage (the qkv, output and MLP products W8A8) runs on the CPU only.
   Device device = Device::kCpu;
 };
 

@@ -42,13 +42,19 @@ constexpr float kLnPostEps = 1e-5f;  // ... except geo_decoder.ln_post
 using nn::LayerNorm;
 using nn::Linear;
 using nn::ParamSource;
+using nn::Quantize;
+
+// In int8 mode the attention projections (c_qkv, c_q, c_kv, c_proj) and the MLPs of the latent
+// transformer and of the geometry decoder run W8A8; post_kl, latents_proj, query_proj (on the
+// Fourier features of the query coordinates) and output_proj, the network's first and last
+// layers, stay bf16, as do the attention products, and the norms and residual stream float32.
 
 // MLP(width, expand): c_fc -> GELU(erf) -> c_proj.
 struct Mlp {
   Linear c_fc, c_proj;
   void load(ParamSource& c, const std::string& name, i64 W, i64 hidden) {
-    c_fc.load(c, name + ".c_fc", W, hidden, true);
-    c_proj.load(c, name + ".c_proj", hidden, W, true);
+    c_fc.load(c, name + ".c_fc", W, hidden, true, Quantize::kInt8);
+    c_proj.load(c, name + ".c_proj", hidden, W, true, Quantize::kInt8);
   }
 };
 
@@ -163,6 +169,7 @@ struct ShapeVAE::Impl {
   ShapeVAEConfig cfg;
   mutable ScratchPool scratch;  // geometry-decoder activations
   i64 params = 0;
+  std::size_t bytes = 0;     // weight memory as stored
   std::vector<float> freqs;  // [F] float32 frequencies (x pi if include_pi)
   Tensor freqs_t;            // the same as a tensor, for devices
   nn::DeviceCopy freqs_copy;
@@ -178,8 +185,8 @@ struct ShapeVAE::Impl {
       const std::string p = "transformer.resblocks." + std::to_string(i);
       ResidualAttentionBlock& b = blocks[static_cast<std::size_t>(i)];
       b.ln_1.load(c, p + ".ln_1", W, kLnEps);
-      b.c_qkv.load(c, p + ".attn.c_qkv", W, 3 * W, cfg.qkv_bias);
-      b.c_proj.load(c, p + ".attn.c_proj", W, W, true);
+      b.c_qkv.load(c, p + ".attn.c_qkv", W, 3 * W, cfg.qkv_bias, Quantize::kInt8);
+      b.c_proj.load(c, p + ".attn.c_proj", W, W, true, Quantize::kInt8);
       b.norm.load(c, p + ".attn.attention", D, cfg.qk_norm);
       b.ln_2.load(c, p + ".ln_2", W, kLnEps);
       b.mlp.load(c, p + ".mlp", W, 4 * W);
@@ -195,15 +202,16 @@ struct ShapeVAE::Impl {
     geo.ln_1.load(c, x + "ln_1", Wg, kLnEps);
     geo.ln_2.load(c, x + "ln_2", Wg, kLnEps);
     geo.ln_3.load(c, x + "ln_3", Wg, kLnEps);
-    geo.c_q.load(c, x + "attn.c_q", Wg, Wg, cfg.qkv_bias);
-    geo.c_kv.load(c, x + "attn.c_kv", Wg, 2 * Wg, cfg.qkv_bias);
-    geo.c_proj.load(c, x + "attn.c_proj", Wg, Wg, true);
+    geo.c_q.load(c, x + "attn.c_q", Wg, Wg, cfg.qkv_bias, Quantize::kInt8);
+    geo.c_kv.load(c, x + "attn.c_kv", Wg, 2 * Wg, cfg.qkv_bias, Quantize::kInt8);
+    geo.c_proj.load(c, x + "attn.c_proj", Wg, Wg, true, Quantize::kInt8);
     geo.norm.load(c, x + "attn.attention", D, cfg.qk_norm && cfg.geo_decoder_ln_post);
     geo.mlp.load(c, x + "mlp", Wg, static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * Wg);
     geo.has_ln_post = cfg.geo_decoder_ln_post;
     if (geo.has_ln_post) geo.ln_post.load(c, g + "ln_post", Wg, kLnPostEps);
     geo.output_proj.load(c, g + "output_proj", Wg, 1, true);
     params = c.parameters();
+    bytes = c.bytes();
   }
 
   void init_freqs() {
@@ -634,6 +642,16 @@ const ShapeVAEConfig& ShapeVAE::config() const {
 }
 std::int64_t ShapeVAE::num_parameters() const {
   return impl_->params;
+}
+std::size_t ShapeVAE::weight_bytes() const {
+  return impl_->bytes;
+}
+
+void ShapeVAE::set_device(Device device) {
+  if (device != Device::kCpu && impl_->geo.c_q.int8())
+    throw ModelError(std::string("ShapeVAE: int8 runs on the CPU only, not on ") +
+                     device_name(device));
+  device_ = device;
 }
 
 ShapeVAE ShapeVAE::load(const ShapeVAEConfig& config, const std::string& path,

@@ -5,6 +5,7 @@
 // the loader is strict (WeightMap). Recipe: golden/README.md "ShapeVAE decode" and
 // specs/volume-decoding.md section 2.
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -87,11 +88,14 @@ class ShapeVAE {
 
   const ShapeVAEConfig& config() const;
   std::int64_t num_parameters() const;
+  // Bytes of the weights as kept (float32, bf16, or int8 with scales for the int8 layers).
+  std::size_t weight_bytes() const;
 
   // Where decode(), query() and geometry fields made from now on run (inputs and outputs stay on
   // the CPU). On a device the layers run in bf16, with the weights uploaded there once; traces
   // are taken on the CPU only, and geometry fields evaluate every key (no FlashVDM selection).
-  void set_device(Device device) { device_ = device; }
+  // int8 weights are a CPU form: a VAE loaded with WeightStorage::kInt8 refuses other devices.
+  void set_device(Device device);
   Device device() const { return device_; }
 
   // latents [B, N, C] in the sampler's scaled space -> decoded latents [B, N, W]

@@ -149,7 +149,8 @@ TEST(ShapeCommand, ImageToGlbWithAModelFolder) {
 // A Hunyuan3D-2.1 folder as published (config.yaml, model.fp16.ckpt: a torch.save dict of the
 // model, vae and conditioner state dicts; HunYuanDiTPlain with a mixture-of-experts block): the
 // same command, the DiT chosen by the folder's config, the latent count taken from its VAE, in
-// each precision (int8: the DiT's blocks in int8, the VAE and the conditioner in bf16).
+// each precision (int8: the attention and MLP products of the DiT, the VAE and the conditioner
+// in int8).
 TEST(ShapeCommand, Hunyuan21FolderToGlbInEachPrecision) {
   const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
   const TinyModelFolder f = write_tiny_model_folder(

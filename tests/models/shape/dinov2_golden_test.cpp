@@ -261,6 +261,31 @@ TEST(Dinov2Golden, EncoderRunsMatchEveryStoredTensor) {
   if (ran == 0) GTEST_SKIP() << "no encoder run with its files in " << golden_dir();
 }
 
+// The traced tensors of one encoder run (`run`, its config entry `r`) with the weights kept as
+// `storage`, and cond.main / uncond.main; empty when the run's files are absent.
+std::map<std::string, Tensor> encoder_run(const json& cfg, const SafetensorsFile& pre,
+                                          const std::string& run, const json& r,
+                                          WeightStorage storage,
+                                          std::size_t* weight_bytes = nullptr) {
+  const std::string model = r.at("model");
+  const std::string gfile = golden_file("encoder_" + run + ".safetensors");
+  const std::string wfile = golden_file("dinov2_" + model + ".weights.fp32.safetensors");
+  if (!std::filesystem::exists(gfile) || !std::filesystem::exists(wfile)) return {};
+  const ImageEncoderConfig ec = run_encoder_config(cfg, r);
+  const DinoImageEncoder enc = DinoImageEncoder::load(ec, wfile, Dinov2Options{storage});
+  if (weight_bytes) *weight_bytes = enc.model().weight_bytes();
+  std::vector<Tensor> parts;
+  for (const auto& in : r.at("inputs")) parts.push_back(run_input(pre, in.get<std::string>()));
+  const Tensor images = concat_batch(parts);
+  std::map<std::string, Tensor> trace;
+  const Dinov2Model::TraceFn fn = [&](const std::string& n, const Tensor& v) {
+    trace[n] = v.clone();
+  };
+  trace["cond.main"] = enc.encode(images, &fn);
+  trace["uncond.main"] = enc.unconditional(images.dim(0));
+  return trace;
+}
+
 // bf16 mode: every encoder run against the same golden float32 tensors (normalized MSE per tensor;
 // README "Precision" states the tolerance). Exactly-zero tensors (uncond) must stay zero.
 TEST(Dinov2Golden, EncoderRuns_bf16) {
@@ -271,23 +296,9 @@ TEST(Dinov2Golden, EncoderRuns_bf16) {
   int ran = 0;
   for (const auto& [run, r] : cfg.at("runs").items()) {
     SCOPED_TRACE("encoder run " + run);
-    const std::string model = r.at("model");
-    const std::string gfile = golden_file("encoder_" + run + ".safetensors");
-    const std::string wfile = golden_file("dinov2_" + model + ".weights.fp32.safetensors");
-    if (!std::filesystem::exists(gfile) || !std::filesystem::exists(wfile)) continue;
-    const auto gold = SafetensorsFile::open(gfile);
-    const ImageEncoderConfig ec = run_encoder_config(cfg, r);
-    const DinoImageEncoder enc =
-        DinoImageEncoder::load(ec, wfile, Dinov2Options{WeightStorage::kBF16});
-    std::vector<Tensor> parts;
-    for (const auto& in : r.at("inputs")) parts.push_back(run_input(*pre, in.get<std::string>()));
-    const Tensor images = concat_batch(parts);
-    std::map<std::string, Tensor> trace;
-    const Dinov2Model::TraceFn fn = [&](const std::string& n, const Tensor& v) {
-      trace[n] = v.clone();
-    };
-    trace["cond.main"] = enc.encode(images, &fn);
-    trace["uncond.main"] = enc.unconditional(images.dim(0));
+    const auto trace = encoder_run(cfg, *pre, run, r, WeightStorage::kBF16);
+    if (trace.empty()) continue;
+    const auto gold = SafetensorsFile::open(golden_file("encoder_" + run + ".safetensors"));
     bf16test::NmseCheck check("DINOv2 bf16 run " + run, bf16test::kNetworkNmse);
     for (const TensorInfo& t : gold->tensors()) {
       auto it = trace.find(t.name);
@@ -299,6 +310,50 @@ TEST(Dinov2Golden, EncoderRuns_bf16) {
     EXPECT_GE(check.count(), 20);
     check.report();
     ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "no encoder run with its files in " << golden_dir();
+}
+
+// int8 mode (each layer's query / key / value, attention output and MLP or SwiGLU products W8A8;
+// the patch embedding bf16): every encoder run against the golden float32 tensors and against
+// the bf16 mode's, both held to bf16_golden.h's int8 bound (fixed before measuring).
+TEST(Dinov2Golden, EncoderRuns_int8) {
+  REQUIRE_GOLDEN(golden_file("config.json"));
+  REQUIRE_GOLDEN(golden_file("preprocess.safetensors"));
+  const json cfg = load_config();
+  const auto pre = SafetensorsFile::open(golden_file("preprocess.safetensors"));
+  int ran = 0;
+  for (const auto& [run, r] : cfg.at("runs").items()) {
+    SCOPED_TRACE("encoder run " + run);
+    std::size_t bytes8 = 0, bytes16 = 0;
+    const auto t8 = encoder_run(cfg, *pre, run, r, WeightStorage::kInt8, &bytes8);
+    if (t8.empty()) continue;
+    const auto t16 = encoder_run(cfg, *pre, run, r, WeightStorage::kBF16, &bytes16);
+    EXPECT_LT(bytes8, bytes16) << "no Linear was quantized";
+    const auto gold = SafetensorsFile::open(golden_file("encoder_" + run + ".safetensors"));
+    bf16test::NmseCheck check("DINOv2 int8 run " + run, bf16test::kInt8NetworkNmse, "int8");
+    bf16test::NmseCheck versus("DINOv2 int8 against bf16 run " + run, bf16test::kInt8NetworkNmse,
+                               "int8");
+    for (const TensorInfo& t : gold->tensors()) {
+      auto it = t8.find(t.name);
+      if (it == t8.end()) continue;  // the fp32 test requires every tensor
+      const Tensor want = gold->to_f32(t);
+      ASSERT_EQ(it->second.numel(), want.numel()) << t.name;
+      check.add(t.name, it->second.data(), want.data(), want.numel());
+      versus.add(t.name, it->second.data(), t16.at(t.name).data(), want.numel());
+    }
+    EXPECT_GE(check.count(), 20);
+    check.report();
+    versus.report();
+    ++ran;
+    if (!gold->find("cond.main")) continue;
+    const Tensor want = gold->to_f32("cond.main");
+    const float *a8 = t8.at("cond.main").data(), *a16 = t16.at("cond.main").data();
+    std::printf(
+        "[ info ] DINOv2 run %s cond.main nmse: int8 vs fp32 %.3g, int8 vs bf16 %.3g, "
+        "bf16 vs fp32 %.3g\n",
+        run.c_str(), bf16test::nmse(a8, want.data(), want.numel()),
+        bf16test::nmse(a8, a16, want.numel()), bf16test::nmse(a16, want.data(), want.numel()));
   }
   if (ran == 0) GTEST_SKIP() << "no encoder run with its files in " << golden_dir();
 }
