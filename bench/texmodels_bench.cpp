@@ -14,7 +14,8 @@
 // Part "pbr" (not in the default list): the Hunyuan3D-2.1 PBR UNet2.5D, one step of the official
 // CFG batch (3 rows × 2 materials × N views), its reference UNet and condition, against the
 // oneDNN matmul roof measured in the same run (a large GEMM through nn::Linear in the run's
-// precision).
+// precision). Its step too is timed before and after the per-texture key / value projections
+// (reference features, prompt, DINO tokens), alternated `reps` times; medians.
 //
 // Usage: gen3d_texmodels_bench [views=6] [size=512] [parts=vae,turbo,normal,delight]
 //                              [precision=fp32|bf16|auto|fp32,bf16] [reps=1]
@@ -108,7 +109,7 @@ struct PrecisionRun {
   double cond_ms[2] = {0, 0}, step_after_ms[2] = {0, 0};  // the per-texture projections
   double partial_step_ms = 0;                             // normal: a DeepCache step
   double delight_step_ms = 0;
-  double pbr_step_ms = 0;
+  double pbr_step_ms = 0;  // after the per-texture projections
   nlohmann::json doc;
 };
 
@@ -284,7 +285,7 @@ double matmul_roof(const PrecisionRun& r) {
 // The 2.1 PBR UNet2.5D at the official call: CFG rows [uncond (ref_scale 0, DINO zeros), ref
 // (ref_scale 1, DINO zeros), full], 2 materials, N views; 257 DINOv2-giant tokens; position maps
 // with a disc of geometry on a white background.
-void bench_pbr(PrecisionRun& r, int views, int size) {
+void bench_pbr(PrecisionRun& r, int views, int size, int reps) {
   const int lat = size / 8;
   constexpr int R = 3, M = PbrUNet::kMaterials;
   // The roof is measured before and after the network (the better of the two), so a change of
@@ -323,40 +324,75 @@ void bench_pbr(PrecisionRun& r, int views, int size) {
   const Tensor text = net->learned_prompt();
   const std::vector<float> ref_scale{0.f, 1.f, 1.f};
 
-  // One untimed run at the same shapes first (bf16 primitives and weight layouts).
+  // One untimed run at the same shapes first (bf16 primitives and weight layouts), both ways.
   {
-    const PbrCondition warm = net->condition(ref_lat, 1, dino, maps, lat);
+    PbrCondition warm = net->condition(ref_lat, 1, dino, maps, lat);
+    (void)net->forward(sample, maps_lat, maps_lat, 500.0f, text, warm, ref_scale);
+    net->project(warm, text, ref_scale);
     (void)net->forward(sample, maps_lat, maps_lat, 500.0f, text, warm, ref_scale);
   }
+  // `cond` re-projects the reference features, the prompt and the DINO tokens in every step (the
+  // step before), `once` reads the keys / values projected once per texture (after).
   PbrCondition cond;
   const auto rf = measure([&] { cond.ref = net->reference_features(ref_lat, 1); });
   const auto cd = measure([&] {
     cond.dino = net->project_dino(dino);
     net->prepare_positions(cond, maps, lat);
   });
-  const auto st = measure(
-      [&] { (void)net->forward(sample, maps_lat, maps_lat, 500.0f, text, cond, ref_scale); });
-  const double gps = st.second / (st.first * 1e-3);
+  PbrCondition once = cond;
+  const auto pj = measure([&] { net->project(once, text, ref_scale); });
+  const double projected_mb = static_cast<double>(once.projected.bytes()) / (1024.0 * 1024.0);
+  once.ref = RefFeatures();
+  once.dino = Tensor();
+  std::vector<std::pair<double, double>> before, after;
+  const auto step_before = [&] {
+    before.push_back(measure(
+        [&] { (void)net->forward(sample, maps_lat, maps_lat, 500.0f, text, cond, ref_scale); }));
+  };
+  const auto step_after = [&] {
+    after.push_back(measure(
+        [&] { (void)net->forward(sample, maps_lat, maps_lat, 500.0f, text, once, ref_scale); }));
+  };
+  for (int rep = 0; rep < reps; ++rep) {
+    if (rep % 2 == 0) {
+      step_before();
+      step_after();
+    } else {
+      step_after();
+      step_before();
+    }
+  }
+  const double st_ms = median_ms(after), st_gflop = after.front().second;
+  const double gps = st_gflop / (st_ms * 1e-3);
   const double roof_after = matmul_roof(r);
   const double roof = std::max(roof_before, roof_after);
-  r.pbr_step_ms = st.first;
+  r.pbr_step_ms = st_ms;
   constexpr int steps = 15;  // the official UniPC run
-  r.doc["pbr_unet"] = {{"parameters", net->num_parameters()},
-                       {"init_ms", init_ms},
-                       {"rss_after_load_mb", rss_load},
-                       {"rows", R * M * views},
-                       {"matmul_roof_gflop_per_s", roof},
-                       {"matmul_roof_before_after", {roof_before, roof_after}},
-                       {"reference_unet", figure(rf)},
-                       {"dino_and_positions", figure(cd)},
-                       {"step", figure(st)},
-                       {"step_fraction_of_roof", roof > 0 ? gps / roof : 0.0},
-                       {"steps", steps},
-                       {"minutes_for_steps", (rf.first + cd.first + steps * st.first) / 60000.0}};
+  r.doc["pbr_unet"] = {
+      {"parameters", net->num_parameters()},
+      {"init_ms", init_ms},
+      {"rss_after_load_mb", rss_load},
+      {"rows", R * M * views},
+      {"reps", reps},
+      {"matmul_roof_gflop_per_s", roof},
+      {"matmul_roof_before_after", {roof_before, roof_after}},
+      {"reference_unet", figure(rf)},
+      {"dino_and_positions", figure(cd)},
+      {"projections", figure(pj)},
+      {"projections_mib", projected_mb},
+      {"step_before", timings(before)},
+      {"step", timings(after)},
+      {"step_gflop_saved", before.front().second - st_gflop},
+      {"step_fraction_of_roof", roof > 0 ? gps / roof : 0.0},
+      {"steps", steps},
+      {"minutes_for_steps_before", (rf.first + cd.first + steps * median_ms(before)) / 60000.0},
+      {"minutes_for_steps", (rf.first + cd.first + pj.first + steps * st_ms) / 60000.0}};
   std::fprintf(stderr,
-               "[%s] pbr: roof %.0f GFLOP/s; reference %.0f ms, condition %.0f ms, step %.0f ms "
-               "(%.0f GFLOP/s = %.0f%% of the roof)\n",
-               r.name.c_str(), roof, rf.first, cd.first, st.first, gps,
+               "[%s] pbr: roof %.0f GFLOP/s; reference %.0f ms, condition %.0f ms, projections "
+               "%.0f ms (%.1f GFLOP, %.1f MiB); step before %.0f ms (%.1f GFLOP), after %.0f ms "
+               "(%.1f GFLOP, %.0f GFLOP/s = %.0f%% of the roof)\n",
+               r.name.c_str(), roof, rf.first, cd.first, pj.first, pj.second, projected_mb,
+               median_ms(before), before.front().second, st_ms, st_gflop, gps,
                roof > 0 ? 100 * gps / roof : 0.0);
 }
 
@@ -427,7 +463,7 @@ int main(int argc, char** argv) {
   if (wants(parts, "delight"))
     for (PrecisionRun& r : runs) bench_delight(r, size);
   if (wants(parts, "pbr"))
-    for (PrecisionRun& r : runs) bench_pbr(r, views, size);
+    for (PrecisionRun& r : runs) bench_pbr(r, views, size, reps);
 
   for (PrecisionRun& r : runs) {
     // A texture: VAE encodes (1 reference + 2N maps), the reference UNet, the steps, the decode

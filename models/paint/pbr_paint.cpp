@@ -337,6 +337,17 @@ int pbr_cfg_rows(const PbrPaintOptions& options) {
   return options.cfg_rows;
 }
 
+namespace {
+
+// Row 0 (uncond) without the reference, every other row with it: [0, 1, 1], [0, 1] or [1].
+std::vector<float> cfg_ref_scale(int rows) {
+  std::vector<float> ref_scale(static_cast<std::size_t>(rows), 1.0f);
+  if (rows > 1) ref_scale[0] = 0.0f;
+  return ref_scale;
+}
+
+}  // namespace
+
 PbrCondition pbr_paint_condition(const PbrUNet& unet, const Tensor& ref_latents,
                                  const Tensor& dino_tokens, const HalfPositionMaps& maps,
                                  std::int64_t latent_size, int rows) {
@@ -349,7 +360,13 @@ PbrCondition pbr_paint_condition(const PbrUNet& unet, const Tensor& ref_latents,
   Tensor dino_batch(Shape{rows, dino_tokens.dim(1), dino_tokens.dim(2)});
   std::memcpy(dino_batch.data() + (rows - 1) * dino_tokens.numel(), dino_tokens.data(),
               sizeof(float) * dino_tokens.numel());
-  return unet.condition(ref_latents, 1, dino_batch, maps, latent_size);
+  PbrCondition cond = unet.condition(ref_latents, 1, dino_batch, maps, latent_size);
+  // What every step shares: the keys / values of the reference features, of the prompt and of
+  // the DINO tokens, projected once. The features themselves are no longer needed.
+  unet.project(cond, unet.learned_prompt(), cfg_ref_scale(rows));
+  cond.ref = RefFeatures();
+  cond.dino = Tensor();
+  return cond;
 }
 
 Tensor pbr_guided_prediction(const PbrUNet& unet, const PbrCondition& cond, const Tensor& latents,
@@ -361,9 +378,7 @@ Tensor pbr_guided_prediction(const PbrUNet& unet, const PbrCondition& cond, cons
   Tensor model_input(Shape{rows * latents.dim(0), latents.dim(1), latents.dim(2), latents.dim(3)});
   for (int b = 0; b < rows; ++b)
     std::memcpy(model_input.data() + b * count, latents.data(), sizeof(float) * count);
-  // Row 0 (uncond) without the reference, every other row with it.
-  std::vector<float> ref_scale(static_cast<std::size_t>(rows), 1.0f);
-  if (rows > 1) ref_scale[0] = 0.0f;
+  const std::vector<float> ref_scale = cfg_ref_scale(rows);
   const Tensor text = unet.learned_prompt();  // (1, 2, T, D): every row the same prompt
   Tensor raw = unet.forward(model_input, normals, positions, timestep, text, cond, ref_scale);
   Tensor guided(latents.shape());

@@ -11,7 +11,9 @@
 // ref_scale 1, DINO zeros | full: ref_scale 1, DINO] and combines
 //   eps = u + g·(r − u); eps += g·(f − r)          (g = 3.0; the view scale is 1, see below)
 // then decodes both materials. Deliberate difference: the reference UNet runs once per texture
-// (its features at t = 0 do not depend on the step), where the official forward caches it too.
+// (its features at t = 0 do not depend on the step), where the official forward caches it too;
+// so do the key / value projections of its features, of the prompt and of the DINO tokens
+// (PbrProjections), bit-identically.
 //
 // Tensors are NHWC; images in [0, 1].
 
@@ -136,7 +138,10 @@ int pbr_cfg_rows(const PbrPaintOptions& options);
 // The generation's cached condition for `rows` CFG rows: reference features of ref_latents
 // (1, h, w, 4) (one row: the official repeats it per CFG row, all equal), DINO rows
 // [0, .., 0, dino_tokens] (pipeline.py __call__: [0, 0, dino]; the zero rows still pass the image
-// projection) and the position encodings of `maps` for latents of latent_size².
+// projection) and the position encodings of `maps` for latents of latent_size². The keys /
+// values of the reference features, the learned prompt and the DINO tokens are projected once
+// here for the rows' ref_scale (PbrUNet::project; the features are then released), so every step
+// of pbr_guided_prediction reuses them, bit-identically.
 PbrCondition pbr_paint_condition(const PbrUNet& unet, const Tensor& ref_latents,
                                  const Tensor& dino_tokens, const HalfPositionMaps& maps,
                                  std::int64_t latent_size, int rows);

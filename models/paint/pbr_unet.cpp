@@ -278,15 +278,27 @@ struct RefAttention {
     kvv.set(p, std::move(w), Tensor(), c, 3 * c);
   }
 
+  // The keys and values of a context ref (kv_len, C): (kv_len, 3C) = [k | v_albedo | v_mr].
+  Tensor project_kv(const float* ref, i64 kv_len) const {
+    Tensor kv({std::max<i64>(kv_len, 1), 3 * dim});
+    kvv(kv.data(), ref, kv_len);  // [kv_len, k | v_albedo | v_mr]
+    return kv;
+  }
+
   // dst[m] (q_len, C) += scale · output of material m, queries x (q_len, C), context ref
   // (kv_len, C).
   void forward_add(float* const dst[PbrUNet::kMaterials], float scale, const float* x, i64 q_len,
                    const float* ref, i64 kv_len) const {
+    const Tensor kv = project_kv(ref, kv_len);
+    forward_add_kv(dst, scale, x, q_len, kv.data(), kv_len);
+  }
+
+  // forward_add with the context already projected (kv from project_kv, kv_len rows).
+  void forward_add_kv(float* const dst[PbrUNet::kMaterials], float scale, const float* x, i64 q_len,
+                      const float* kv, i64 kv_len) const {
     const i64 C = dim, D = C / heads;
     Tensor qs({q_len, C});
     q(qs.data(), x, q_len);  // [q_len, C]
-    Tensor kv({kv_len, 3 * C});
-    kvv(kv.data(), ref, kv_len);  // [kv_len, k | v_albedo | v_mr]
     kernels::AttentionShape s;
     s.batch = 1;
     s.heads = heads;
@@ -297,9 +309,9 @@ struct RefAttention {
     Tensor o({q_len, C}), y({q_len, C});
     for (int m = 0; m < PbrUNet::kMaterials; ++m) {
       // Head n reads value columns C + 2nD + m·D of kv.
-      kernels::attention({o.data(), 0, C, D}, {qs.data(), 0, C, D}, {kv.data(), 0, 3 * C, D},
-                         {kv.data() + C + m * D, 0, 3 * C, 2 * D}, s);  // [q_len, C]
-      out[m](y.data(), o.data(), q_len);                                // [q_len, C]
+      kernels::attention({o.data(), 0, C, D}, {qs.data(), 0, C, D}, {kv, 0, 3 * C, D},
+                         {kv + C + m * D, 0, 3 * C, 2 * D}, s);  // [q_len, C]
+      out[m](y.data(), o.data(), q_len);                         // [q_len, C]
       add_scaled(dst[m], scale, y.data(), q_len * C);
     }
   }
@@ -464,6 +476,149 @@ PbrCondition PbrUNet::condition(const Tensor& ref_latents, int num_ref, const Te
   return c;
 }
 
+namespace {
+
+// Projected DINO tokens for batch B: (B or 1, T, D).
+void check_dino(const Tensor& dino, i64 B, i64 D) {
+  const i64 Bd = dino.rank() == 3 ? dino.dim(0) : 0;
+  if (Bd <= 0 || B % Bd != 0 || (Bd != 1 && Bd != B) || dino.dim(2) != D || dino.dim(1) <= 0)
+    throw ModelError("PBR UNet2.5D: projected DINO tokens must be (" + std::to_string(B) +
+                     " or 1, T, " + std::to_string(D) + "), got " + dino.shape().str());
+}
+
+// Projections made for this text and these ref_scale values, with a tensor of the right width
+// for every site and every reference item a batch item reads.
+void check_projections(const PbrProjections& p, const Tensor& text,
+                       std::span<const float> ref_scale,
+                       const std::vector<TransformerSite>& sites) {
+  if (!(p.text.shape() == text.shape()) ||
+      std::memcmp(p.text.data(), text.data(), sizeof(float) * text.numel()) != 0)
+    throw ModelError("PBR UNet2.5D: the condition's keys / values were projected from another " +
+                     std::string("prompt; project the condition again"));
+  if (p.ref_scale.size() != ref_scale.size() ||
+      !std::equal(p.ref_scale.begin(), p.ref_scale.end(), ref_scale.begin()))
+    throw ModelError("PBR UNet2.5D: the condition's keys / values were projected for " +
+                     std::string("other ref_scale values; project the condition again"));
+  if (p.ref_kv.size() != sites.size() || p.text_kv.size() != sites.size() ||
+      p.dino_kv.size() != sites.size())
+    throw ModelError("PBR UNet2.5D: projected keys / values for " +
+                     std::to_string(p.text_kv.size()) + " transformer blocks, the UNet has " +
+                     std::to_string(sites.size()));
+  const i64 B = static_cast<i64>(ref_scale.size());
+  for (std::size_t s = 0; s < sites.size(); ++s) {
+    const i64 C = sites[s].channels;
+    const auto bad = [&](const std::string& what, const Tensor& t) {
+      return ModelError("PBR UNet2.5D: projected " + what + " keys / values of " + sites[s].name +
+                        " are " + t.shape().str());
+    };
+    if (p.text_kv[s].rank() != 2 || p.text_kv[s].dim(1) != 2 * C ||
+        p.text_kv[s].dim(0) != B * PbrUNet::kMaterials * text.dim(2))
+      throw bad("prompt", p.text_kv[s]);
+    if (!(p.dino_kv[s].shape() == Shape{p.dino_batch * p.dino_len, 2 * C}))
+      throw bad("DINO", p.dino_kv[s]);
+    if (static_cast<i64>(p.ref_kv[s].size()) != p.ref_batch)
+      throw ModelError("PBR UNet2.5D: projected reference keys / values of " + sites[s].name +
+                       " for " + std::to_string(p.ref_kv[s].size()) + " items, expected " +
+                       std::to_string(p.ref_batch));
+    for (i64 b = 0; b < B; ++b) {
+      if (ref_scale[static_cast<std::size_t>(b)] == 0.0f) continue;
+      const Tensor& t = p.ref_kv[s][static_cast<std::size_t>(p.ref_batch == 1 ? 0 : b)];
+      if (t.rank() != 2 || t.dim(1) != 3 * C) throw bad("reference", t);
+    }
+  }
+}
+
+}  // namespace
+
+std::int64_t PbrProjections::bytes() const {
+  i64 n = 0;
+  for (const auto& items : ref_kv)
+    for (const Tensor& t : items) n += t.numel();
+  for (const Tensor& t : text_kv) n += t.numel();
+  for (const Tensor& t : dino_kv) n += t.numel();
+  return n * static_cast<i64>(sizeof(float));
+}
+
+Tensor PbrUNet::text_rows(const Tensor& text, i64 B) const {
+  constexpr i64 M = kMaterials;
+  const i64 D = base_.cross_attention_dim;
+  if (text.rank() != 4 || (text.dim(0) != B && text.dim(0) != 1) || text.dim(1) != M ||
+      text.dim(3) != D || text.dim(2) <= 0)
+    throw ModelError("PBR UNet2.5D: text must be (" + std::to_string(B) + " or 1, 2, T, " +
+                     std::to_string(D) + "), got " + text.shape().str());
+  const i64 T = text.dim(2);
+  Tensor rows({B * M, T, D});
+  for (i64 b = 0; b < B; ++b) {
+    const float* src = text.data() + (text.dim(0) == 1 ? 0 : b) * M * T * D;
+    std::memcpy(rows.data() + b * M * T * D, src, sizeof(float) * M * T * D);
+  }
+  return rows;
+}
+
+std::vector<const Tensor*> PbrUNet::reference_layers(const PbrCondition& cond, i64 B,
+                                                     bool uses_ref) const {
+  const auto& sites = main_.transformer_sites();
+  std::vector<const Tensor*> ref_of(sites.size(), nullptr);
+  if (!uses_ref) return ref_of;
+  if (cond.ref.batch != B && cond.ref.batch != 1)
+    throw ModelError("PBR UNet2.5D: reference features are for batch " +
+                     std::to_string(cond.ref.batch) + ", the latents for " + std::to_string(B));
+  for (std::size_t s = 0; s < sites.size(); ++s) {
+    auto it = cond.ref.layers.find(sites[s].name);
+    if (it == cond.ref.layers.end())
+      throw ModelError("PBR UNet2.5D: no reference features for layer " + sites[s].name);
+    const Tensor& t = it->second;
+    if (t.rank() != 3 || t.dim(0) != cond.ref.batch || t.dim(2) != sites[s].channels)
+      throw ModelError("PBR UNet2.5D: reference features " + sites[s].name + " " + t.shape().str() +
+                       " do not match (" + std::to_string(cond.ref.batch) + ", L, " +
+                       std::to_string(sites[s].channels) + ")");
+    ref_of[s] = &t;
+  }
+  return ref_of;
+}
+
+void PbrUNet::project(PbrCondition& cond, const Tensor& text,
+                      std::span<const float> ref_scale) const {
+  const i64 B = static_cast<i64>(ref_scale.size());
+  if (B <= 0) throw ModelError("PBR UNet2.5D: projections need one ref_scale per batch item");
+  check_dino(cond.dino, B, base_.cross_attention_dim);
+  bool uses_ref = false;
+  for (float s : ref_scale) uses_ref = uses_ref || s != 0.0f;
+  const std::vector<const Tensor*> ref_of = reference_layers(cond, B, uses_ref);
+  const auto& sites = main_.transformer_sites();
+
+  PbrProjections p;
+  p.text = text.clone();
+  p.ref_scale.assign(ref_scale.begin(), ref_scale.end());
+  p.ref_batch = uses_ref ? cond.ref.batch : 1;
+  p.dino_batch = cond.dino.dim(0);
+  p.dino_len = cond.dino.dim(1);
+  // Each with the row count forward() projects it with, so the bits are the same: the prompt
+  // rows of all B·2 items in one GEMM (attn2), every DINO row in one (attn_dino), and each
+  // reference item alone (attn_refview).
+  p.text_kv = main_.text_kv(text_rows(text, B));
+  p.ref_kv.resize(sites.size());
+  p.dino_kv.resize(sites.size());
+  for (std::size_t s = 0; s < sites.size(); ++s) {
+    p.dino_kv[s] = sites_[s].attn_dino.project_kv(cond.dino.data(), p.dino_batch * p.dino_len);
+    p.ref_kv[s].resize(static_cast<std::size_t>(p.ref_batch));
+    if (!ref_of[s]) continue;
+    const Tensor& rf = *ref_of[s];
+    const i64 kv_len = rf.dim(1), C = rf.dim(2);
+    for (i64 b = 0; b < B; ++b) {
+      if (ref_scale[static_cast<std::size_t>(b)] == 0.0f) continue;
+      const i64 rb = p.ref_batch == 1 ? 0 : b;
+      Tensor& t = p.ref_kv[s][static_cast<std::size_t>(rb)];
+      if (t.empty()) t = sites_[s].attn_refview.project_kv(rf.data() + rb * kv_len * C, kv_len);
+    }
+  }
+  spdlog::debug(
+      "PBR UNet2.5D: keys / values of the reference, prompt and DINO tokens projected "
+      "once for {} batch items: {:.1f} MiB",
+      B, static_cast<double>(p.bytes()) / (1024.0 * 1024.0));
+  cond.projected = std::move(p);
+}
+
 Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tensor& positions,
                         float timestep, const Tensor& text, const PbrCondition& cond,
                         std::span<const float> ref_scale, float mva_scale,
@@ -495,10 +650,7 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
       text.dim(3) != D || text.dim(2) <= 0)
     throw ModelError("PBR UNet2.5D: text must be (" + std::to_string(B) + " or 1, 2, T, " +
                      std::to_string(D) + "), got " + text.shape().str());
-  const i64 Bd = cond.dino.rank() == 3 ? cond.dino.dim(0) : 0;
-  if (Bd <= 0 || B % Bd != 0 || (Bd != 1 && Bd != B) || cond.dino.dim(2) != D)
-    throw ModelError("PBR UNet2.5D: projected DINO tokens must be (" + std::to_string(B) +
-                     " or 1, T, " + std::to_string(D) + "), got " + cond.dino.shape().str());
+  if (cond.projected.empty()) check_dino(cond.dino, B, D);
   if (cond.position_batch <= 0 || B % cond.position_batch != 0)
     throw ModelError("PBR UNet2.5D: position encodings for batch " +
                      std::to_string(cond.position_batch) + " do not divide the batch " +
@@ -507,23 +659,13 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
   const auto& sites = main_.transformer_sites();
   bool uses_ref = false;
   for (float s : ref_scale) uses_ref = uses_ref || s != 0.0f;
-  std::vector<const Tensor*> ref_of(sites.size(), nullptr);
-  if (uses_ref) {
-    if (cond.ref.batch != B && cond.ref.batch != 1)
-      throw ModelError("PBR UNet2.5D: reference features are for batch " +
-                       std::to_string(cond.ref.batch) + ", the latents for " + std::to_string(B));
-    for (std::size_t s = 0; s < sites.size(); ++s) {
-      auto it = cond.ref.layers.find(sites[s].name);
-      if (it == cond.ref.layers.end())
-        throw ModelError("PBR UNet2.5D: no reference features for layer " + sites[s].name);
-      const Tensor& t = it->second;
-      if (t.rank() != 3 || t.dim(0) != cond.ref.batch || t.dim(2) != sites[s].channels)
-        throw ModelError("PBR UNet2.5D: reference features " + sites[s].name + " " +
-                         t.shape().str() + " do not match (" + std::to_string(cond.ref.batch) +
-                         ", L, " + std::to_string(sites[s].channels) + ")");
-      ref_of[s] = &t;
-    }
-  }
+  // The keys / values projected once per generation, when the condition has them.
+  const PbrProjections* kv = cond.projected.empty() ? nullptr : &cond.projected;
+  if (kv) check_projections(*kv, text, ref_scale, sites);
+  const std::vector<const Tensor*> ref_of = reference_layers(cond, B, uses_ref && !kv);
+  const i64 ref_batch = kv ? kv->ref_batch : cond.ref.batch;
+  const i64 Bd = kv ? kv->dino_batch : cond.dino.dim(0);
+  const i64 dino_len = kv ? kv->dino_len : cond.dino.dim(1);
 
   // modules.py forward: [sample | embeds_normal | embeds_position] along channels, the maps
   // repeated for both materials; "(b n_pbr n) c h w" rows.
@@ -547,12 +689,7 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
 
   // encoder_hidden_states per (b, material) item; the UNet's rows read item row / N.
   const i64 T = text.dim(2);
-  Tensor text_rows({B * M, T, D});
-  for (i64 b = 0; b < B; ++b) {
-    const float* src = text.data() + (text.dim(0) == 1 ? 0 : b) * M * T * D;
-    std::memcpy(text_rows.data() + b * M * T * D, src, sizeof(float) * M * T * D);
-  }
-  const i64 dino_len = cond.dino.dim(1);
+  const Tensor prompt = text_rows(text, B);  // [B·2, T, D]
 
   // Basic2p5DTransformerBlock.forward (modules.py), mode "r".
   TransformerBlockFn block = [&](int site, const TransformerBlockLayers& l, Tensor& xs) {
@@ -594,16 +731,22 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
 
     // 2. Reference attention: queries = the albedo h of all N views of item b, "b (n l) c".
     if (uses_ref) {
-      const Tensor& rf = *ref_of[si];
-      const i64 kv = rf.dim(1);
       const auto rscale = [&](i64 b) { return ref_scale[static_cast<std::size_t>(b)]; };
       branch(path + ".attn_refview", rscale, [&](float* dst, const std::function<float(i64)>& s) {
         for (i64 b = 0; b < B; ++b) {
           if (ref_scale[static_cast<std::size_t>(b)] == 0.0f) continue;
-          const i64 rb = cond.ref.batch == 1 ? 0 : b;
+          const i64 rb = ref_batch == 1 ? 0 : b;
           float* outs[M] = {dst + b * item, dst + b * item + N * L * C};
-          st.attn_refview.forward_add(outs, s(b), h.data() + b * item, N * L,
-                                      rf.data() + rb * kv * C, kv);  // [2, N·L, C]
+          if (kv) {
+            const Tensor& rkv = kv->ref_kv[si][static_cast<std::size_t>(rb)];
+            st.attn_refview.forward_add_kv(outs, s(b), h.data() + b * item, N * L, rkv.data(),
+                                           rkv.dim(0));  // [2, N·L, C]
+          } else {
+            const Tensor& rf = *ref_of[si];
+            const i64 kv_len = rf.dim(1);
+            st.attn_refview.forward_add(outs, s(b), h.data() + b * item, N * L,
+                                        rf.data() + rb * kv_len * C, kv_len);  // [2, N·L, C]
+          }
         }
       });
     }
@@ -634,11 +777,18 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
     l.norm2(h.data(), xs.data(), rows * L);  // [rows, L, C]
     branch(path + ".transformer.attn2", unit, [&](float* dst, const std::function<float(i64)>&) {
       // [rows, L, C] += attn2(h, the text of the row's (b, material) item)
-      l.attn2.forward_add(dst, 1.0f, h.data(), rows, L, text_rows.data(), B * M, T);
+      if (kv)
+        l.attn2.forward_add_kv(dst, 1.0f, h.data(), rows, L, kv->text_kv[si].data(), B * M, T);
+      else
+        l.attn2.forward_add(dst, 1.0f, h.data(), rows, L, prompt.data(), B * M, T);
     });
     branch(path + ".attn_dino", unit, [&](float* dst, const std::function<float(i64)>&) {
       // [rows, L, C] += attn_dino(h, DINO row b of the row's item, or the one shared row)
-      st.attn_dino.forward_add(dst, 1.0f, h.data(), rows, L, cond.dino.data(), Bd, dino_len);
+      if (kv)
+        st.attn_dino.forward_add_kv(dst, 1.0f, h.data(), rows, L, kv->dino_kv[si].data(), Bd,
+                                    dino_len);
+      else
+        st.attn_dino.forward_add(dst, 1.0f, h.data(), rows, L, cond.dino.data(), Bd, dino_len);
     });
 
     // 5. Feed-forward.
@@ -654,7 +804,7 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
   UNetCall call;
   call.block = &block;
   call.probe = probe;
-  return main_.forward(x, ts, text_rows, call);
+  return main_.forward(x, ts, prompt, call);
 }
 
 }  // namespace gen3d::models

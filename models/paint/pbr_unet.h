@@ -75,9 +75,31 @@ struct RopeTables {
 RopeTables pbr_rope_tables(std::span<const std::int32_t> voxels, std::int64_t batch,
                            std::int64_t len, std::int64_t head_dim, int voxel_resolution);
 
+// The keys and values every denoising step of one generation shares, projected once by
+// PbrUNet::project(): per main transformer site (site order), those of the reference features
+// (attn_refview), of the prompt (attn2) and of the projected DINO tokens (attn_dino). forward()
+// then projects only its queries and the tokens of the step. The projections are the GEMMs
+// forward() would run, with the same row counts, so the results are bit-identical.
+struct PbrProjections {
+  Tensor text;                   // (B or 1, 2, T, D): the prompt they were projected from
+  std::vector<float> ref_scale;  // (B): the reference scales they were projected for
+  std::int64_t ref_batch = 0;    // reference items (1: shared by every batch item, or B)
+  std::int64_t dino_batch = 0, dino_len = 0;  // DINO rows (1 or B) and tokens per row (4·T_dino)
+  // [site][reference item] (N_ref·L, 3·C) = [k | v_albedo | v_mr] per token; empty where no
+  // batch item reads it (ref_scale 0).
+  std::vector<std::vector<Tensor>> ref_kv;
+  std::vector<Tensor> text_kv;  // [site] (B·2·T, 2·C) = [k | v], the rows of (b, material) items
+  std::vector<Tensor> dino_kv;  // [site] (dino_batch·dino_len, 2·C) = [k | v]
+
+  bool empty() const { return text_kv.empty(); }
+  std::int64_t bytes() const;  // the projected tensors' float32 bytes
+};
+
 // What the official forward caches in cached_condition["cache"] for a whole generation: the
 // reference features, the projected DINO tokens and the position encodings. Built by
-// PbrUNet::condition(); the caller keeps it across denoising steps.
+// PbrUNet::condition(); the caller keeps it across denoising steps. PbrUNet::project() adds the
+// keys / values of the reference features, the prompt and the DINO tokens; once they are there
+// forward() reads them instead of `ref` and `dino` (which the caller may then release).
 struct PbrCondition {
   RefFeatures ref;  // reference UNet features, batch 1 (shared) or B
   Tensor dino;      // (1 or B, 4·T_dino, cross_attention_dim) projected DINO tokens
@@ -88,6 +110,7 @@ struct PbrCondition {
   std::map<std::int64_t, Level> levels;  // by multiview sequence length N·grid²
   std::int64_t position_batch = 0;
   int num_views = 0;
+  PbrProjections projected;  // empty until PbrUNet::project()
 };
 
 class PbrUNet {
@@ -157,13 +180,21 @@ class PbrUNet {
   PbrCondition condition(const Tensor& ref_latents, int num_ref, const Tensor& dino_hidden,
                          const HalfPositionMaps& maps, std::int64_t latent_size) const;
 
+  // Projects what every step of a generation with this prompt (B or 1, 2, T, D) and these
+  // ref_scale values (B) shares (PbrProjections) into cond.projected, from cond.ref and
+  // cond.dino. forward() with the same text and ref_scale then reuses them; with another text or
+  // ref_scale it throws ModelError.
+  void project(PbrCondition& cond, const Tensor& text, std::span<const float> ref_scale) const;
+
   // sample (B·2·N, h, w, in_channels), row (b·2 + m)·N + n; normals / positions latents
   // (B·N or N, h, w, in_channels) shared by both materials; text (B or 1, 2, T, D) per material;
   // ref_scale (B) (0 skips the reference branch of that item) -> noise prediction
   // (B·2·N, h, w, out_channels). The probe also sees every transformer block's output (named by
   // its state_dict path) and its branch outputs before their residual adds ("<path>.transformer.
   // {norm1,attn1,attn2,norm3,ff}", "<path>.attn_refview", "<path>.attn_multiview",
-  // "<path>.attn_dino"), all as (rows, L, C) token matrices.
+  // "<path>.attn_dino"), all as (rows, L, C) token matrices. With cond.projected the keys and
+  // values of the reference features, the prompt and the DINO tokens come from there
+  // (bit-identical); otherwise this call projects them.
   Tensor forward(const Tensor& sample, const Tensor& normals, const Tensor& positions,
                  float timestep, const Tensor& text, const PbrCondition& cond,
                  std::span<const float> ref_scale, float mva_scale = 1.0f,
@@ -177,6 +208,12 @@ class PbrUNet {
 
  private:
   struct Builder;
+
+  // The (B·2, T, D) prompt rows of the (b, material) items of text (B or 1, 2, T, D).
+  Tensor text_rows(const Tensor& text, std::int64_t B) const;
+  // The reference features of every site for batch B, checked (null where unused).
+  std::vector<const Tensor*> reference_layers(const PbrCondition& cond, std::int64_t B,
+                                              bool uses_ref) const;
 
   UNetConfig base_;
   UNet2DCondition main_;

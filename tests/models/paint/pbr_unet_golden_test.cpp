@@ -3,9 +3,10 @@
 // RoPE tables, and the CFG call of paint21_unet.forward.safetensors — reference features
 // (ref.*), the reference pass (inter.unet_dual.*), every main-UNet intermediate (inter.unet.*),
 // the projected DINO tokens, one block's branch outputs (trace.*) and out.sample — in fp32 and,
-// by normalized MSE, in bf16. Data-driven: the set directory is $GEN3D_GOLDEN_H21_DIR (default
-// tests/data/golden/hunyuan3d-2.1), paint21/ inside; sizes, counts and settings come from its
-// config.json and the stored shapes.
+// by normalized MSE, in bf16; and the keys / values projected once per generation against those
+// projected in every forward, bit for bit over several steps. Data-driven: the set directory is
+// $GEN3D_GOLDEN_H21_DIR (default tests/data/golden/hunyuan3d-2.1), paint21/ inside; sizes, counts
+// and settings come from its config.json and the stored shapes.
 
 #include <gtest/gtest.h>
 
@@ -25,6 +26,7 @@
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
 #include "models/kernels/conv.h"
+#include "models/paint/pbr_paint.h"
 #include "models/paint/pbr_unet.h"
 #include "support/paths.h"
 
@@ -366,6 +368,95 @@ TEST(PbrUNetGolden, CfgCallMatchesEveryStoredTensor) {
 // (within this bound), which VoxelIndicesExact, RopeTables and the fp32 test catch instead.
 TEST(PbrUNetGolden, CfgCall_bf16) {
   check_forward(true);
+}
+
+// The keys / values of the reference features, the prompt and the DINO tokens projected once
+// per generation (PbrUNet::project) give the same bits as projecting them in every forward. The
+// stored call's inputs go through the first steps of the official UniPC schedule (the set's
+// scheduler config, 15 trailing steps), the latents updated by each step, and every step's
+// network output is compared bit for bit: with the stored CFG rows' ref_scale, with two rows
+// [0, 1] and with one [1] (bf16, whose tiny oneDNN calls are slow here: the stored rows over two
+// steps). A condition projected for another prompt or other ref_scale values is refused.
+void check_projected_steps(bool bf16) {
+  REQUIRE_GOLDEN(set_file("paint21_unet.forward.safetensors"));
+  const std::string wpath = set_file("paint21_unet.weights.fp16.safetensors");
+  REQUIRE_GOLDEN(wpath);
+  Fixture g;
+  const SafetensorsFile& f = *g.fwd;
+  const PositionMaps pm = position_maps(f);
+  const Tensor latents = rows_nhwc(f, "in.sample");  // (2·N, h, h, 4): one CFG row
+  const Tensor normals = rows_nhwc(f, "in.embeds_normal");
+  const Tensor positions = rows_nhwc(f, "in.embeds_position");
+  const TensorInfo* ri = f.find("in.ref_latents");
+  ASSERT_TRUE(ri && ri->shape.size() == 5);
+  const Tensor ref_latents = rows_nhwc(f, "in.ref_latents");
+  const Tensor prompt = f.to_f32("in.learned_prompt");       // (1, 2, T, D)
+  const Tensor dino_in = f.to_f32("in.dino_hidden_states");  // (1, T_dino, dino_dim)
+  const Tensor rs = f.to_f32("in.ref_scale");
+  const i64 h = latents.dim(1);
+  const auto net = PbrUNet::load(g.base, wpath, bf16 ? WeightStorage::kBF16 : WeightStorage::kF32);
+  const SchedulerConfig sc = SchedulerConfig::parse(
+      g.cfg.at("golden").at("paint21_scheduler").at("base_scheduler_config_assumed").dump(),
+      "paint21 base scheduler config");
+  const int steps = bf16 ? 2 : 3;
+  std::vector<std::vector<float>> scales = {std::vector<float>(rs.data(), rs.data() + rs.numel())};
+  if (!bf16) scales.insert(scales.end(), {{0.0f, 1.0f}, {1.0f}});
+  for (const std::vector<float>& scale : scales) {
+    const i64 B = static_cast<i64>(scale.size());
+    SCOPED_TRACE(std::to_string(B) + " CFG rows");
+    // DINO rows [0, .., 0, dino] (the pipeline's).
+    Tensor dino({B, dino_in.dim(1), dino_in.dim(2)});
+    std::memcpy(dino.data() + (B - 1) * dino_in.numel(), dino_in.data(),
+                sizeof(float) * dino_in.numel());
+    const int num_ref = static_cast<int>(ri->shape[1]);
+    const PbrCondition every_step = net->condition(ref_latents, num_ref, dino, pm.maps, h);
+    PbrCondition once = net->condition(ref_latents, num_ref, dino, pm.maps, h);
+    net->project(once, prompt, scale);
+    EXPECT_GT(once.projected.bytes(), 0);
+    // The projections alone: the features they came from are not read again.
+    once.ref = RefFeatures();
+    once.dino = Tensor();
+
+    UniPCScheduler sched = pbr_paint_scheduler(sc, 15);
+    Tensor x = latents.clone();
+    const i64 count = x.numel();
+    for (int i = 0; i < steps; ++i) {
+      const float t = sched.timesteps()[static_cast<std::size_t>(i)];
+      Tensor input({B * x.dim(0), x.dim(1), x.dim(2), x.dim(3)});
+      for (i64 b = 0; b < B; ++b)
+        std::memcpy(input.data() + b * count, x.data(), sizeof(float) * count);
+      const Tensor a = net->forward(input, normals, positions, t, prompt, every_step, scale);
+      const Tensor c = net->forward(input, normals, positions, t, prompt, once, scale);
+      ASSERT_EQ(a.shape(), c.shape());
+      i64 differ = 0;
+      for (i64 k = 0; k < a.numel(); ++k)
+        differ += std::memcmp(a.data() + k, c.data() + k, sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0) << "step " << i << " (t " << t << "): " << differ << " of " << a.numel()
+                           << " values differ";
+      // The next step's latents from the last row's prediction.
+      sched.step(x.data(), a.data() + (B - 1) * count, count, i);
+    }
+
+    // Projections of another prompt or for other ref_scale values are refused.
+    Tensor input({B * x.dim(0), x.dim(1), x.dim(2), x.dim(3)});
+    for (i64 b = 0; b < B; ++b)
+      std::memcpy(input.data() + b * count, x.data(), sizeof(float) * count);
+    Tensor other = prompt.clone();
+    other.data()[0] += 1.0f;
+    EXPECT_THROW(net->forward(input, normals, positions, 500.0f, other, once, scale), ModelError);
+    std::vector<float> other_scale = scale;
+    other_scale.back() = 0.5f;
+    EXPECT_THROW(net->forward(input, normals, positions, 500.0f, prompt, once, other_scale),
+                 ModelError);
+  }
+}
+
+TEST(PbrUNetGolden, ProjectedConditionIsBitIdenticalOverSteps) {
+  check_projected_steps(false);
+}
+
+TEST(PbrUNetGolden, ProjectedConditionIsBitIdenticalOverSteps_bf16) {
+  check_projected_steps(true);
 }
 
 // A diffusers-style folder: config.json beside diffusion_pytorch_model.safetensors.

@@ -1,8 +1,9 @@
 // Unit tests of the Hunyuan3D-2.1 PBR UNet2.5D on a tiny random network: batch items are
 // independent and shared inputs (text, normal / position latents, reference features, position
-// maps) equal repeated ones; the material data flow of the reference (albedo rows never read the
-// mr rows; the mr rows read the albedo queries of the reference attention); a probe does not
-// change the result; bad inputs are refused by name.
+// maps) equal repeated ones; keys / values projected once per generation give the same bits; the
+// material data flow of the reference (albedo rows never read the mr rows; the mr rows read the
+// albedo queries of the reference attention); a probe does not change the result; bad inputs are
+// refused by name.
 
 #include <gtest/gtest.h>
 
@@ -166,6 +167,14 @@ TEST(PbrUNetForward, DistinctItemsEachMatchTheirOwnRun) {
   }
   // The items do differ (their inputs do).
   EXPECT_GT(max_diff(out.data(), out.data() + item * per, item * per), 1e-3);
+  // Keys / values projected once (the reference features item by item, per-item prompts and
+  // DINO rows) give the same bits as projecting them in the forward.
+  PbrCondition once = cond;
+  s.net->project(once, text, ref_scale);
+  const Tensor projected =
+      s.net->forward(s.sample, normals, positions, 400.0f, text, once, ref_scale, 1.0f);
+  ASSERT_EQ(projected.shape(), out.shape());
+  EXPECT_EQ(0, std::memcmp(projected.data(), out.data(), sizeof(float) * out.numel()));
 }
 
 TEST(PbrUNetForward, AlbedoNeverReadsMrAndMrReadsTheAlbedoQueries) {
