@@ -26,9 +26,11 @@ double unix_seconds(Job::Clock::time_point t) {
 json job_json(const Job& j) {
   const Job::Snapshot s = j.snapshot();
   json nodes = json::array();
-  for (const NodeProgress& n : s.nodes)
-    nodes.push_back(
-        {{"id", n.id}, {"stage", n.stage}, {"status", n.status}, {"seconds", n.seconds}});
+  for (const NodeProgress& n : s.nodes) {
+    json node = {{"id", n.id}, {"stage", n.stage}, {"status", n.status}, {"seconds", n.seconds}};
+    if (!n.cache.empty()) node["cache"] = n.cache;
+    nodes.push_back(std::move(node));
+  }
   json out = {{"id", j.id},
               {"pipeline", j.kind},
               {"state", job_state_name(s.state)},
@@ -41,6 +43,16 @@ json job_json(const Job& j) {
   if (!s.error.code.empty())
     out["error"] = {{"error", s.error.message}, {"error_code", s.error.code}};
   if (!s.graph.empty()) out["graph"] = json::parse(s.graph);
+  if (!s.timing.empty()) out["timing"] = json::parse(s.timing);
+  if (s.cache) {
+    json cached = json::array();
+    for (const NodeProgress& n : s.nodes)
+      if (n.status == "cached") cached.push_back(n.id);
+    out["cache"] = {{"enabled", s.cache->enabled},   {"hits", s.cache->hits},
+                    {"unneeded", s.cache->unneeded}, {"misses", s.cache->misses},
+                    {"stored", s.cache->stored},     {"saved_seconds", s.cache->saved_seconds},
+                    {"nodes", std::move(cached)}};
+  }
   // What the job serves besides its state: a URL per file.
   json files = json::object();
   if (s.state == JobState::kDone) files["result"] = "/v1/jobs/" + j.id + "/result";
@@ -331,7 +343,7 @@ void health(const JobQueue& jobs, httplib::Response& res) {
              {"queue_capacity", jobs.capacity()}});
 }
 
-void metrics(const JobQueue& jobs, httplib::Response& res) {
+void metrics(const JobQueue& jobs, const JobRunner& runner, httplib::Response& res) {
   const QueueCounts c = jobs.counts();
   std::string text =
       "# HELP gen3d_jobs Jobs the server holds, by state.\n# TYPE gen3d_jobs gauge\n";
@@ -353,6 +365,20 @@ void metrics(const JobQueue& jobs, httplib::Response& res) {
       "# HELP gen3d_jobs_rejected_total Jobs refused with a full queue.\n"
       "# TYPE gen3d_jobs_rejected_total counter\ngen3d_jobs_rejected_total {}\n",
       c.queued, jobs.capacity(), jobs.workers(), c.submitted, c.rejected);
+  const CacheCounts cache = runner.cache_counts();
+  text += fmt::format(
+      "# HELP gen3d_stage_cache_enabled Whether jobs use the stage cache (0: --no-cache).\n"
+      "# TYPE gen3d_stage_cache_enabled gauge\ngen3d_stage_cache_enabled {}\n"
+      "# HELP gen3d_stage_cache_hits_total Nodes loaded from the stage cache instead of run.\n"
+      "# TYPE gen3d_stage_cache_hits_total counter\ngen3d_stage_cache_hits_total {}\n"
+      "# HELP gen3d_stage_cache_misses_total Nodes run that the stage cache could have held.\n"
+      "# TYPE gen3d_stage_cache_misses_total counter\ngen3d_stage_cache_misses_total {}\n"
+      "# HELP gen3d_stage_cache_stored_total Nodes whose outputs jobs stored.\n"
+      "# TYPE gen3d_stage_cache_stored_total counter\ngen3d_stage_cache_stored_total {}\n"
+      "# HELP gen3d_stage_cache_unneeded_total Nodes neither run nor loaded: held by the cache, "
+      "needed by nothing that ran.\n"
+      "# TYPE gen3d_stage_cache_unneeded_total counter\ngen3d_stage_cache_unneeded_total {}\n",
+      cache.enabled ? 1 : 0, cache.hits, cache.misses, cache.stored, cache.unneeded);
   res.set_content(text, "text/plain; version=0.0.4");
 }
 
@@ -362,7 +388,7 @@ void add_job_routes(httplib::Server& http, JobQueue& jobs, JobRunner& runner) {
   using Req = httplib::Request;
   using Res = httplib::Response;
   http.Get("/health", guarded([&](const Req&, Res& res) { health(jobs, res); }));
-  http.Get("/metrics", guarded([&](const Req&, Res& res) { metrics(jobs, res); }));
+  http.Get("/metrics", guarded([&](const Req&, Res& res) { metrics(jobs, runner, res); }));
   http.Post("/v1/jobs",
             guarded([&](const Req& req, Res& res) { submit_job(jobs, runner, req, res); }));
   http.Get("/v1/jobs", guarded([&](const Req&, Res& res) { list_jobs(jobs, res); }));
