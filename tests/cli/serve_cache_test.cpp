@@ -12,6 +12,7 @@
 #include <iterator>
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -169,6 +170,109 @@ TEST(ServeCache, NoCacheRunsEveryNode) {
   }
   EXPECT_EQ(metric(server, "gen3d_stage_cache_hits_total"), 0);
   EXPECT_FALSE(std::filesystem::exists(dir + "/cache/entries"));  // nothing written
+}
+
+json post_json(const ServeProcess& server, const std::string& path, const json& body, int& status) {
+  const auto r = server.client().Post(path.c_str(), body.dump(), "application/json");
+  status = r ? r->status : -1;
+  return r ? json::parse(r->body, nullptr, false) : json();
+}
+
+size_t node_index(const json& config, const std::string& id) {
+  for (size_t i = 0; i < config["nodes"].size(); ++i)
+    if (config["nodes"][i]["id"] == id) return i;
+  ADD_FAILURE() << "no node " << id << " in " << config.dump();
+  return 0;
+}
+
+// A texture job's own config: POST /v1/config gives the config its variables select, with its
+// files named as in the job's folder; POST /v1/validate and POST /v1/jobs check an edited config
+// in one way (the contracts, then what a job may read and write), every problem at its JSON path;
+// the config runs as a job on the same files, its unchanged nodes from the cache.
+TEST(ServeConfig, ValidatesAnEditedConfigAndRunsIt) {
+  const std::string dir = temp_dir("serve_config_" + std::to_string(::getpid()));
+  const ServeProcess server({"--texture-size", "256", "--render-size", "256", "--data",
+                             dir + "/data", "--cache", dir + "/cache", "--cache-all"});
+  const json job = texture_job();
+  const json names = json::array({"box.glb", "front.png"});
+  int status = 0;
+  const json dumped =
+      post_json(server, "/v1/config", {{"vars", job["vars"]}, {"files", names}}, status);
+  ASSERT_EQ(status, 200) << dumped.dump();
+  const json config = dumped["config"];
+  EXPECT_EQ(config["name"], "texgen");
+  EXPECT_EQ(config["vars"]["mesh"], "box.glb");
+  EXPECT_EQ(config["vars"]["image"], "front.png");
+  EXPECT_EQ(config["vars"]["out"], "output.glb");
+  EXPECT_EQ(config["vars"]["texture_size"], 256);  // the server's size
+
+  const auto check = [&](const json& c) {
+    const json r = post_json(server, "/v1/validate",
+                             {{"config", c}, {"vars", job["vars"]}, {"files", names}}, status);
+    EXPECT_EQ(status, 200) << r.dump();
+    return r;
+  };
+  json r = check(config);
+  EXPECT_TRUE(r["valid"].get<bool>()) << r.dump();
+  EXPECT_EQ(r["nodes"], config["nodes"].size());
+
+  // Problems, all at once, each at its JSON path.
+  json bad = config;
+  const size_t normals = node_index(config, "normals"), image = node_index(config, "image"),
+               save = node_index(config, "save");
+  bad["nodes"][normals]["params"]["resolution"] = "2k";     // the contract's
+  bad["nodes"][image]["params"]["path"] = "/etc/hostname";  // a path on the server
+  bad["nodes"][save]["params"]["path"] = "../escaped.glb";  // outside the job's folder
+  bad["nodes"].push_back({{"id", "dump"},
+                          {"stage", "save_images"},  // a stage jobs do not run
+                          {"inputs", {{"images", "multiview.images"}}},
+                          {"params", {{"dir", "/tmp"}}}});
+  r = check(bad);
+  EXPECT_FALSE(r["valid"].get<bool>()) << r.dump();
+  std::set<std::string> paths;
+  for (const json& p : r["problems"]) paths.insert(p["path"].get<std::string>());
+  const std::string n = "/nodes/";
+  EXPECT_TRUE(paths.contains(n + std::to_string(normals) + "/params/resolution")) << r.dump();
+  EXPECT_TRUE(paths.contains(n + std::to_string(image) + "/params/path")) << r.dump();
+  EXPECT_TRUE(paths.contains(n + std::to_string(save) + "/params/path")) << r.dump();
+  EXPECT_TRUE(paths.contains(n + std::to_string(config["nodes"].size()) + "/stage")) << r.dump();
+  EXPECT_GE(r["problems"].size(), 4u) << r.dump();
+  // Not JSON's shape, or no config at all: the request's fault.
+  EXPECT_FALSE(check(json::array())["valid"].get<bool>());
+  post_json(server, "/v1/validate", {{"vars", job["vars"]}}, status);
+  EXPECT_EQ(status, 400);
+
+  // A job with a bad config is refused with the same problems, and leaves nothing behind.
+  json refused_job = job;
+  refused_job["config"] = bad;
+  r = post_json(server, "/v1/jobs", refused_job, status);
+  EXPECT_EQ(status, 400) << r.dump();
+  EXPECT_EQ(r["error_code"], "bad_config") << r.dump();
+  EXPECT_GE(r["problems"].size(), 4u) << r.dump();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/data/jobs") &&
+               !std::filesystem::is_empty(dir + "/data/jobs"));
+
+  // The texture job, then its config as a job: the same result, from the cache.
+  const FinishedJob first = run_job(server, job);
+  ASSERT_EQ(first.state["state"], "done") << first.state.dump();
+  json edited_job = job;
+  edited_job["config"] = config;
+  const FinishedJob second = run_job(server, edited_job);
+  ASSERT_EQ(second.state["state"], "done") << second.state.dump();
+  EXPECT_GT(second.state["cache"]["hits"].get<int>(), 0) << second.state.dump();
+  EXPECT_EQ(second.state["cache"]["misses"], 0) << second.state.dump();
+  EXPECT_TRUE(first.result == second.result);
+  // An edit downstream re-runs what it changes.
+  json changed = config;
+  changed["nodes"][node_index(config, "fill")]["params"]["method"] = "propagate";
+  edited_job["config"] = changed;
+  const FinishedJob third = run_job(server, edited_job);
+  ASSERT_EQ(third.state["state"], "done") << third.state.dump();
+  EXPECT_GT(third.state["cache"]["hits"].get<int>(), 0) << third.state.dump();
+  EXPECT_GT(third.state["cache"]["misses"].get<int>(), 0) << third.state.dump();
+  const auto health = server.client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
 }
 
 }  // namespace
