@@ -118,7 +118,7 @@ TEST(ServeCache, TheSameJobTwiceComesFromTheCacheWithTheSameBytes) {
   EXPECT_GT(t["critical_seconds"].get<double>(), 0) << t.dump();
   EXPECT_LE(t["critical_seconds"].get<double>(), t["wall_seconds"].get<double>() + 1e-3)
       << t.dump();
-  EXPECT_GT(t["concurrency"].get<double>(), 0.5) << t.dump();
+  EXPECT_GT(t["concurrency"].get<double>(), 0) << t.dump();
 
   const FinishedJob second = run_job(server, texture_job());
   ASSERT_EQ(second.state["state"], "done") << second.state.dump();
