@@ -163,6 +163,7 @@ let checks = 0;      // the latest check; older answers are dropped
 async function showConfig(body) {
   const { config } = await post('/v1/config', { pipeline: 'texture', vars: body.vars, files: Object.keys(body.files) });
   $('config').value = JSON.stringify(config, null, 2);
+  $('config-box').open = true;
   await checkConfig();
 }
 
