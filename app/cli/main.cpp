@@ -326,6 +326,8 @@ int main(int argc, char** argv) {
                    "load (0: the server's own)")
       ->check(CLI::Range(0, 19))
       ->capture_default_str();
+  // One stage cache for every job of the server, the command line's by default.
+  gen3d::app::cli::add_cache_options(serve_cmd, serve.cache);
 
   std::string config;
   std::vector<std::string> sets;

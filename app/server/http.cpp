@@ -30,7 +30,10 @@ httplib::Server::Handler guarded(httplib::Server::Handler handler) {
     try {
       handler(req, res);
     } catch (const HttpError& e) {
-      send_error(res, e.status, e.code, e.what());
+      json body = e.details;
+      body["error"] = e.what();
+      body["error_code"] = e.code;
+      send_json(res, e.status, body);
     } catch (const pipeline::ConfigError& e) {
       send_error(res, 400, "bad_request", e.what());
     } catch (const std::exception& e) {

@@ -17,10 +17,15 @@ namespace gen3d::app::server {
 // An answer other than success: status, stable code and message, sent as a JSON body.
 class HttpError : public std::runtime_error {
  public:
-  HttpError(int status, std::string code, const std::string& message)
-      : std::runtime_error(message), status(status), code(std::move(code)) {}
+  HttpError(int status, std::string code, const std::string& message,
+            nlohmann::json details = nlohmann::json::object())
+      : std::runtime_error(message),
+        status(status),
+        code(std::move(code)),
+        details(std::move(details)) {}
   int status;
   std::string code;
+  nlohmann::json details;  // more fields of the error body (e.g. "problems")
 };
 
 void send_json(httplib::Response& res, int status, const nlohmann::json& body);

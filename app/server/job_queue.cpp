@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "app/server/thread_priority.h"
 #include "pipeline/error.h"
@@ -53,8 +54,8 @@ std::string new_uuid() {
 
 Job::Snapshot Job::snapshot() const {
   std::lock_guard lock(mutex_);
-  return Snapshot{state_,   phase_,    error_,         output_, nodes_, created_,
-                  started_, finished_, events_.size(), graph_,  files_};
+  return Snapshot{state_,    phase_,         error_, output_, nodes_, created_, started_,
+                  finished_, events_.size(), graph_, files_,  cache_, timing_};
 }
 
 std::vector<std::string> Job::events_from(size_t from, std::chrono::milliseconds wait,
@@ -88,22 +89,50 @@ void Job::set_graph(std::string graph_json) {
   changed_.notify_all();
 }
 
+void Job::set_timing(std::string timing_json) {
+  std::lock_guard lock(mutex_);
+  timing_ = std::move(timing_json);
+}
+
 void Job::add_file(const std::string& name, std::string path) {
   std::lock_guard lock(mutex_);
   files_[name] = std::move(path);
+}
+
+void Job::set_cache_summary(const JobCacheSummary& summary,
+                            const std::vector<NodeProgress>& unneeded,
+                            const std::vector<std::string>& cached_ids) {
+  std::lock_guard lock(mutex_);
+  cache_ = summary;
+  for (const NodeProgress& n : unneeded)
+    if (std::none_of(nodes_.begin(), nodes_.end(),
+                     [&](const NodeProgress& m) { return m.id == n.id; }))
+      nodes_.push_back(n);
+  nlohmann::json e = {{"event", "cache"},
+                      {"run", id},
+                      {"enabled", summary.enabled},
+                      {"hits", summary.hits},
+                      {"unneeded", summary.unneeded},
+                      {"misses", summary.misses},
+                      {"stored", summary.stored},
+                      {"saved_seconds", summary.saved_seconds},
+                      {"nodes", cached_ids}};
+  events_.push_back(e.dump());
+  changed_.notify_all();
 }
 
 void Job::add_event(const progress::Event& e) {
   using progress::EventKind;
   std::lock_guard lock(mutex_);
   if (e.kind == EventKind::kNodeStarted) {
-    nodes_.push_back({e.node, e.stage});
+    nodes_.push_back({e.node, e.stage, "running", 0.0, ""});
   } else if (e.kind == EventKind::kNodeFinished) {
     auto it = std::find_if(nodes_.begin(), nodes_.end(),
                            [&](const NodeProgress& n) { return n.id == e.node; });
-    if (it == nodes_.end()) it = nodes_.insert(nodes_.end(), {e.node, e.stage});
+    if (it == nodes_.end()) it = nodes_.insert(nodes_.end(), {e.node, e.stage, "running", 0.0, ""});
     it->status = e.status;
     it->seconds = e.seconds;
+    if (e.status == "cached") it->cache = "loaded";
   }
   const bool keeps_state = e.kind != EventKind::kStep && e.kind != EventKind::kLog;
   if (events_.size() >= kMaxEvents && !keeps_state) return;

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -58,6 +59,19 @@ struct NodeProgress {
   std::string stage;
   std::string status = "running";  // running, then the executor's done|failed|cached
   double seconds = 0;
+  // For a cached node: "loaded" (its outputs came from the stage cache) or "unneeded" (the cache
+  // holds them and nothing that ran needed them).
+  std::string cache;
+};
+
+// What a job's run did with the stage cache, set when its run has ended.
+struct JobCacheSummary {
+  bool enabled = false;  // the server has a stage cache (not --no-cache)
+  size_t hits = 0;       // nodes whose outputs were loaded from the cache
+  size_t unneeded = 0;   // nodes the cache holds that this run did not need (not run, not loaded)
+  size_t misses = 0;     // nodes that ran although the cache may hold them (not stored before)
+  size_t stored = 0;     // nodes this run stored
+  double saved_seconds = 0;  // the stored runs' time the loads saved
 };
 
 class Job;
@@ -90,6 +104,8 @@ class Job {
     size_t events = 0;
     std::string graph;                         // the graph as JSON text, once it is built ("")
     std::map<std::string, std::string> files;  // side files by name ("trace", "report"): paths
+    std::optional<JobCacheSummary> cache;      // once the run has ended
+    std::string timing;  // the run's critical path and concurrency as JSON text, once it ended
   };
   Snapshot snapshot() const;
   JobState state() const;  // without copying the rest
@@ -105,8 +121,16 @@ class Job {
   // The graph the job runs, as JSON text (`{"name", "nodes": [{"id", "stage", "after"}]}`), set
   // before it starts: a client draws it and colours its nodes from the events.
   void set_graph(std::string graph_json);
+  // The run's timing as JSON text (`{"wall_seconds", "busy_seconds", "concurrency",
+  // "critical_path", "critical_seconds"}`), once it has ended.
+  void set_timing(std::string timing_json);
   // A file the job wrote beside its output (a trace, a report), served by `name`.
   void add_file(const std::string& name, std::string path);
+  // The run's use of the stage cache, once it has ended: the nodes it did not need because the
+  // cache holds them are added to the job's nodes as "cached" (they sent no events), and a
+  // "cache" event with the summary and the ids of the cached nodes goes to the event stream.
+  void set_cache_summary(const JobCacheSummary& summary, const std::vector<NodeProgress>& unneeded,
+                         const std::vector<std::string>& cached_ids);
   void cancel() { cancel_.store(true); }
 
  private:
@@ -124,6 +148,8 @@ class Job {
   std::vector<std::string> events_;
   std::string graph_;
   std::map<std::string, std::string> files_;
+  std::optional<JobCacheSummary> cache_;
+  std::string timing_;
   Clock::time_point created_ = Clock::now(), started_, finished_;
   std::atomic<bool> cancel_{false};
   JobWork work_;

@@ -4,6 +4,8 @@
 // shares one raster cache and stage state; the networks load once per process (the model cache)
 // and stay for the next job.
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "app/cli/commands.h"
@@ -13,7 +15,8 @@
 
 namespace gen3d::pipeline {
 struct Graph;
-}
+class StageCache;
+}  // namespace gen3d::pipeline
 
 namespace gen3d::app::server {
 
@@ -29,14 +32,24 @@ struct ServeModels {
 // (hunyuan3d-dit-v2-1, then hunyuan3d-dit-v2-0, then the others by name).
 ServeModels find_serve_models(const std::string& dir);
 
+// The stage cache's counts over every job the server ran (for /metrics).
+struct CacheCounts {
+  bool enabled = false;
+  uint64_t hits = 0, misses = 0, stored = 0, unneeded = 0;
+};
+
 class JobRunner {
  public:
   // Texture jobs get `texture_size` and `render_size` unless they set their own (0: the config's).
-  JobRunner(ServeModels models, int texture_size, int render_size);
+  // Every job shares `cache` (null: none); the executor's claims keep two jobs that need one
+  // node's result from both computing it.
+  JobRunner(ServeModels models, int texture_size, int render_size,
+            pipeline::StageCache* cache = nullptr);
   JobRunner(const JobRunner&) = delete;
   JobRunner& operator=(const JobRunner&) = delete;
 
   const ServeModels& models() const { return models_; }
+  CacheCounts cache_counts() const;
 
   // Runs `gen3d texture`'s graph for `t` (with the paint model when there is one, else
   // model-free); the output is `t.output`, with `t.report_path` (when set) the HTML report of
@@ -46,6 +59,14 @@ class JobRunner {
   // Runs `gen3d shape`'s graph for `s` (an image; the model is the server's): the output is
   // `s.output`. The job's phase is "shape". JobFailure no_shape_model without a shape model.
   JobOutput shape(JobContext& ctx, cli::ShapeOptions s);
+
+  // `t` as texture() runs it: the server's paint model and sizes where it sets none.
+  cli::TextureOptions texture_options(cli::TextureOptions t) const;
+
+  // Runs a job's own config (job_config.h), checked and with its files in the job's folder; the
+  // output is `output`, with `report` (when set) as in texture(). The job's phase is "texturing".
+  JobOutput run_config(JobContext& ctx, const pipeline::Graph& graph, const std::string& output,
+                       const std::string& report);
 
  private:
   // Runs `graph` for the job: its graph and events go to the job, its Chrome trace to
@@ -57,6 +78,8 @@ class JobRunner {
   const int texture_size_;
   const int render_size_;
   pipeline::SharedState shared_;
+  pipeline::StageCache* const cache_;
+  std::atomic<uint64_t> hits_{0}, misses_{0}, stored_{0}, unneeded_{0};
 };
 
 }  // namespace gen3d::app::server

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <thread>
 
 #include <fmt/format.h>
@@ -22,6 +23,7 @@
 #include "app/server/reference_api.h"
 #include "app/server/studio.h"
 #include "pipeline/error.h"
+#include "pipeline/stage_cache.h"
 
 namespace gen3d::app::server {
 
@@ -134,7 +136,8 @@ class Server {
         data_dir_(o.data_dir.empty()
                       ? fs::temp_directory_path() / fmt::format("gen3d-serve-{}", ::getpid())
                       : fs::path(o.data_dir)),
-        runner_(find_serve_models(o.models_dir), o.texture_size, o.render_size),
+        cache_(cli::open_stage_cache(o.cache)),
+        runner_(find_serve_models(o.models_dir), o.texture_size, o.render_size, cache_.get()),
         jobs_(o.jobs, o.queue, data_dir_ / "jobs", o.job_nice) {
     routes();
   }
@@ -174,6 +177,8 @@ class Server {
                  data_dir_.string(),
                  models.paint.empty() ? ", model-free texturing" : ", paint models " + models.paint,
                  models.shape.empty() ? ", no shape model" : ", shape model " + models.shape);
+    spdlog::info("gen3d serve: stage cache {}",
+                 cache_ ? cache_->options().dir : std::string("off (every node runs)"));
     std::atomic<bool> done{false};
     std::thread watcher([&] {
       while (!done.load()) {
@@ -282,6 +287,7 @@ class Server {
 
   const ServeOptions options_;
   const fs::path data_dir_;
+  std::unique_ptr<pipeline::StageCache> cache_;  // null with --no-cache; shared by every job
   JobRunner runner_;  // outlives the queue: its workers run jobs through it
   httplib::Server http_;
   JobQueue jobs_;

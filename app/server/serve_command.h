@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <string>
 
+#include "app/cli/cache_command.h"
+
 namespace gen3d::app::server {
 
 struct ServeOptions {
@@ -28,6 +30,9 @@ struct ServeOptions {
   int render_size = 0;             // texture jobs' view render size (0: the config's default)
   std::string grace = "30s";       // on SIGTERM, how long running jobs may take to finish
   int job_nice = 10;               // jobs' threads' nice value (1 to 19), below requests'; 0: same
+  // --cache DIR, --cache-budget, --no-cache, --cache-all: the one stage cache all jobs share
+  // (default: the command line's, $GEN3D_CACHE_DIR, else $XDG_CACHE_HOME/gen3d or ~/.cache/gen3d).
+  cli::CacheOptions cache;
 };
 
 // "30s", "2m", "500ms", "1h", or a bare number of seconds ("0", "2.5"). Throws ConfigError.

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -264,6 +265,14 @@ TEST(Studio, RunsATextureJobAndShowsTheResult) {
   std::cout << "studio: job done and shown in " << seconds << " s; " << graph["nodes"].size()
             << " nodes; " << live << " finished nodes seen while the job ran\n";
 
+  // The run's critical path is outlined in the graph and named with the concurrency achieved.
+  const json timing = browser->script(
+      "return { text: document.getElementById('timing').textContent, "
+      "critical: document.querySelectorAll('#graph .node.critical').length };");
+  EXPECT_TRUE(timing["text"].get<std::string>().starts_with("critical path")) << timing.dump();
+  EXPECT_NE(timing["text"].get<std::string>().find("concurrency"), std::string::npos);
+  EXPECT_GT(timing["critical"].get<int>(), 2) << timing.dump();
+
   if (!have_three) {  // a build without libjs-three: the page says so instead
     EXPECT_NE(page["note"].get<std::string>().find("unavailable"), std::string::npos);
     GTEST_SKIP() << "this gen3d has no three.js (libjs-three): the viewer was not checked";
@@ -289,6 +298,143 @@ TEST(Studio, RunsATextureJobAndShowsTheResult) {
             << "% of it, " << colours << " colours (screenshots in " << out << ")\n";
   EXPECT_GT(share, 0.03) << "the viewer's canvas is blank (" << out << "/viewer.png)";
   EXPECT_GT(colours, 20u) << "the model has no texture (" << out << "/viewer.png)";
+
+  // The viewer's modes each draw the model otherwise.
+  std::set<std::string> shots = {png};
+  for (const std::string mode : {"base", "normal", "uv"}) {
+    browser->click("#viewer-modes button[data-mode=" + mode + "]");
+    EXPECT_EQ(browser->script("return document.getElementById('viewer').dataset.mode"), mode);
+    const std::string shot_png = browser->screenshot("#viewer canvas");
+    std::ofstream(out + "/viewer_" + mode + ".png", std::ios::binary) << shot_png;
+    EXPECT_TRUE(shots.insert(shot_png).second) << "mode " << mode << " looks like another";
+  }
+}
+
+// Waits up to `seconds` for `js` (a script's body returning a value) to return something truthy;
+// returns its last value.
+json wait_for(Browser& browser, const std::string& js, int seconds) {
+  json v;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(seconds)) {
+    v = browser.script(js);
+    if (!v.is_null() && v != false && v != "" && v != 0) return v;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return v;
+}
+
+// The editor's state: whether the config is valid ('true', 'false', '' while checking) and its
+// problems with their JSON paths.
+const char* kEditorState = R"js(
+  return { valid: document.getElementById('config-state').dataset.valid,
+           text: document.getElementById('config-state').textContent,
+           problems: [...document.querySelectorAll('#problems li')].map((li) => ({ path: li.dataset.path, text: li.textContent })),
+           run: !document.getElementById('run-config').disabled };)js";
+
+// Rewrites the editor's config with `edit` (a function body over `c`, the parsed config) and
+// fires the input event, as typing does.
+void edit_config(Browser& browser, const std::string& edit) {
+  browser.script(
+      "const area = document.getElementById('config'); const c = JSON.parse(area.value);" + edit +
+      "; area.value = JSON.stringify(c, null, 2);"
+      "area.dispatchEvent(new Event('input', { bubbles: true })); return true;");
+}
+
+// The config editor: a texture job's config is shown, an invalid edit is reported at its JSON path
+// as it is typed, and the fixed config runs again with its unchanged nodes from the stage cache,
+// drawn in the cached nodes' colour.
+TEST(Studio, EditsTheConfigAndRunsItAgainFromTheCache) {
+  std::string why;
+  const auto browser = Browser::start(why);
+  if (!browser) GTEST_SKIP() << why;
+  const std::string dir = temp_dir("studio_config_" + std::to_string(::getpid()));
+  const ServeProcess server({"--texture-size", "256", "--render-size", "256", "--data",
+                             dir + "/data", "--cache", dir + "/cache", "--cache-all"});
+  browser->go(server.url() + "/");
+  ASSERT_TRUE(wait_for(*browser,
+                       "return document.getElementById('health').textContent.startsWith('gen3d')",
+                       10)
+                  .get<bool>());
+  // The shipped example fills the form.
+  browser->click("#example");
+  ASSERT_TRUE(wait_for(*browser,
+                       "return document.getElementById('mesh').files.length === 1 && "
+                       "document.getElementById('images').files.length === 1",
+                       10)
+                  .get<bool>())
+      << browser->script(kPageState).dump();
+  browser->click("#run");
+  const char* finished =
+      "return ['done', 'failed', 'cancelled'].includes(document.body.dataset.state) && "
+      "document.body.dataset.job";
+  const std::string first = wait_for(*browser, finished, 180).get<std::string>();
+  ASSERT_EQ(browser->script("return document.body.dataset.state"), "done");
+
+  // The job's config is in the editor, and valid.
+  json editor = wait_for(*browser,
+                         "return document.getElementById('config-state').dataset.valid === 'true' "
+                         "&& document.getElementById('config').value",
+                         30);
+  ASSERT_TRUE(editor.is_string()) << browser->script(kEditorState).dump();
+  const json config = json::parse(editor.get<std::string>());
+  ASSERT_EQ(config["name"], "texgen") << config.dump();
+  size_t normals = 0;
+  while (normals < config["nodes"].size() && config["nodes"][normals]["id"] != "normals") ++normals;
+  ASSERT_LT(normals, config["nodes"].size());
+
+  // An invalid value: reported at its JSON path, and the config cannot run.
+  edit_config(*browser, "c.nodes.find((n) => n.id === 'normals').params.resolution = '2k'");
+  editor = wait_for(*browser,
+                    "return document.getElementById('config-state').dataset.valid === 'false'", 10);
+  ASSERT_EQ(editor, true) << browser->script(kEditorState).dump();
+  editor = browser->script(kEditorState);
+  const std::string path = "/nodes/" + std::to_string(normals) + "/params/resolution";
+  ASSERT_EQ(editor["problems"].size(), 1u) << editor.dump();
+  EXPECT_EQ(editor["problems"][0]["path"], path) << editor.dump();
+  EXPECT_NE(editor["problems"][0]["text"].get<std::string>().find("2k"), std::string::npos)
+      << editor.dump();
+  EXPECT_FALSE(editor["run"].get<bool>()) << editor.dump();
+
+  // Fixed: valid again; run it.
+  edit_config(*browser, "c.nodes.find((n) => n.id === 'normals').params.resolution = " +
+                            config["nodes"][normals]["params"]["resolution"].dump());
+  editor = wait_for(*browser,
+                    "return document.getElementById('config-state').dataset.valid === 'true' && "
+                    "!document.getElementById('run-config').disabled",
+                    10);
+  ASSERT_EQ(editor, true) << browser->script(kEditorState).dump();
+  browser->click("#run-config");
+  const std::string second = wait_for(*browser,
+                                      "return ['done', 'failed', 'cancelled'].includes("
+                                      "document.body.dataset.state) && document.body.dataset.job "
+                                      "!== '" +
+                                          first + "' && document.body.dataset.job",
+                                      180)
+                                 .get<std::string>();
+  const json page = browser->script(kPageState);
+  ASSERT_EQ(page["state"], "done") << page.dump();
+  ASSERT_NE(second, first);
+
+  // Its nodes came from the cache, and the graph draws them so.
+  const json job = json::parse(server.client().Get(("/v1/jobs/" + second).c_str())->body);
+  ASSERT_TRUE(job.contains("cache")) << job.dump();
+  EXPECT_GT(job["cache"]["hits"].get<int>(), 0) << job.dump();
+  EXPECT_EQ(job["cache"]["misses"], 0) << job.dump();
+  const auto cached = std::count(page["nodes"].begin(), page["nodes"].end(), json("cached"));
+  EXPECT_EQ(cached, std::ssize(job["cache"]["nodes"])) << page.dump();
+  EXPECT_GT(cached, 0) << page.dump();
+  EXPECT_NE(page["status"].get<std::string>().find("from the cache"), std::string::npos)
+      << page.dump();
+  const json colours = browser->script(
+      "const stroke = (s) => { const r = document.querySelector(`#graph .node[data-state=${s}] "
+      "rect`); return r ? getComputedStyle(r).stroke : ''; };"
+      "return { cached: stroke('cached'), done: stroke('done') };");
+  EXPECT_NE(colours["cached"], "") << colours.dump();
+  EXPECT_NE(colours["cached"], colours["done"]) << colours.dump();
+  std::ofstream(dir + "/rerun.png", std::ios::binary) << browser->page_screenshot();
+  std::cout << "studio: the edited config ran again with " << cached << " of "
+            << page["nodes"].size() << " nodes from the cache (screenshot " << dir
+            << "/rerun.png)\n";
 }
 
 }  // namespace

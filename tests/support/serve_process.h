@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,13 +39,17 @@ inline int free_port() {
   return ntohs(addr.sin_port);
 }
 
-// `gen3d serve ARGS --port P` in a child process, stopped with SIGTERM when destroyed.
+// `gen3d serve ARGS --port P` in a child process, stopped with SIGTERM when destroyed; without a
+// stage cache unless ARGS name one.
 class ServeProcess {
  public:
   explicit ServeProcess(std::vector<std::string> args) : port_(free_port()) {
     args.insert(args.begin(), {gen3d_executable(), "serve", "--port", std::to_string(port_)});
     pid_ = ::fork();
     if (pid_ == 0) {
+      // No stage cache unless a test names one (--cache DIR): jobs must not depend on what
+      // earlier runs left in a user cache directory.
+      ::setenv("GEN3D_CACHE_DIR", "off", 1);
       std::vector<char*> argv;
       for (std::string& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);

@@ -1,7 +1,9 @@
 // The gen3d studio: uploads files, runs a job through the job API (/v1/jobs), colours the job's
-// graph from its server-sent events and shows the result in a three.js viewer.
+// graph from its server-sent events and shows the result in a three.js viewer. The last texture
+// job's config can be edited (checked as it is typed) and run again on the same files.
 // body[data-state] (idle, running, done, failed, cancelled) and each graph node's data-state
-// (pending, running, done, cached, failed, unused, skipped) say where things stand, for people and tests.
+// (pending, running, done, cached, failed, unused, skipped) say where things stand, for people and tests;
+// #config-state[data-valid] ('true', 'false', '' while checking) and #problems li[data-path] the editor's.
 
 const $ = (id) => document.getElementById(id);
 const form = $('job');
@@ -110,13 +112,110 @@ async function jobBody() {
   return { pipeline: 'texture', files, vars };
 }
 
+// The shipped example (compiled into the server): its mesh and reference image are put into the
+// form's file choosers, as if chosen, on the texture pipeline.
+$('example').addEventListener('click', async () => {
+  try {
+    const file = async (url, name, type) => new File([await (await fetch(url)).blob()], name, { type });
+    const choose = (input, files) => {
+      const dt = new DataTransfer();
+      for (const f of files) dt.items.add(f);
+      input.files = dt.files;
+      input.dispatchEvent(new Event('change', { bubbles: true }));
+    };
+    form.elements.pipeline.value = 'texture';
+    $('source').value = 'image';
+    choose($('mesh'), [await file('/studio/examples/BoxTextured.glb', 'BoxTextured.glb', 'model/gltf-binary')]);
+    choose($('images'), [await file('/studio/examples/spider_front.png', 'spider_front.png', 'image/png')]);
+    showFields();
+    $('message').className = 'info';
+    $('message').textContent = 'example chosen: BoxTextured.glb with spider_front.png on the front view; press Run';
+  } catch (err) {
+    $('message').textContent = `the example did not load: ${err.message}`;
+  }
+});
+
+const post = (path, body) => json(path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+
 form.addEventListener('submit', async (e) => {
   e.preventDefault();
   $('message').textContent = '';
   $('message').className = '';
   try {
-    const body = JSON.stringify(await jobBody());
-    const j = await json('/v1/jobs', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+    const body = await jobBody();
+    const j = await post('/v1/jobs', body);
+    if (body.pipeline === 'texture') {
+      lastJob = body;
+      showConfig(body).catch((err) => { $('config-state').textContent = err.message; });
+    }
+    watch(j.id);
+  } catch (err) {
+    $('message').textContent = err.message;
+  }
+});
+
+// --- the config editor: the last texture job's config, checked as it is edited ------------------
+
+let lastJob = null;  // the last texture job's body (files, variables): a config runs on its files
+let checks = 0;      // the latest check; older answers are dropped
+
+// The config the job runs (POST /v1/config), with its files named as in the job's folder.
+async function showConfig(body) {
+  const { config } = await post('/v1/config', { pipeline: 'texture', vars: body.vars, files: Object.keys(body.files) });
+  $('config').value = JSON.stringify(config, null, 2);
+  $('config-box').open = true;
+  await checkConfig();
+}
+
+function showProblems(valid, problems, text) {
+  $('config-state').dataset.valid = valid;
+  $('config-state').textContent = text;
+  $('problems').replaceChildren(...problems.map((p) => {
+    const li = document.createElement('li');
+    li.dataset.path = p.path;
+    const code = document.createElement('code');
+    code.textContent = p.path || '/';
+    li.append(code, ': ' + (p.node ? `node "${p.node}": ` : '') + p.message);
+    return li;
+  }));
+  $('run-config').disabled = !(valid === 'true' && lastJob && !job);
+}
+
+// Checks the editor's text: JSON syntax here, the rest by the server (POST /v1/validate), which
+// checks it as a job's config, against the stages' contracts and the job's files.
+async function checkConfig() {
+  const n = ++checks;
+  let config;
+  try {
+    config = JSON.parse($('config').value);
+  } catch (err) {
+    showProblems('false', [{ path: '', node: '', message: `not JSON: ${err.message}` }], 'not valid JSON');
+    return;
+  }
+  showProblems('', [], 'checking…');
+  try {
+    const files = lastJob ? Object.keys(lastJob.files) : [];
+    const r = await post('/v1/validate', { config, vars: lastJob ? lastJob.vars : {}, files });
+    if (n !== checks) return;
+    showProblems(String(r.valid), r.problems, r.valid ? `valid: ${r.nodes} nodes` : `${r.problems.length} problem${r.problems.length === 1 ? '' : 's'}`);
+  } catch (err) {
+    if (n === checks) showProblems('false', [], err.message);
+  }
+}
+
+let typing = null;
+$('config').addEventListener('input', () => {
+  $('config-state').dataset.valid = '';
+  $('run-config').disabled = true;
+  clearTimeout(typing);
+  typing = setTimeout(checkConfig, 300);
+});
+
+$('run-config').addEventListener('click', async () => {
+  $('message').textContent = '';
+  try {
+    const config = JSON.parse($('config').value);
+    const j = await post('/v1/jobs', { ...lastJob, config });
     watch(j.id);
   } catch (err) {
     $('message').textContent = err.message;
@@ -172,10 +271,14 @@ async function watch(id) {
   document.body.dataset.job = id;
   setState('running', 'queued');
   $('run').disabled = true;
+  $('run-config').disabled = true;
   $('cancel').disabled = false;
   for (const a of $('links').children) a.hidden = true;
   $('viewer').replaceChildren(Object.assign(document.createElement('p'), { textContent: 'running…' }));
+  $('viewer-modes').hidden = true;
+  delete $('viewer').dataset.loaded;
   $('graph').replaceChildren();
+  $('timing').textContent = '';
   const nodes = new Map();  // node id -> {status, seconds}, from the events
   let total = 0, finished = 0;
   const end = await events(id, async (name, e) => {
@@ -204,10 +307,13 @@ async function watch(id) {
   for (const g of $('graph').querySelectorAll('.node'))
     paintNode(g.dataset.id, nodes.get(g.dataset.id) || { status: never });
   const seconds = end.finished && end.started ? ` in ${(end.finished - end.started).toFixed(1)} s` : '';
-  setState(end.state, end.state + seconds + (end.error ? `: ${end.error.error}` : ''));
+  showTiming(end.timing);
+  const cached = end.cache && end.cache.nodes.length ? ` · ${end.cache.nodes.length} nodes from the cache` : '';
+  setState(end.state, end.state + seconds + cached + (end.error ? `: ${end.error.error}` : ''));
   $('run').disabled = false;
   $('cancel').disabled = true;
   job = null;
+  $('run-config').disabled = !($('config-state').dataset.valid === 'true' && lastJob);
   health();
   if (end.state === 'done') await showResult(id, end.files);
 }
@@ -259,6 +365,19 @@ function paintNode(id, n) {
   g.dataset.state = n.status;
   if (n.seconds !== undefined && (n.status === 'done' || n.status === 'cached' || n.status === 'failed'))
     g.querySelector('.info').textContent = `${g.querySelector('title').textContent.match(/\((.*)\)/)[1]} · ${n.seconds < 1 ? (n.seconds * 1000).toFixed(0) + ' ms' : n.seconds.toFixed(2) + ' s'}`;
+}
+
+// The run's critical path (outlined in the graph) and the concurrency it achieved.
+function showTiming(t) {
+  if (!t) return;
+  const s = (x) => (x < 1 ? `${(x * 1000).toFixed(0)} ms` : `${x.toFixed(2)} s`);
+  for (const id of t.critical_path) {
+    const g = $('graph').querySelector(`.node[data-id="${CSS.escape(id)}"]`);
+    if (g) g.classList.add('critical');
+  }
+  $('timing').textContent = `critical path ${s(t.critical_seconds)} of ${s(t.wall_seconds)}: ` +
+    `${t.critical_path.join(' → ') || 'none'} · concurrency ${t.concurrency.toFixed(2)}× ` +
+    `(${s(t.busy_seconds)} of node time)`;
 }
 
 // --- the result ------------------------------------------------------------------------------
@@ -328,8 +447,39 @@ async function view(bytes) {
   controls.addEventListener('change', render);
   controls.update();
   box.replaceChildren(renderer.domElement);
+  viewModes(THREE, gltf.scene, render);
   render();
   box.dataset.loaded = 'true';
+}
+
+// The viewer's modes: lit (the file's materials), its base colour alone (unlit), the surface
+// normals, and where each point reads the texture from (u in red, v in green, a checker of 16 × 16
+// cells in blue, so that seams and stretched charts show).
+const UV_SHADER = {
+  vertexShader: 'varying vec2 vUv; void main() { vUv = uv; gl_Position = projectionMatrix * modelViewMatrix * vec4(position, 1.0); }',
+  fragmentShader: 'varying vec2 vUv; void main() { vec2 c = floor(fract(vUv) * 16.0); float k = mod(c.x + c.y, 2.0); gl_FragColor = vec4(fract(vUv), 0.2 + 0.6 * k, 1.0); }',
+};
+
+function viewModes(THREE, root, render) {
+  const meshes = [];
+  root.traverse((o) => { if (o.isMesh) meshes.push({ mesh: o, original: o.material, made: {} }); });
+  const make = (mode, m) => {
+    if (mode === 'base') return new THREE.MeshBasicMaterial({ map: m.map || null, color: m.map ? 0xffffff : m.color });
+    if (mode === 'normal') return new THREE.MeshNormalMaterial();
+    return new THREE.ShaderMaterial(UV_SHADER);
+  };
+  const set = (mode) => {
+    for (const e of meshes) {
+      e.mesh.material = mode === 'lit' ? e.original
+        : (e.made[mode] ||= Array.isArray(e.original) ? e.original.map((m) => make(mode, m)) : make(mode, e.original));
+    }
+    $('viewer').dataset.mode = mode;
+    for (const b of $('viewer-modes').querySelectorAll('button')) b.setAttribute('aria-pressed', String(b.dataset.mode === mode));
+    render();
+  };
+  for (const b of $('viewer-modes').querySelectorAll('button')) b.onclick = () => set(b.dataset.mode);
+  $('viewer-modes').hidden = false;
+  set('lit');
 }
 
 showFields();
