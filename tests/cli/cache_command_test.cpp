@@ -31,11 +31,6 @@ json read_json(const std::string& path) {
   return json::parse(in);
 }
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 std::set<std::string> nodes_with(const json& metrics, const std::string& status) {
   std::set<std::string> out;
   for (const json& n : metrics["nodes"])

@@ -34,11 +34,6 @@ const std::string kBox = "tests/data/mesh/meshes-assimp/glTF2/BoxTextured.glb";
 const std::string kImage = "assets/images/spider_front.png";
 constexpr int kTextureSize = 2048;  // the server's default, which the add-on's user gets
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // The blender to run: $GEN3D_BLENDER, else the first on PATH ("" for none).
 std::string find_blender() {
   const std::string given = env_or("GEN3D_BLENDER", "");

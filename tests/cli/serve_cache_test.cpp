@@ -28,11 +28,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 const std::string kMesh = "tests/data/mesh/meshes-assimp/glTF2/BoxTextured.glb";
 const std::string kImage = "assets/images/spider_front.png";
 

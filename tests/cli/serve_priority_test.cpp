@@ -33,11 +33,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 struct ThreadInfo {
   std::string name;
   int nice = 0;

@@ -28,11 +28,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // A texture job of some seconds: the box at a 4096 px texture.
 std::string job_body() {
   return json{{"image", io::base64_encode(read_bytes("assets/images/spider_front.png"))},

@@ -24,6 +24,7 @@ namespace gen3d::mesh {
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using test::read_bytes;
 
 struct Glb {
   json doc;
@@ -38,11 +39,6 @@ uint32_t u32_at(const std::string& s, size_t at) {
 
 void put_u32(std::string& s, uint32_t v) {
   s.append(reinterpret_cast<const char*>(&v), 4);
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {
