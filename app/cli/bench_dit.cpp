@@ -143,7 +143,7 @@ void add_bench_dit(CLI::App& bench, BenchDitOptions& opt) {
               "with the forwards; reports roof_gflops and fraction_of_roof")
       ->capture_default_str();
   c->add_option("--device", opt.device,
-                "cpu, or cuda: the 2.0 DiT in bf16 on the GPU (this build's CUDA backend)")
+                "cpu, or cuda: the DiT in bf16 on the GPU (this build's CUDA backend)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   opt.command = c;
@@ -185,7 +185,6 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
 
   const models::Device device = models::parse_device(opt.device);
   if (device != models::Device::kCpu) {
-    if (v21) throw pipeline::ConfigError("bench dit: --device cuda runs the 2.0 DiT only");
     if (opt.roof || opt.alongside)
       throw pipeline::ConfigError("bench dit: --roof and --alongside time the CPU only");
     use_device(device);
@@ -220,18 +219,18 @@ int cmd_bench_dit(const BenchDitOptions& opt) {
 
   arena.execute([&] {
     for (Run& r : runs) {
+      // On a device the host copy stays float32 (the backend rounds it to bf16 on upload).
+      const models::WeightStorage storage = device == models::Device::kCpu
+                                                ? models::storage_for(r.precision)
+                                                : models::WeightStorage::kF32;
       if (v21) {
         auto m = std::make_shared<const models::HunyuanDiTPlain>(
-            models::HunyuanDiTPlain::random(cfg21, 42, {models::storage_for(r.precision)}));
+            models::HunyuanDiTPlain::random(cfg21, 42, {storage, device}));
         r.forward = [&x, &t, &ctx, m = m.get()] { return m->forward(x, t, ctx); };
         r.moe_usage = [m = m.get()] { return m->moe_usage(); };
         r.weight_bytes = m->weight_bytes();
         r.model = m;
       } else {
-        // On a device the host copy stays float32 (the backend rounds it to bf16 on upload).
-        const models::WeightStorage storage = device == models::Device::kCpu
-                                                  ? models::storage_for(r.precision)
-                                                  : models::WeightStorage::kF32;
         auto m = std::make_shared<const models::Hunyuan3DDiT>(
             models::Hunyuan3DDiT::random(cfg, 42, {storage, device}));
         r.forward = [&x, &t, &ctx, m = m.get()] { return m->forward(x, t, ctx); };

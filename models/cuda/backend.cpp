@@ -145,6 +145,26 @@ std::shared_ptr<const DeviceNorm> device_norm(const nn::LayerNorm& n) {
   return std::static_pointer_cast<const DeviceNorm>(made);
 }
 
+// A host array copied into stream-ordered device memory for the kernels issued after it; freed
+// in stream order, so the kernels that read it finish first. The host array may go as soon as
+// the constructor returns (a copy from pageable memory is staged before the call returns).
+template <typename T>
+class Staged {
+ public:
+  Staged(const T* host, i64 n) {
+    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
+    check(cudaMallocAsync(reinterpret_cast<void**>(&p_), bytes, g_stream), "cudaMallocAsync");
+    check(cudaMemcpyAsync(p_, host, bytes, cudaMemcpyHostToDevice, g_stream), "cudaMemcpyAsync");
+  }
+  ~Staged() { cudaFreeAsync(p_, g_stream); }
+  Staged(const Staged&) = delete;
+  Staged& operator=(const Staged&) = delete;
+  const T* get() const { return p_; }
+
+ private:
+  T* p_ = nullptr;
+};
+
 // Events around each operation while profiling is on.
 struct Profile {
   std::atomic<bool> on{false};
@@ -261,6 +281,37 @@ class CudaOps final : public nn::DeviceOps {
                             static_cast<std::size_t>(cols) * sizeof(float),
                             static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice, g_stream),
           "copy_rows");
+  }
+  void rms_norm(const nn::RMSNorm& norm, float* y, i64 ldy, const float* x, i64 ldx,
+                i64 rows) const override {
+    const auto scale = device_scale(norm);
+    const Span span("rms_norm");
+    cuda::rms_norm(y, ldy, x, ldx, rows, norm.dim, scale.get(), norm.eps);
+  }
+  void linear_f32(float* y, i64 ldy, const float* x, i64 ldx, i64 rows, const Tensor& w,
+                  const nn::DeviceCopy& slot) const override {
+    const float* wd = device_parameter(w, slot);
+    const Span span("linear_f32");
+    cuda::linear_f32(y, ldy, x, ldx, wd, rows, w.dim(1), w.dim(0));
+  }
+  void gather_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, const i64* rows, i64 n,
+                   i64 cols) const override {
+    if (n * cols == 0) return;
+    const Staged<i64> r(rows, n);
+    const Span span("gather");
+    cuda::gather_rows(dst, ld_dst, src, ld_src, r.get(), n, cols);
+  }
+  void scatter_add_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, const i64* rows,
+                        const float* weight, i64 n, i64 cols) const override {
+    if (n * cols == 0) return;
+    const Staged<i64> r(rows, n);
+    const Staged<float> w(weight, n);
+    const Span span("gather");
+    cuda::scatter_add_rows(dst, ld_dst, src, ld_src, r.get(), w.get(), n, cols);
+  }
+  void zero(float* x, i64 n) const override {
+    if (n == 0) return;
+    check(cudaMemsetAsync(x, 0, static_cast<std::size_t>(n) * sizeof(float), g_stream), "zero");
   }
   const float* parameter(const Tensor& t, const nn::DeviceCopy& slot) const override {
     return device_parameter(t, slot);

@@ -298,6 +298,60 @@ __global__ void qk_rmsnorm_kernel(float* qkv, i64 rows, i64 ld, int heads, int h
     }
 }
 
+// One warp per row: x * rsqrt(mean(x^2) + eps) * scale, as kernels::rms_norm_row. Each lane
+// writes only the columns it read, after the warp's sum, so y may alias x.
+__global__ void rms_norm_kernel(float* y, i64 ldy, const float* x, i64 ldx, i64 rows, int dim,
+                                const float* scale, float eps) {
+  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  for (i64 r = blockIdx.x * static_cast<i64>(warps) + threadIdx.x / 32; r < rows;
+       r += static_cast<i64>(gridDim.x) * warps) {
+    const float* xr = x + r * ldx;
+    float s = 0.0f;
+    for (int d = lane; d < dim; d += 32) s += xr[d] * xr[d];
+    const float rr = 1.0f / sqrtf(warp_sum(s) / static_cast<float>(dim) + eps);
+    float* yr = y + r * ldy;
+    for (int d = lane; d < dim; d += 32) {
+      const float n = xr[d] * rr;
+      yr[d] = scale ? n * scale[d] : n;
+    }
+  }
+}
+
+// One warp per output element, float32 throughout: for narrow products (a router's few
+// columns), where a tiled GEMM would leave the GPU idle anyway.
+__global__ void linear_f32_kernel(float* y, i64 ldy, const float* x, i64 ldx, const float* w,
+                                  i64 rows, int in, int out) {
+  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const i64 n = rows * out;
+  for (i64 e = blockIdx.x * static_cast<i64>(warps) + threadIdx.x / 32; e < n;
+       e += static_cast<i64>(gridDim.x) * warps) {
+    const i64 r = e / out;
+    const int o = static_cast<int>(e - r * out);
+    const float* xr = x + r * ldx;
+    const float* wr = w + static_cast<i64>(o) * in;
+    float s = 0.0f;
+    for (int i = lane; i < in; i += 32) s += xr[i] * wr[i];
+    s = warp_sum(s);
+    if (lane == 0) y[r * ldy + o] = s;
+  }
+}
+
+// Rows walk blockIdx.y, columns x (grid_rows).
+__global__ void gather_rows_kernel(float* dst, i64 ldd, const float* src, i64 lds, const i64* rows,
+                                   i64 n, int cols) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  for (i64 i = blockIdx.y; i < n; i += gridDim.y) dst[i * ldd + c] = src[rows[i] * lds + c];
+}
+
+__global__ void scatter_add_rows_kernel(float* dst, i64 ldd, const float* src, i64 lds,
+                                        const i64* rows, const float* weight, i64 n, int cols) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  for (i64 i = blockIdx.y; i < n; i += gridDim.y)
+    dst[rows[i] * ldd + c] += weight[i] * src[i * lds + c];
+}
+
 // Fourier features of points, as the CPU computes them: out[p] = [x y z | sin(x f_j).., sin(y
 // f_j).., sin(z f_j).. | cos(..)], each product x f_j in float32, sin and cos in double.
 __global__ void fourier_kernel(float* out, const float* xyz, i64 points, const float* freqs,
@@ -750,6 +804,40 @@ void qk_rmsnorm(float* qkv, i64 rows, i64 ld, i64 heads, i64 head_dim, i64 head_
                                                      static_cast<int>(head_dim), head_stride,
                                                      q_offset, k_offset, q_scale, k_scale, eps);
   check_launch("qk_rmsnorm");
+}
+
+void rms_norm(float* y, i64 ldy, const float* x, i64 ldx, i64 rows, i64 dim, const float* scale,
+              float eps) {
+  if (rows * dim == 0) return;
+  constexpr int kWarpsPerBlock = kThreads / 32;
+  rms_norm_kernel<<<blocks_for(rows, kWarpsPerBlock), kThreads, 0, stream()>>>(
+      y, ldy, x, ldx, rows, static_cast<int>(dim), scale, eps);
+  check_launch("rms_norm");
+}
+
+void linear_f32(float* y, i64 ldy, const float* x, i64 ldx, const float* w, i64 rows, i64 in,
+                i64 out) {
+  if (rows * out == 0) return;
+  constexpr int kWarpsPerBlock = kThreads / 32;
+  linear_f32_kernel<<<blocks_for(rows * out, kWarpsPerBlock), kThreads, 0, stream()>>>(
+      y, ldy, x, ldx, w, rows, static_cast<int>(in), static_cast<int>(out));
+  check_launch("linear_f32");
+}
+
+void gather_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, const i64* rows, i64 n,
+                 i64 cols) {
+  if (n * cols == 0) return;
+  gather_rows_kernel<<<grid_rows(n, cols), kThreads, 0, stream()>>>(dst, ld_dst, src, ld_src, rows,
+                                                                    n, static_cast<int>(cols));
+  check_launch("gather_rows");
+}
+
+void scatter_add_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, const i64* rows,
+                      const float* weight, i64 n, i64 cols) {
+  if (n * cols == 0) return;
+  scatter_add_rows_kernel<<<grid_rows(n, cols), kThreads, 0, stream()>>>(
+      dst, ld_dst, src, ld_src, rows, weight, n, static_cast<int>(cols));
+  check_launch("scatter_add_rows");
 }
 
 void fourier(float* out, const float* xyz, i64 points, const float* freqs, i64 num_freqs) {

@@ -36,6 +36,18 @@ void gated_residual(float* h, i64 hsb, const float* y, i64 ysb, i64 batch, i64 t
                     const float* gate, i64 gate_stride);
 void qk_rmsnorm(float* qkv, i64 rows, i64 ld, i64 heads, i64 head_dim, i64 head_stride,
                 i64 q_offset, i64 k_offset, const float* q_scale, const float* k_scale, float eps);
+// y = x * rsqrt(mean(x^2) + eps) * scale per row of `dim` (scale may be null); y may alias x.
+void rms_norm(float* y, i64 ldy, const float* x, i64 ldx, i64 rows, i64 dim, const float* scale,
+              float eps);
+// y[rows, out] = x[rows, in] w[out, in]^T, float32 operands and accumulation (w dense).
+void linear_f32(float* y, i64 ldy, const float* x, i64 ldx, const float* w, i64 rows, i64 in,
+                i64 out);
+// dst[i] = src[rows[i]] and dst[rows[i]] += weight[i] * src[i] (DeviceOps::gather_rows,
+// scatter_add_rows); `rows` and `weight` on the device.
+void gather_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, const i64* rows, i64 n,
+                 i64 cols);
+void scatter_add_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, const i64* rows,
+                      const float* weight, i64 n, i64 cols);
 // Fourier features [points, 3 (2F + 1)] of points [points, 3] (kernels' formula: see
 // DeviceOps::fourier).
 void fourier(float* out, const float* xyz, i64 points, const float* freqs, i64 num_freqs);

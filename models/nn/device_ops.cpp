@@ -12,6 +12,7 @@
 
 #include "models/core/error.h"
 #include "models/kernels/fused.h"
+#include "models/kernels/linear.h"
 #include "models/nn/layers.h"
 
 namespace gen3d::models::nn {
@@ -86,12 +87,38 @@ class CpuOps final : public DeviceOps {
     kernels::act_copy(a, dst, ld_dst, src, ld_src, rows, cols);
   }
   void add(float* y, const float* x, i64 n) const override {
-    for (i64 i = 0; i < n; ++i) y[i] += x[i];
+    tbb::parallel_for(tbb::blocked_range<i64>(0, n, 1 << 16),
+                      [&](const tbb::blocked_range<i64>& r) {
+                        for (i64 i = r.begin(); i < r.end(); ++i) y[i] += x[i];
+                      });
   }
   void copy_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
                  i64 cols) const override {
     for (i64 r = 0; r < rows; ++r) std::copy_n(src + r * ld_src, cols, dst + r * ld_dst);
   }
+  void rms_norm(const RMSNorm& norm, float* y, i64 ldy, const float* x, i64 ldx,
+                i64 rows) const override {
+    norm(y, ldy, x, ldx, rows);
+  }
+  void linear_f32(float* y, i64 ldy, const float* x, i64 ldx, i64 rows, const Tensor& w,
+                  const DeviceCopy&) const override {
+    kernels::linear(y, ldy, x, ldx, w.data(), nullptr, rows, w.dim(1), w.dim(0));
+  }
+  void gather_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, const i64* rows, i64 n,
+                   i64 cols) const override {
+    tbb::parallel_for(i64{0}, n,
+                      [&](i64 i) { std::copy_n(src + rows[i] * ld_src, cols, dst + i * ld_dst); });
+  }
+  void scatter_add_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, const i64* rows,
+                        const float* weight, i64 n, i64 cols) const override {
+    tbb::parallel_for(i64{0}, n, [&](i64 i) {
+      float* d = dst + rows[i] * ld_dst;
+      const float* s = src + i * ld_src;
+      const float w = weight[i];
+      for (i64 c = 0; c < cols; ++c) d[c] += w * s[c];
+    });
+  }
+  void zero(float* x, i64 n) const override { std::fill_n(x, n, 0.0f); }
   const float* parameter(const Tensor& t, const DeviceCopy&) const override { return t.data(); }
 };
 

@@ -64,6 +64,23 @@ class DeviceOps {
   // device.
   virtual void copy_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
                          i64 cols) const = 0;
+  // y[rows, dim] (row stride ldy) = the layer's RMSNorm of x (row stride ldx); y may alias x.
+  virtual void rms_norm(const RMSNorm& norm, float* y, i64 ldy, const float* x, i64 ldx,
+                        i64 rows) const = 0;
+  // y[rows, out] (row stride ldy) = x[rows, in] (row stride ldx) w[out, in]^T, float32 throughout
+  // (no bf16 rounding): for small products whose outputs pick a discrete choice, such as a
+  // mixture of experts' router. `w` is a host parameter, kept on the device in `slot`.
+  virtual void linear_f32(float* y, i64 ldy, const float* x, i64 ldx, i64 rows, const Tensor& w,
+                          const DeviceCopy& slot) const = 0;
+  // dst[i, 0..cols) = src[rows[i], 0..cols) for i < n; `rows` is on the host.
+  virtual void gather_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, const i64* rows,
+                           i64 n, i64 cols) const = 0;
+  // dst[rows[i], c] += weight[i] * src[i, c] for i < n, c < cols; the rows are distinct; `rows`
+  // and `weight` are on the host.
+  virtual void scatter_add_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src,
+                                const i64* rows, const float* weight, i64 n, i64 cols) const = 0;
+  // x[0..n) = 0
+  virtual void zero(float* x, i64 n) const = 0;
   // A parameter tensor (on the host) readable by this device's kernels: its own data on the CPU;
   // on a device, a copy made on first use and kept in `slot`, so it lives as long as the layer
   // that owns the slot.

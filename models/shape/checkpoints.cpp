@@ -87,12 +87,10 @@ std::shared_ptr<const Hunyuan3DDiT> shared_dit(const CheckpointSource& source) {
 std::shared_ptr<const ShapeDenoiser> shared_denoiser(const CheckpointSource& source) {
   const std::string section = nn::read_config_file(source.config, source.section).dump();
   if (!DiT21Config::describes(section)) return shared_dit(source);
-  if (source.device != Device::kCpu)
-    throw ModelError(source.weights + ": the 2.1 DiT (HunYuanDiTPlain) runs on the CPU only; " +
-                     device_name(source.device) + " runs the 2.0 DiT");
   const std::string key = nn::canonical_path(source.weights) + "|" +
                           nn::canonical_path(source.config) + "|" + source.section + "|" +
-                          std::string(storage_name(source.storage));
+                          std::string(storage_name(source.storage)) + "|" +
+                          device_name(source.device);
   return nn::shared_model<HunyuanDiTPlain>(key, [&] {
     DiT21Config cfg;
     try {
@@ -101,7 +99,7 @@ std::shared_ptr<const ShapeDenoiser> shared_denoiser(const CheckpointSource& sou
       throw ModelError(source.config + " [" + source.section + "]: " + e.what());
     }
     WeightMap w = WeightMap::for_submodel(SafetensorsFile::open(source.weights), kDiTPrefix);
-    return HunyuanDiTPlain::load(cfg, w, {source.storage});
+    return HunyuanDiTPlain::load(cfg, w, {source.storage, source.device});
   });
 }
 

@@ -14,6 +14,7 @@
 #include "models/kernels/fused.h"
 #include "models/kernels/linear.h"
 #include "models/kernels/norms.h"
+#include "models/nn/device_ops.h"
 #include "models/nn/layers.h"
 
 namespace gen3d::models {
@@ -54,6 +55,15 @@ Linear fused_projection(ParamSource& p, const std::string& name,
   return l;
 }
 
+// A per-head RMSNorm (torch RMSNorm(D, eps, elementwise_affine) with its weight named .weight).
+nn::RMSNorm head_norm(ParamSource& p, const std::string& weight_name, i64 D) {
+  nn::RMSNorm n;
+  n.scale = p.take(weight_name, {D});
+  n.dim = D;
+  n.eps = kEps;
+  return n;
+}
+
 // diffusers FeedForward(dim, activation_fn="gelu"): net.0.proj (H -> 4H), GELU(erf), net.2.
 struct FeedForward {
   Linear proj, out;
@@ -61,24 +71,24 @@ struct FeedForward {
     proj.load(p, name + ".net.0.proj", H, hidden, true, Quantize::kInt8);
     out.load(p, name + ".net.2", hidden, H, true, Quantize::kInt8);
   }
-  // y[rows, H] = net(x[rows, H]); hid is scratch [rows, hidden].
-  void operator()(float* y, const float* x, i64 rows, float* hid) const {
-    proj(hid, x, rows, Act::kGeluErf);  // [rows, 4H]
-    out(y, hid, rows);                  // [rows, H]
+  // y[rows, H] = net(x[rows, H]) on k's device; hid is scratch [rows, hidden] there.
+  void operator()(const nn::DeviceOps& k, float* y, const float* x, i64 rows, float* hid) const {
+    k.linear(proj, hid, proj.out, x, proj.in, rows, Act::kGeluErf);  // [rows, 4H]
+    k.linear(out, y, out.out, hid, out.in, rows);                    // [rows, H]
   }
 };
 
 // Self-attention `attn1`: to_q/to_k/to_v fused, per-head RMS norms, out_proj.
 struct SelfAttention {
   Linear qkv;  // H -> 3H, columns [q | k | v]
-  Tensor q_norm, k_norm;
+  nn::RMSNorm q_norm, k_norm;
   Linear out_proj;
   void load(ParamSource& p, const std::string& name, const DiT21Config& c) {
     const i64 H = c.hidden_size, D = c.head_dim();
     qkv = fused_projection(p, name, {"to_q", "to_k", "to_v"}, H, H, c.qkv_bias);
     if (c.qk_norm) {
-      q_norm = p.take(name + ".q_norm.weight", {D});
-      k_norm = p.take(name + ".k_norm.weight", {D});
+      q_norm = head_norm(p, name + ".q_norm.weight", D);
+      k_norm = head_norm(p, name + ".k_norm.weight", D);
     }
     out_proj.load(p, name + ".out_proj", H, H, true, Quantize::kInt8);
   }
@@ -88,15 +98,15 @@ struct SelfAttention {
 struct CrossAttention {
   Linear to_q;  // H -> H
   Linear kv;    // context_dim -> 2H, columns [k | v]
-  Tensor q_norm, k_norm;
+  nn::RMSNorm q_norm, k_norm;
   Linear out_proj;
   void load(ParamSource& p, const std::string& name, const DiT21Config& c) {
     const i64 H = c.hidden_size, D = c.head_dim();
     to_q.load(p, name + ".to_q", H, H, c.qkv_bias, Quantize::kInt8);
     kv = fused_projection(p, name, {"to_k", "to_v"}, c.context_dim, H, c.qkv_bias);
     if (c.qk_norm) {
-      q_norm = p.take(name + ".q_norm.weight", {D});
-      k_norm = p.take(name + ".k_norm.weight", {D});
+      q_norm = head_norm(p, name + ".q_norm.weight", D);
+      k_norm = head_norm(p, name + ".k_norm.weight", D);
     }
     out_proj.load(p, name + ".out_proj", H, H, true, Quantize::kInt8);
   }
@@ -106,6 +116,7 @@ struct CrossAttention {
 // renormalization, plus a shared expert every token goes through.
 struct MoE {
   Tensor gate;  // [E, H], kept float32 whatever the storage: routing must not flip under bf16
+  nn::DeviceCopy gate_copy;
   std::vector<FeedForward> experts;
   FeedForward shared;
   int top_k = 2;
@@ -175,11 +186,22 @@ Tensor gather_heads(const float* base, i64 B, i64 T, i64 ld, i64 col0, i64 heads
   return out;
 }
 
+// The device backends run bf16 layers: int8 weights are a CPU form.
+void check_options(const DiT21Options& opt) {
+  if (opt.device != Device::kCpu && opt.storage == WeightStorage::kInt8)
+    throw ModelError(std::string("HunyuanDiTPlain: int8 weights run on the CPU only, not on ") +
+                     device_name(opt.device));
+  if (opt.device != Device::kCpu)
+    spdlog::warn("HunyuanDiTPlain on {} is unverified: its GPU tests have not yet run on a GPU",
+                 device_name(opt.device));
+}
+
 }  // namespace
 
 struct HunyuanDiTPlain::Impl {
   DiT21Config cfg;
-  std::vector<float> freqs;  // [H / 2] sinusoid frequencies
+  Device device = Device::kCpu;  // where forward passes run
+  std::vector<float> freqs;      // [H / 2] sinusoid frequencies
   i64 params = 0;
   std::size_t bytes = 0;
 
@@ -235,14 +257,15 @@ struct HunyuanDiTPlain::Impl {
 };
 
 // The working state of one forward call: the residual stream X [B, T = L + 1, H] (the time token
-// first), the long-skip stack and scratch buffers.
+// first), the long-skip stack and scratch buffers, all on the device the pass runs on (inputs are
+// copied there; the output, the router's scores and traced values come back to the host).
 class HunyuanDiTPlain::Pass final : public DiTPass {
  public:
   Pass(const Impl& m, const Tensor& x, const Tensor& t, const Tensor& context,
        const TraceFn* trace);
 
   int num_blocks() const override { return static_cast<int>(m_.blocks.size()); }
-  Tensor image_rows() const override { return gather_rows(X.data(), B, T, H, 1, L, 0, H); }
+  Tensor image_rows() const override { return gather_rows(host(X).data(), B, T, H, 1, L, 0, H); }
   void set_image_rows(const Tensor& h) override;
   Tensor block0_modulated_input() override;
   void run_blocks(int begin, int end, BranchHook* hook) override;
@@ -250,7 +273,21 @@ class HunyuanDiTPlain::Pass final : public DiTPass {
 
  private:
   void tr(const std::string& name, const Tensor& v) const {
-    if (trace_) (*trace_)(name, v);
+    if (trace_) (*trace_)(name, v.device() == Device::kCpu ? v : v.to(Device::kCpu));
+  }
+  Tensor buf(const Shape& s) const { return Tensor(s, k_.device()); }
+  // `t` on the pass's device: a view when it is there already, else a copy.
+  Tensor on_device(const Tensor& t) const {
+    return t.device() == k_.device() ? Tensor::view(t.data(), t.shape(), t.device())
+                                     : t.to(k_.device());
+  }
+  // `t` readable on the host: a view, or a copy from the device.
+  static Tensor host(const Tensor& t) {
+    return t.device() == Device::kCpu ? Tensor::view(t.data(), t.shape()) : t.to(Device::kCpu);
+  }
+  // `t` as an owning host tensor (moved when it is on the host already).
+  static Tensor to_host(Tensor t) {
+    return t.device() == Device::kCpu ? std::move(t) : t.to(Device::kCpu);
   }
   void block(int index, BranchHook* hook);
   void self_attention(const Block& blk, const std::string& pre);
@@ -261,7 +298,8 @@ class HunyuanDiTPlain::Pass final : public DiTPass {
   void add_branch(int index, Branch branch, BranchHook* hook);
 
   const Impl& m_;
-  const Tensor& context_;
+  const nn::DeviceOps& k_;
+  Tensor context_;  // on the device
   const TraceFn* trace_;
   i64 B, L, Lc, T, H, nh, D, M, N;  // N = B * T rows
   int next_block_ = 0;
@@ -272,7 +310,7 @@ class HunyuanDiTPlain::Pass final : public DiTPass {
 
 HunyuanDiTPlain::Pass::Pass(const Impl& m, const Tensor& x, const Tensor& t, const Tensor& context,
                             const TraceFn* trace)
-    : m_(m), context_(context), trace_(trace) {
+    : m_(m), k_(nn::device_ops(m.device)), trace_(trace) {
   const DiT21Config& cfg = m.cfg;
   nn::check_shape(x, "HunyuanDiTPlain::forward", "x", {-1, -1, cfg.in_channels});
   B = x.dim(0);
@@ -286,43 +324,47 @@ HunyuanDiTPlain::Pass::Pass(const Impl& m, const Tensor& x, const Tensor& t, con
   D = cfg.head_dim();
   M = cfg.ffn_hidden();
   N = B * T;
+  context_ = on_device(context);
 
-  X = Tensor({B, T, H});
+  X = buf({B, T, H});
   // Time token: t_embedder(t) = mlp(Timesteps(t)) [B, 1, H] into row 0.
   {
-    const Tensor emb = m.embed(t.data(), B);  // [B, H]
+    const Tensor emb = m.embed(host(t).data(), B);  // [B, H] (host)
     tr("act.t_embedder.time_embed", emb);
-    Tensor h1({B, 4 * H});                              // [B, 4H]
-    m.t_mlp0(h1.data(), emb.data(), B, Act::kGeluErf);  // [B, 4H]
+    const Tensor emb_d = on_device(emb);
+    Tensor h1 = buf({B, 4 * H});                                               // [B, 4H]
+    k_.linear(m.t_mlp0, h1.data(), 4 * H, emb_d.data(), H, B, Act::kGeluErf);  // [B, 4H]
     for (i64 b = 0; b < B; ++b)
-      m.t_mlp2(X.data() + b * T * H, H, h1.data() + b * 4 * H, 4 * H, 1);  // [1, H]
-    if (trace_) tr("act.t_embedder", gather_rows(X.data(), B, T, H, 0, 1, 0, H));
+      k_.linear(m.t_mlp2, X.data() + b * T * H, H, h1.data() + b * 4 * H, 4 * H, 1);  // [1, H]
+    if (trace_) tr("act.t_embedder", gather_rows(host(X).data(), B, T, H, 0, 1, 0, H));
   }
+  const Tensor xd = on_device(x);
   for (i64 b = 0; b < B; ++b)
-    m.x_embedder(X.data() + (b * T + 1) * H, H, x.data() + b * L * cfg.in_channels, cfg.in_channels,
-                 L);  // [L, H]
+    k_.linear(m.x_embedder, X.data() + (b * T + 1) * H, H, xd.data() + b * L * cfg.in_channels,
+              cfg.in_channels, L);  // [L, H]
   if (trace_) tr("act.x_embedder", image_rows());
 
-  XN = Tensor({N, H});                         // [N, H] normed input
-  QKV = Tensor({N, 3 * H});                    // [N, 3H] self-attention q|k|v, or q
-  ATT = Tensor({N, H});                        // [N, H] attention output
-  P = Tensor({B, T, H});                       // [N, H] branch output
-  KV = Tensor({B * Lc, 2 * H});                // [B, Lc, 2H] cross-attention k|v
-  HID = Tensor({N, std::max<i64>(M, 2 * H)});  // [N, 4H] FFN hidden; [N, 2H] skip concat
+  XN = buf({N, H});                         // [N, H] normed input
+  QKV = buf({N, 3 * H});                    // [N, 3H] self-attention q|k|v, or q
+  ATT = buf({N, H});                        // [N, H] attention output
+  P = buf({B, T, H});                       // [N, H] branch output
+  KV = buf({B * Lc, 2 * H});                // [B, Lc, 2H] cross-attention k|v
+  HID = buf({N, std::max<i64>(M, 2 * H)});  // [N, 4H] FFN hidden; [N, 2H] skip concat
 }
 
 void HunyuanDiTPlain::Pass::set_image_rows(const Tensor& h) {
   nn::check_shape(h, "HunyuanDiTPlain::forward", "image rows", {B, L, H});
+  const Tensor hd = on_device(h);
   for (i64 b = 0; b < B; ++b)
-    std::copy_n(h.data() + b * L * H, L * H, X.data() + (b * T + 1) * H);  // [L, H]
+    k_.copy_rows(X.data() + (b * T + 1) * H, H, hd.data() + b * L * H, H, L, H);  // [L, H]
 }
 
 Tensor HunyuanDiTPlain::Pass::block0_modulated_input() {
   if (m_.blocks.empty()) throw ModelError("HunyuanDiTPlain: no block to normalize for");
-  Tensor m0({B, L, H});  // [B, L, H]
+  Tensor m0 = buf({B, L, H});  // [B, L, H]
   for (i64 b = 0; b < B; ++b)
-    m_.blocks[0].norm1(m0.data() + b * L * H, H, X.data() + (b * T + 1) * H, H, L);
-  return m0;
+    k_.layer_norm(m_.blocks[0].norm1, m0.data() + b * L * H, H, X.data() + (b * T + 1) * H, H, L);
+  return to_host(std::move(m0));
 }
 
 void HunyuanDiTPlain::Pass::run_blocks(int begin, int end, BranchHook* hook) {
@@ -337,13 +379,11 @@ void HunyuanDiTPlain::Pass::run_blocks(int begin, int end, BranchHook* hook) {
 }
 
 void HunyuanDiTPlain::Pass::add_branch(int index, Branch branch, BranchHook* hook) {
-  if (hook) hook->computed({index, branch}, RowsView{P.data(), B, T, H, T * H});
-  const i64 n = N * H;
-  float* x = X.data();
-  const float* p = P.data();
-  tbb::parallel_for(tbb::blocked_range<i64>(0, n, 1 << 16), [&](const tbb::blocked_range<i64>& r) {
-    for (i64 k = r.begin(); k < r.end(); ++k) x[k] += p[k];
-  });
+  if (hook) {
+    const Tensor p = host(P);
+    hook->computed({index, branch}, RowsView{p.data(), B, T, H, T * H});
+  }
+  k_.add(X.data(), P.data(), N * H);
 }
 
 void HunyuanDiTPlain::Pass::block(int index, BranchHook* hook) {
@@ -355,21 +395,19 @@ void HunyuanDiTPlain::Pass::block(int index, BranchHook* hook) {
     // x = skip_norm(skip_linear(cat([skip, x], -1)))
     const Tensor s = std::move(skips_.back());  // [B, T, H]
     skips_.pop_back();
-    float* cat = HID.data();  // [N, 2H]
-    for (i64 r = 0; r < N; ++r) {
-      std::copy_n(s.data() + r * H, H, cat + r * 2 * H);
-      std::copy_n(X.data() + r * H, H, cat + r * 2 * H + H);
-    }
-    blk.skip_linear(X.data(), cat, N);     // [N, H]
-    blk.skip_norm(X.data(), X.data(), N);  // [N, H]
+    float* cat = HID.data();                                    // [N, 2H]
+    k_.copy_rows(cat, 2 * H, s.data(), H, N, H);                // [N, H] left half
+    k_.copy_rows(cat + H, 2 * H, X.data(), H, N, H);            // [N, H] right half
+    k_.linear(blk.skip_linear, X.data(), H, cat, 2 * H, N);     // [N, H]
+    k_.layer_norm(blk.skip_norm, X.data(), H, X.data(), H, N);  // [N, H]
     tr("act." + pre + ".skip_norm", X);
   }
   if (hook && hook->predicting()) {
     for (Branch b : {Branch::kSelfAttn, Branch::kCrossAttn, Branch::kFfn}) {
-      Tensor y({B, T, H});  // [B, T, H]
+      Tensor y({B, T, H});  // [B, T, H] (host)
       hook->predict({index, b}, y);
-      std::copy_n(y.data(), N * H, P.data());
-      add_branch(index, b, nullptr);
+      const Tensor yd = on_device(y);
+      k_.add(X.data(), yd.data(), N * H);
     }
   } else {
     self_attention(blk, pre);
@@ -388,29 +426,30 @@ void HunyuanDiTPlain::Pass::block(int index, BranchHook* hook) {
 // concatenation (hunyuandit.py Attention.forward), so heads are read with a 3D stride.
 void HunyuanDiTPlain::Pass::self_attention(const Block& blk, const std::string& pre) {
   const SelfAttention& a = blk.attn1;
-  blk.norm1(XN.data(), X.data(), N);  // [N, H]
-  a.qkv(QKV.data(), XN.data(), N);    // [N, 3H]
+  k_.layer_norm(blk.norm1, XN.data(), H, X.data(), H, N);  // [N, H]
+  k_.linear(a.qkv, QKV.data(), 3 * H, XN.data(), H, N);    // [N, 3H]
   const bool traced = trace_ && pre == "blocks.0";
   if (traced) {
+    const Tensor qkv = host(QKV);
     tr("trace.blocks.0.attn1.q_norm.in",
-       gather_heads(QKV.data(), B, T, 3 * H, 0, nh, 3 * D, D, true));
+       gather_heads(qkv.data(), B, T, 3 * H, 0, nh, 3 * D, D, true));
     tr("trace.blocks.0.attn1.k_norm.in",
-       gather_heads(QKV.data(), B, T, 3 * H, D, nh, 3 * D, D, true));
+       gather_heads(qkv.data(), B, T, 3 * H, D, nh, 3 * D, D, true));
   }
-  if (!a.q_norm.empty())
-    kernels::qk_rmsnorm(QKV.data(), N, 3 * H, nh, D, 3 * D, 0, D, a.q_norm.data(), a.k_norm.data(),
-                        kEps);  // [N, 3H]
+  if (!a.q_norm.scale.empty())
+    k_.qk_rmsnorm(QKV.data(), N, 3 * H, nh, D, 3 * D, 0, D, a.q_norm, a.k_norm);  // [N, 3H]
   if (traced) {
+    const Tensor qkv = host(QKV);
     tr("trace.blocks.0.attn1.q_norm.out",
-       gather_heads(QKV.data(), B, T, 3 * H, 0, nh, 3 * D, D, true));
+       gather_heads(qkv.data(), B, T, 3 * H, 0, nh, 3 * D, D, true));
     tr("trace.blocks.0.attn1.k_norm.out",
-       gather_heads(QKV.data(), B, T, 3 * H, D, nh, 3 * D, D, true));
+       gather_heads(qkv.data(), B, T, 3 * H, D, nh, 3 * D, D, true));
   }
-  kernels::attention({ATT.data(), T * H, H, D}, {QKV.data(), T * 3 * H, 3 * H, 3 * D},
-                     {QKV.data() + D, T * 3 * H, 3 * H, 3 * D},
-                     {QKV.data() + 2 * D, T * 3 * H, 3 * H, 3 * D},
-                     {B, nh, T, T, D, 0.0f, a.qkv.bf16()});  // [B, T, H]
-  a.out_proj(P.data(), ATT.data(), N);                       // [N, H]
+  k_.attention({ATT.data(), T * H, H, D}, {QKV.data(), T * 3 * H, 3 * H, 3 * D},
+               {QKV.data() + D, T * 3 * H, 3 * H, 3 * D},
+               {QKV.data() + 2 * D, T * 3 * H, 3 * H, 3 * D},
+               {B, nh, T, T, D, 0.0f, a.qkv.bf16()});    // [B, T, H]
+  k_.linear(a.out_proj, P.data(), H, ATT.data(), H, N);  // [N, H]
   tr("act." + pre + ".attn1", P);
 }
 
@@ -418,52 +457,55 @@ void HunyuanDiTPlain::Pass::self_attention(const Block& blk, const std::string& 
 // at columns [2nD, 2nD + D) and [2nD + D, 2nD + 2D) (CrossAttention.forward); q is plain.
 void HunyuanDiTPlain::Pass::cross_attention(const Block& blk, const std::string& pre) {
   const CrossAttention& a = blk.attn2;
-  blk.norm2(XN.data(), X.data(), N);         // [N, H]
-  float* Q = QKV.data();                     // [N, H]
-  a.to_q(Q, XN.data(), N);                   // [N, H]
-  a.kv(KV.data(), context_.data(), B * Lc);  // [B * Lc, 2H]
+  const i64 Cc = m_.cfg.context_dim;
+  k_.layer_norm(blk.norm2, XN.data(), H, X.data(), H, N);          // [N, H]
+  float* Q = QKV.data();                                           // [N, H]
+  k_.linear(a.to_q, Q, H, XN.data(), H, N);                        // [N, H]
+  k_.linear(a.kv, KV.data(), 2 * H, context_.data(), Cc, B * Lc);  // [B * Lc, 2H]
   const bool traced = trace_ && pre == "blocks.0";
   if (traced) {
-    tr("trace.blocks.0.attn2.q_norm.in", gather_heads(Q, B, T, H, 0, nh, D, D, false));
+    const Tensor q = host(Tensor::view(Q, {N, H}, k_.device())), kv = host(KV);
+    tr("trace.blocks.0.attn2.q_norm.in", gather_heads(q.data(), B, T, H, 0, nh, D, D, false));
     tr("trace.blocks.0.attn2.k_norm.in",
-       gather_heads(KV.data(), B, Lc, 2 * H, 0, nh, 2 * D, D, false));
+       gather_heads(kv.data(), B, Lc, 2 * H, 0, nh, 2 * D, D, false));
   }
-  if (!a.q_norm.empty()) {
-    kernels::rms_norm(Q, D, Q, D, N * nh, D, kEps, a.q_norm.data());  // [N, H]
-    kernels::rms_norm(KV.data(), 2 * D, KV.data(), 2 * D, B * Lc * nh, D, kEps, a.k_norm.data());
+  if (!a.q_norm.scale.empty()) {
+    k_.rms_norm(a.q_norm, Q, D, Q, D, N * nh);                               // [N, H]
+    k_.rms_norm(a.k_norm, KV.data(), 2 * D, KV.data(), 2 * D, B * Lc * nh);  // k halves
   }
   if (traced) {
-    tr("trace.blocks.0.attn2.q_norm.out", gather_heads(Q, B, T, H, 0, nh, D, D, false));
+    const Tensor q = host(Tensor::view(Q, {N, H}, k_.device())), kv = host(KV);
+    tr("trace.blocks.0.attn2.q_norm.out", gather_heads(q.data(), B, T, H, 0, nh, D, D, false));
     tr("trace.blocks.0.attn2.k_norm.out",
-       gather_heads(KV.data(), B, Lc, 2 * H, 0, nh, 2 * D, D, false));
+       gather_heads(kv.data(), B, Lc, 2 * H, 0, nh, 2 * D, D, false));
   }
-  kernels::attention({ATT.data(), T * H, H, D}, {Q, T * H, H, D},
-                     {KV.data(), Lc * 2 * H, 2 * H, 2 * D},
-                     {KV.data() + D, Lc * 2 * H, 2 * H, 2 * D},
-                     {B, nh, T, Lc, D, 0.0f, a.kv.bf16()});  // [B, T, H]
-  a.out_proj(P.data(), ATT.data(), N);                       // [N, H]
+  k_.attention({ATT.data(), T * H, H, D}, {Q, T * H, H, D}, {KV.data(), Lc * 2 * H, 2 * H, 2 * D},
+               {KV.data() + D, Lc * 2 * H, 2 * H, 2 * D},
+               {B, nh, T, Lc, D, 0.0f, a.kv.bf16()});    // [B, T, H]
+  k_.linear(a.out_proj, P.data(), H, ATT.data(), H, N);  // [N, H]
   tr("act." + pre + ".attn2", P);
 }
 
 void HunyuanDiTPlain::Pass::ffn(const Block& blk, const std::string& pre) {
-  blk.norm3(XN.data(), X.data(), N);  // [N, H]
+  k_.layer_norm(blk.norm3, XN.data(), H, X.data(), H, N);  // [N, H]
   if (blk.use_moe) {
     moe(blk.moe, "act." + pre + ".moe");
     return;
   }
-  blk.fc1(HID.data(), XN.data(), N, Act::kGeluErf);  // [N, 4H]
-  blk.fc2(P.data(), HID.data(), N);                  // [N, H]
+  k_.linear(blk.fc1, HID.data(), M, XN.data(), H, N, Act::kGeluErf);  // [N, 4H]
+  k_.linear(blk.fc2, P.data(), H, HID.data(), M, N);                  // [N, H]
   tr("act." + pre + ".mlp", P);
 }
 
 // P = sum over each token's top-k experts of score * expert(x) + shared(x). Only the rows routed
 // to an expert go through it (gathered, run as one GEMM pair, scattered back), in expert order
-// as moe_infer accumulates them.
+// as moe_infer accumulates them. The gate's scores come to the host, which picks the routes.
 void HunyuanDiTPlain::Pass::moe(const MoE& moe, const std::string& pre) {
   const i64 E = static_cast<i64>(moe.experts.size()), K = moe.top_k;
   // Gate in float32: logits [N, E] = XN gate^T, softmax.
-  Tensor scores({N, E});
-  kernels::linear(scores.data(), E, XN.data(), H, moe.gate.data(), nullptr, N, H, E);
+  Tensor logits = buf({N, E});
+  k_.linear_f32(logits.data(), E, XN.data(), H, N, moe.gate, moe.gate_copy);
+  Tensor scores = to_host(std::move(logits));  // [N, E]
   kernels::softmax_rows(scores.data(), N, E, E);
   tr(pre + ".gate.scores", scores);
   // Top-k by descending score (the lower index first on a tie).
@@ -496,48 +538,47 @@ void HunyuanDiTPlain::Pass::moe(const MoE& moe, const std::string& pre) {
     tr(pre + ".gate.topk_weight", tw);
   }
   // Routed experts into P (zeroed), each over its gathered rows.
-  std::fill_n(P.data(), N * H, 0.0f);
-  Tensor G({N, H}), Y({B, T, H});  // gathered rows and their expert outputs [N, H]
+  k_.zero(P.data(), N * H);
+  Tensor G = buf({N, H}), Y = buf({B, T, H});  // gathered rows and their expert outputs [N, H]
+  std::vector<i64> token;                      // the routed rows' tokens
+  std::vector<float> token_weight;             // and their gate scores
   for (i64 e = 0; e < E; ++e) {
     const std::vector<i64>& slots = rows_of[static_cast<std::size_t>(e)];
     const i64 n = static_cast<i64>(slots.size());
     if (n == 0) continue;
-    tbb::parallel_for(i64{0}, n, [&](i64 i) {
-      std::copy_n(XN.data() + slots[static_cast<std::size_t>(i)] / K * H, H, G.data() + i * H);
-    });
-    moe.experts[static_cast<std::size_t>(e)](Y.data(), G.data(), n, HID.data());  // [n, H]
+    token.resize(slots.size());
+    token_weight.resize(slots.size());
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      token[i] = slots[i] / K;
+      token_weight[i] = weight[static_cast<std::size_t>(slots[i])];
+    }
+    k_.gather_rows(G.data(), H, XN.data(), H, token.data(), n, H);                    // [n, H]
+    moe.experts[static_cast<std::size_t>(e)](k_, Y.data(), G.data(), n, HID.data());  // [n, H]
     // Each token appears once per expert: the rows written are distinct.
-    tbb::parallel_for(i64{0}, n, [&](i64 i) {
-      const i64 slot = slots[static_cast<std::size_t>(i)];
-      const float w = weight[static_cast<std::size_t>(slot)];
-      float* dst = P.data() + slot / K * H;
-      const float* y = Y.data() + i * H;
-      for (i64 c = 0; c < H; ++c) dst[c] += w * y[c];
-    });
+    k_.scatter_add_rows(P.data(), H, Y.data(), H, token.data(), token_weight.data(), n, H);
   }
   m_.moe_tokens += N;
   m_.moe_routed += N * K;
   m_.moe_dense += N * E;
   // Shared expert over every row, added last (y = y + shared_experts(identity)).
-  moe.shared(Y.data(), XN.data(), N, HID.data());  // [N, H]
+  moe.shared(k_, Y.data(), XN.data(), N, HID.data());  // [N, H]
   tr(pre + ".shared_experts", Y);
-  tbb::parallel_for(tbb::blocked_range<i64>(0, N * H, 1 << 16),
-                    [&](const tbb::blocked_range<i64>& r) {
-                      for (i64 k = r.begin(); k < r.end(); ++k) P.data()[k] += Y.data()[k];
-                    });
+  k_.add(P.data(), Y.data(), N * H);
   tr(pre, P);
 }
 
 Tensor HunyuanDiTPlain::Pass::output() {
   const i64 C = m_.cfg.in_channels;
-  m_.norm_final(XN.data(), X.data(), N);  // [N, H]
-  if (trace_) tr("act.final_layer.norm_final", gather_rows(XN.data(), B, T, H, 0, T, 0, H));
-  Tensor out({B, L, C});  // [B, L, C]: the time token dropped
+  k_.layer_norm(m_.norm_final, XN.data(), H, X.data(), H, N);  // [N, H]
+  if (trace_) tr("act.final_layer.norm_final", gather_rows(host(XN).data(), B, T, H, 0, T, 0, H));
+  Tensor out = buf({B, L, C});  // [B, L, C]: the time token dropped
   for (i64 b = 0; b < B; ++b)
-    m_.final_linear(out.data() + b * L * C, C, XN.data() + (b * T + 1) * H, H, L);  // [L, C]
-  tr("act.final_layer", out);
-  tr("out", out);
-  return out;
+    k_.linear(m_.final_linear, out.data() + b * L * C, C, XN.data() + (b * T + 1) * H, H,
+              L);  // [L, C]
+  Tensor host_out = to_host(std::move(out));
+  tr("act.final_layer", host_out);
+  tr("out", host_out);
+  return host_out;
 }
 
 HunyuanDiTPlain::HunyuanDiTPlain(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -547,8 +588,10 @@ HunyuanDiTPlain::~HunyuanDiTPlain() = default;
 
 HunyuanDiTPlain HunyuanDiTPlain::load(const DiT21Config& config, WeightMap& weights, Options opt) {
   config.validate();
+  check_options(opt);
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
+  impl->device = opt.device;
   impl->init_freqs();
   nn::CheckpointParams params(weights, opt.storage);
   impl->load(params);
@@ -571,8 +614,10 @@ std::vector<std::pair<std::string, Shape>> HunyuanDiTPlain::expected_tensors(
 HunyuanDiTPlain HunyuanDiTPlain::random(const DiT21Config& config, std::uint64_t seed,
                                         Options opt) {
   config.validate();
+  check_options(opt);
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
+  impl->device = opt.device;
   impl->init_freqs();
   std::mt19937_64 rng(seed);
   // The golden set's recipe: Linear W ~ N(0, 1/fan_in), biases N(0, 0.1^2), norm weights

@@ -31,6 +31,7 @@ struct MoEUsage {
 
 struct DiT21Options {
   WeightStorage storage = WeightStorage::kF32;  // in-memory dtype of Linear weights (not the gate)
+  Device device = Device::kCpu;  // where forward passes run (bf16 layers off the CPU)
 };
 
 class HunyuanDiTPlain final : public ShapeDenoiser {

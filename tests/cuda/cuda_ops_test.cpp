@@ -6,12 +6,14 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "cuda_fixture.h"
 #include "models/core/dtype.h"
 #include "models/core/error.h"
 #include "models/kernels/attention.h"
 #include "models/kernels/fused.h"
+#include "models/kernels/linear.h"
 #include "models/nn/device_ops.h"
 #include "models/nn/layers.h"
 #include "models/nn/params.h"
@@ -218,6 +220,62 @@ TEST(CudaOps, RowNormsAtNetworkWidths) {
     for (i64 i = 0; i < B * T * dim; ++i)
       ASSERT_NEAR(m_gpu.data()[i], m_cpu.data()[i], 1e-5 * (1 + std::abs(m_cpu.data()[i]))) << i;
   }
+}
+
+// The mixture of experts' operations: per-head RMSNorm rows (strided, in place), the float32
+// router product, and the gather / weighted scatter-add of routed rows; and zero.
+TEST(CudaOps, RmsNormRouterGatherScatterAndZero) {
+  GEN3D_REQUIRE_GPU();
+  const i64 rows = 301, dim = 128, ld = 2 * dim;  // k halves of [k | v] rows
+  nn::RMSNorm norm;
+  norm.scale = random({dim}, 11, 0.15f, 1.0f);
+  norm.dim = dim;
+  norm.eps = 1e-6f;
+  Tensor x_cpu = random({rows * ld}, 12);
+  Tensor xd = x_cpu.to(Device::kCuda);
+  norm(x_cpu.data(), ld, x_cpu.data(), ld, rows);
+  gpu().rms_norm(norm, xd.data(), ld, xd.data(), ld, rows);
+  const Tensor x_gpu = xd.to(Device::kCpu);
+  for (i64 i = 0; i < rows * ld; ++i)
+    ASSERT_NEAR(x_gpu.data()[i], x_cpu.data()[i], 1e-5 * (1 + std::abs(x_cpu.data()[i]))) << i;
+
+  // Router: [rows, 8] logits in float32, strided input rows.
+  const i64 in = 200, E = 8, ldx = in + 9;
+  const Tensor w = random({E, in}, 13, 0.2f);
+  const Tensor xr = random({rows, ldx}, 14);
+  Tensor l_cpu = poisoned({rows, E});
+  kernels::linear(l_cpu.data(), E, xr.data(), ldx, w.data(), nullptr, rows, in, E);
+  const Tensor xrd = xr.to(Device::kCuda);
+  Tensor ld_ = poisoned({rows, E}).to(Device::kCuda);
+  nn::DeviceCopy slot;
+  gpu().linear_f32(ld_.data(), E, xrd.data(), ldx, rows, w, slot);
+  const Tensor l_gpu = ld_.to(Device::kCpu);
+  for (i64 i = 0; i < rows * E; ++i)
+    ASSERT_NEAR(l_gpu.data()[i], l_cpu.data()[i], 1e-5 * (1 + std::abs(l_cpu.data()[i]))) << i;
+
+  // Gather rows 3, 0, 299, ... and scatter them back weighted into distinct rows.
+  const i64 cols = 37, lds = 41, ldd = 39, n = 5;
+  const std::vector<i64> pick = {3, 0, 299, 150, 7};
+  const std::vector<float> weight = {0.5f, -1.25f, 2.0f, 0.125f, 1.0f};
+  const Tensor src = random({rows, lds}, 15);
+  const Tensor srcd = src.to(Device::kCuda);
+  Tensor gd = poisoned({n, ldd}).to(Device::kCuda);
+  gpu().gather_rows(gd.data(), ldd, srcd.data(), lds, pick.data(), n, cols);
+  const Tensor g = gd.to(Device::kCpu);
+  for (i64 i = 0; i < n; ++i)
+    for (i64 c = 0; c < cols; ++c)
+      ASSERT_EQ(g.data()[i * ldd + c], src.data()[pick[static_cast<std::size_t>(i)] * lds + c]);
+  Tensor acc = random({rows, ldd}, 16);
+  Tensor accd = acc.to(Device::kCuda);
+  gpu().scatter_add_rows(accd.data(), ldd, gd.data(), ldd, pick.data(), weight.data(), n, cols);
+  nn::device_ops(Device::kCpu)
+      .scatter_add_rows(acc.data(), ldd, g.data(), ldd, pick.data(), weight.data(), n, cols);
+  const Tensor acc_gpu = accd.to(Device::kCpu);
+  for (i64 i = 0; i < rows * ldd; ++i)  // a fused multiply-add on either side may round once
+    ASSERT_NEAR(acc_gpu.data()[i], acc.data()[i], 1e-6 * (1 + std::abs(acc.data()[i]))) << i;
+
+  gpu().zero(accd.data(), rows * ldd);
+  for (float v : accd.to(Device::kCpu).span()) ASSERT_EQ(v, 0.0f);
 }
 
 TEST(CudaOps, SwigluAndParameters) {

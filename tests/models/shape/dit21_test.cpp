@@ -213,6 +213,17 @@ TEST(HunyuanDiTPlain, SamplerRunsEveryStepCache) {
 
 // bf16 rounds the experts' GEMMs, never the gate: the routing of a bf16 model equals the fp32
 // model's wherever the fp32 gate decides by a clear margin.
+// int8 weights are a CPU form: asking for them on a device is refused by name.
+TEST(HunyuanDiTPlain, Int8OnADeviceIsRefused) {
+  try {
+    (void)HunyuanDiTPlain::random(tiny_config(), 1, {WeightStorage::kInt8, Device::kCuda});
+    FAIL() << "int8 on cuda was accepted";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("int8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cuda"), std::string::npos) << e.what();
+  }
+}
+
 TEST(HunyuanDiTPlain, Bf16KeepsTheGateInFloat32) {
   const auto cfg = tiny_config();
   const auto m32 = HunyuanDiTPlain::random(cfg, 24);
