@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -144,6 +145,11 @@ std::shared_ptr<const DeviceNorm> device_norm(const nn::LayerNorm& n) {
   });
   return std::static_pointer_cast<const DeviceNorm>(made);
 }
+
+// Frees stream-ordered memory in stream order.
+struct PoolFree {
+  void operator()(void* p) const { cudaFreeAsync(p, g_stream); }
+};
 
 // A host array copied into stream-ordered device memory for the kernels issued after it; freed
 // in stream order, so the kernels that read it finish first. The host array may go as soon as
@@ -312,6 +318,27 @@ class CudaOps final : public nn::DeviceOps {
   void zero(float* x, i64 n) const override {
     if (n == 0) return;
     check(cudaMemsetAsync(x, 0, static_cast<std::size_t>(n) * sizeof(float), g_stream), "zero");
+  }
+  void selected_key_attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
+                              const kernels::HeadsView& k, const kernels::HeadsView& v,
+                              const kernels::AttentionShape& s, std::span<const i64> offsets,
+                              i64 top_k, i64 stride) const override {
+    if (s.batch != 1) throw ModelError("selected-key attention: batch must be 1");
+    if (offsets.size() < 2 || offsets.back() == 0) return;
+    const i64 K = std::min(top_k, s.kv_len);
+    if (K >= s.kv_len) return attention(out, q, k, v, s);  // every key, in index order
+    const i64 groups = static_cast<i64>(offsets.size()) - 1;
+    const Staged<i64> offsets_d(offsets.data(), groups + 1);
+    void* p = nullptr;
+    check(
+        cudaMallocAsync(&p, static_cast<std::size_t>(groups * s.heads * K) * sizeof(int), g_stream),
+        "cudaMallocAsync");
+    const std::unique_ptr<int, PoolFree> idx(static_cast<int*>(p));
+    cuda::select_keys(idx.get(), q, k, offsets_d.get(), groups, s.heads, s.head_dim, s.kv_len, K,
+                      stride);
+    cuda::grouped_attention(out, q, k, v, s, idx.get(), offsets.data(), groups, K);
+    kernels::count_flops(4.0 * static_cast<double>(s.heads) * static_cast<double>(s.q_len) *
+                         static_cast<double>(K) * static_cast<double>(s.head_dim));
   }
   const float* parameter(const Tensor& t, const nn::DeviceCopy& slot) const override {
     return device_parameter(t, slot);

@@ -3,10 +3,12 @@
 // softmax over key tiles, bf16 tensor-core products (mma.sync), float32 accumulation).
 
 #include <cfloat>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/core/error.h"
 #include "models/cuda/kernels.h"
@@ -517,10 +519,15 @@ __device__ __forceinline__ void load_rows(__nv_bfloat16* dst, const __nv_bfloat1
   }
 }
 
-template <int D>
+// kGrouped (FlashVDM's selected keys): block x is a tile of `q_tiles` instead, {group, first query,
+// end of the group's queries}: the queries [first, min(first + 128, end)) of one packed batch,
+// against the group's own packed keys and values (batch index = group); a tile never spans two
+// groups, and the output rows are the queries' own.
+template <int D, bool kGrouped>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_flash_kernel(AttnArgs a, const __nv_bfloat16* qb, const __nv_bfloat16* kb,
-                           const __nv_bfloat16* vb, i64 lq_padded, i64 lk_padded) {
+                           const __nv_bfloat16* vb, i64 lq_padded, i64 lk_padded,
+                           const int4* q_tiles) {
   using S = FlashSmem<D>;
   constexpr int kNT = kBN / 8;  // key n-tiles of S
   constexpr int kDT = D / 8;    // d n-tiles of O
@@ -533,11 +540,25 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int g = lane / 4, t = lane % 4;
   // ldmatrix.x4: lane l gives the address of row (l % 8) of matrix (l / 8).
   const int mat = lane / 8, mrow = lane % 8;
-  const i64 q0 = static_cast<i64>(blockIdx.x) * kBM, h = blockIdx.y, b = blockIdx.z;
-  const i64 bh = b * a.heads + h;
-  const __nv_bfloat16* qg = qb + bh * lq_padded * D;
-  const __nv_bfloat16* kg = kb + bh * lk_padded * D;
-  const __nv_bfloat16* vg = vb + bh * lk_padded * D;
+  const i64 h = blockIdx.y;
+  i64 q0, q_end, b, kv_bh;
+  const __nv_bfloat16* qg;
+  if constexpr (kGrouped) {
+    const int4 tile = q_tiles[blockIdx.x];
+    q0 = tile.y;
+    q_end = tile.z;
+    b = 0;
+    kv_bh = static_cast<i64>(tile.x) * a.heads + h;
+    qg = qb + h * lq_padded * D;
+  } else {
+    q0 = static_cast<i64>(blockIdx.x) * kBM;
+    q_end = a.lq;
+    b = blockIdx.z;
+    kv_bh = b * a.heads + h;
+    qg = qb + kv_bh * lq_padded * D;
+  }
+  const __nv_bfloat16* kg = kb + kv_bh * lk_padded * D;
+  const __nv_bfloat16* vg = vb + kv_bh * lk_padded * D;
 
   load_rows<D, kBM>(Qs, qg, q0);
   load_rows<D, kBN>(stage0, kg, 0);
@@ -660,12 +681,12 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int dn = 0; dn < kDT; ++dn) {
     const int c = dn * 8 + 2 * t;
-    if (r0 < a.lq) {
+    if (r0 < q_end) {
       float* op = a.o + b * a.o_bs + r0 * a.o_ts + h * a.o_hs + c;
       op[0] = o[dn][0] * inv0;
       op[1] = o[dn][1] * inv0;
     }
-    if (r1 < a.lq) {
+    if (r1 < q_end) {
       float* op = a.o + b * a.o_bs + r1 * a.o_ts + h * a.o_hs + c;
       op[0] = o[dn][2] * inv1;
       op[1] = o[dn][3] * inv1;
@@ -699,7 +720,7 @@ void launch_flash(const AttnArgs& a, i64 batch) {
   span.emplace("attention");
   const int bytes = FlashSmem<D>::bytes;
   static const bool configured = [&] {
-    check(cudaFuncSetAttribute(attention_flash_kernel<D>,
+    check(cudaFuncSetAttribute(attention_flash_kernel<D, false>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
           "attention: shared memory size");
     return true;
@@ -707,9 +728,169 @@ void launch_flash(const AttnArgs& a, i64 batch) {
   (void)configured;
   const dim3 grid(static_cast<unsigned>(lqp / kBM), static_cast<unsigned>(a.heads),
                   static_cast<unsigned>(batch));
-  attention_flash_kernel<D><<<grid, kWarps * 32, bytes, stream()>>>(a, qb, kb, vb, lqp, lkp);
+  attention_flash_kernel<D, false>
+      <<<grid, kWarps * 32, bytes, stream()>>>(a, qb, kb, vb, lqp, lkp, nullptr);
   check_launch("attention (tiled)");
   check(cudaFreeAsync(buf, stream()), "attention: bf16 staging");
+}
+
+// ---- FlashVDM: selected keys per group (DeviceOps::selected_key_attention) ----------------------
+
+// Sorts n (a power of two) pairs (s[i], id[i]) in shared memory so that before(a, b) holds for
+// every a ahead of b; the block's threads share the work.
+template <typename Before>
+__device__ void bitonic_sort(double* s, int* id, int n, Before before) {
+  for (int k = 2; k <= n; k <<= 1)
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int p = i ^ j;
+        if (p <= i) continue;
+        const bool ahead = (i & k) == 0;  // this run of k is sorted ahead-first
+        if (ahead ? before(s[p], id[p], s[i], id[i]) : before(s[i], id[i], s[p], id[p])) {
+          const double ts = s[i];
+          s[i] = s[p];
+          s[p] = ts;
+          const int ti = id[i];
+          id[i] = id[p];
+          id[p] = ti;
+        }
+      }
+      __syncthreads();
+    }
+}
+
+// One block per (group, head): the mean of the group's sampled queries in double, summed in
+// sample order as kernels::sampled_query_mean does; every key's score in double, each product
+// and sum rounded on its own, d = 0..D-1 (the scores' definition in kernels/key_selection.h);
+// the keys sorted by score (the lower index first on a tie), and the first top_k by index.
+// Shared memory: mean [D] doubles, scores [np] doubles, indices [np] ints.
+__global__ void select_keys_kernel(int* idx, const float* q, i64 q_ts, i64 q_hs, const float* k,
+                                   i64 k_ts, i64 k_hs, const i64* offsets, int heads, int D, int N,
+                                   int np, int top_k, int kp, i64 stride) {
+  extern __shared__ __align__(16) unsigned char smem_keys[];
+  double* mean = reinterpret_cast<double*>(smem_keys);
+  double* score = mean + D;
+  int* id = reinterpret_cast<int*>(score + np);
+  const i64 g = blockIdx.x;
+  const int h = blockIdx.y;
+  const i64 g0 = offsets[g], n_q = offsets[g + 1] - g0;
+  int* out = idx + (g * heads + h) * top_k;
+  if (n_q <= 0) {  // no queries: any valid keys
+    for (int t = threadIdx.x; t < top_k; t += blockDim.x) out[t] = t;
+    return;
+  }
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    const float* qd = q + g0 * q_ts + h * q_hs + d;
+    double sum = 0.0;
+    i64 ns = 0;
+    for (i64 p = 0; p < n_q; p += stride, ++ns)
+      sum = __dadd_rn(sum, static_cast<double>(qd[p * q_ts]));
+    mean[d] = sum / static_cast<double>(ns);
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < np; j += blockDim.x) {
+    if (j < N) {
+      const float* kj = k + j * k_ts + h * k_hs;
+      double acc = 0.0;
+      for (int d = 0; d < D; ++d)
+        acc = __dadd_rn(acc, __dmul_rn(mean[d], static_cast<double>(kj[d])));
+      score[j] = acc;
+      id[j] = j;
+    } else {
+      score[j] = -INFINITY;
+      id[j] = INT_MAX;
+    }
+  }
+  __syncthreads();
+  bitonic_sort(score, id, np, [](double sa, int ia, double sb, int ib) {
+    return sa > sb || (sa == sb && ia < ib);
+  });
+  for (int j = top_k + static_cast<int>(threadIdx.x); j < kp; j += blockDim.x) id[j] = INT_MAX;
+  __syncthreads();
+  bitonic_sort(score, id, kp, [](double, int ia, double, int ib) { return ia < ib; });
+  for (int t = threadIdx.x; t < top_k; t += blockDim.x) out[t] = id[t];
+}
+
+__device__ __forceinline__ void store(float* p, float v) {
+  *p = v;
+}
+__device__ __forceinline__ void store(__nv_bfloat16* p, float v) {
+  *p = __float2bfloat16_rn(v);
+}
+
+// dst [groups * heads, padded, D]: row t < top_k of (group, head) is key idx[(group, head), t] of
+// src (token stride ts, head stride hs); rows past top_k are zeros.
+template <typename T>
+__global__ void gather_keys_kernel(T* dst, const float* src, i64 ts, i64 hs, const int* idx,
+                                   int heads, int top_k, i64 padded, int D, i64 rows) {
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+    const i64 gh = r / padded, t = r - gh * padded;
+    const int h = static_cast<int>(gh % heads);
+    const float* row =
+        t < top_k ? src + static_cast<i64>(idx[gh * top_k + t]) * ts + h * hs : nullptr;
+    for (int d = blockIdx.x * blockDim.x + threadIdx.x; d < D; d += gridDim.x * blockDim.x)
+      store(dst + r * D + d, row ? row[d] : 0.0f);
+  }
+}
+
+int next_pow2(i64 n) {
+  int p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+// The tiled kernel over every group at once: queries packed once, each group's selected keys
+// and values packed apart, one block per (128-query tile of a group, head).
+template <int D>
+void launch_grouped_flash(const AttnArgs& a, const int* idx, const i64* offsets, i64 groups,
+                          i64 top_k) {
+  std::vector<int4> tiles;
+  for (i64 g = 0; g < groups; ++g)
+    for (i64 q0 = offsets[g]; q0 < offsets[g + 1]; q0 += kBM)
+      tiles.push_back(make_int4(static_cast<int>(g), static_cast<int>(q0),
+                                static_cast<int>(offsets[g + 1]), 0));
+  if (tiles.empty()) return;
+  // A tile may start at any query: pad the packed queries by one tile past the last.
+  const i64 lqp = (a.lq + kBM - 1) / kBM * kBM + kBM, lkp = (top_k + kBN - 1) / kBN * kBN;
+  const i64 nq = a.heads * lqp * D, nk = groups * a.heads * lkp * D;
+  const std::size_t tile_bytes = tiles.size() * sizeof(int4);
+  unsigned char* buf = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&buf),
+                        static_cast<std::size_t>(nq + 2 * nk) * sizeof(__nv_bfloat16) + tile_bytes,
+                        stream()),
+        "selected-key attention: staging");
+  auto* qb = reinterpret_cast<__nv_bfloat16*>(buf);
+  __nv_bfloat16 *kb = qb + nq, *vb = qb + nq + nk;
+  auto* tiles_d =
+      reinterpret_cast<int4*>(vb + nk);  // 16-byte aligned: the counts are multiples of 8
+  check(cudaMemcpyAsync(tiles_d, tiles.data(), tile_bytes, cudaMemcpyHostToDevice, stream()),
+        "selected-key attention: tiles");
+  std::optional<ProfileSpan> span(std::in_place, "attention_pack");
+  pack_heads(qb, a.q, 0, a.q_ts, a.q_hs, 1, a.heads, a.lq, lqp, D);
+  const i64 rows = groups * a.heads * lkp;
+  gather_keys_kernel<<<grid_rows(rows, D), kThreads, 0, stream()>>>(
+      kb, a.k, a.k_ts, a.k_hs, idx, static_cast<int>(a.heads), static_cast<int>(top_k), lkp, D,
+      rows);
+  gather_keys_kernel<<<grid_rows(rows, D), kThreads, 0, stream()>>>(
+      vb, a.v, a.v_ts, a.v_hs, idx, static_cast<int>(a.heads), static_cast<int>(top_k), lkp, D,
+      rows);
+  check_launch("selected-key attention: packing");
+  span.emplace("attention");
+  const int bytes = FlashSmem<D>::bytes;
+  static const bool configured = [&] {
+    check(cudaFuncSetAttribute(attention_flash_kernel<D, true>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+          "selected-key attention: shared memory size");
+    return true;
+  }();
+  (void)configured;
+  AttnArgs g = a;
+  g.lk = top_k;
+  const dim3 grid(static_cast<unsigned>(tiles.size()), static_cast<unsigned>(a.heads), 1);
+  attention_flash_kernel<D, true>
+      <<<grid, kWarps * 32, bytes, stream()>>>(g, qb, kb, vb, lqp, lkp, tiles_d);
+  check_launch("selected-key attention (tiled)");
+  check(cudaFreeAsync(buf, stream()), "selected-key attention: staging");
 }
 
 }  // namespace
@@ -890,6 +1071,90 @@ void attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
   const ProfileSpan span("attention");
   attention_plain_kernel<<<grid, 128, static_cast<size_t>(bytes), stream()>>>(a);
   check_launch("attention (plain)");
+}
+
+void select_keys(int* idx, const kernels::HeadsView& q, const kernels::HeadsView& k,
+                 const i64* offsets, i64 groups, i64 heads, i64 head_dim, i64 kv_len, i64 top_k,
+                 i64 stride) {
+  if (groups * heads == 0) return;
+  if (top_k < 1 || top_k > kv_len || stride < 1)
+    throw ModelError("key selection on the GPU: top_k " + std::to_string(top_k) + " of " +
+                     std::to_string(kv_len) + " keys, stride " + std::to_string(stride));
+  const int np = next_pow2(kv_len), kp = next_pow2(top_k);
+  const i64 bytes = head_dim * 8 + static_cast<i64>(np) * 12;
+  constexpr i64 kMaxShared = 200 * 1024;
+  if (bytes > kMaxShared)
+    throw ModelError("key selection on the GPU: " + std::to_string(kv_len) +
+                     " keys do not fit one block's shared memory (at most 16384)");
+  static const bool configured = [] {
+    check(cudaFuncSetAttribute(select_keys_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(kMaxShared)),
+          "key selection: shared memory size");
+    return true;
+  }();
+  (void)configured;
+  const ProfileSpan span("key_selection");
+  select_keys_kernel<<<dim3(static_cast<unsigned>(groups), static_cast<unsigned>(heads)), 512,
+                       static_cast<std::size_t>(bytes), stream()>>>(
+      idx, q.data, q.token_stride, q.head_stride, k.data, k.token_stride, k.head_stride, offsets,
+      static_cast<int>(heads), static_cast<int>(head_dim), static_cast<int>(kv_len), np,
+      static_cast<int>(top_k), kp, stride);
+  check_launch("key selection");
+}
+
+void grouped_attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
+                       const kernels::HeadsView& k, const kernels::HeadsView& v,
+                       const kernels::AttentionShape& s, const int* idx, const i64* offsets,
+                       i64 groups, i64 top_k) {
+  if (groups < 1 || offsets[groups] == 0) return;
+  AttnArgs a{out.data,
+             0,
+             out.token_stride,
+             out.head_stride,
+             q.data,
+             k.data,
+             v.data,
+             0,
+             q.token_stride,
+             q.head_stride,
+             0,
+             k.token_stride,
+             k.head_stride,
+             0,
+             v.token_stride,
+             v.head_stride,
+             s.heads,
+             s.q_len,
+             s.kv_len,
+             s.head_dim,
+             s.scale != 0.0f ? s.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim))};
+  if (s.head_dim == 64) return launch_grouped_flash<64>(a, idx, offsets, groups, top_k);
+  if (s.head_dim == 128) return launch_grouped_flash<128>(a, idx, offsets, groups, top_k);
+  // Other head dims (the small test models): each group's keys and values gathered in float32,
+  // then the plain kernel per group.
+  const i64 D = s.head_dim, rows = groups * s.heads * top_k;
+  float* buf = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&buf),
+                        static_cast<std::size_t>(2 * rows * D) * sizeof(float), stream()),
+        "selected-key attention: staging");
+  float *kf = buf, *vf = buf + rows * D;
+  gather_keys_kernel<<<grid_rows(rows, D), kThreads, 0, stream()>>>(
+      kf, k.data, k.token_stride, k.head_stride, idx, static_cast<int>(s.heads),
+      static_cast<int>(top_k), top_k, static_cast<int>(D), rows);
+  gather_keys_kernel<<<grid_rows(rows, D), kThreads, 0, stream()>>>(
+      vf, v.data, v.token_stride, v.head_stride, idx, static_cast<int>(s.heads),
+      static_cast<int>(top_k), top_k, static_cast<int>(D), rows);
+  check_launch("selected-key attention: gathering");
+  const i64 per_group = s.heads * top_k * D;
+  for (i64 g = 0; g < groups; ++g) {
+    const i64 g0 = offsets[g], n = offsets[g + 1] - g0;
+    if (n <= 0) continue;
+    attention({out.data + g0 * out.token_stride, 0, out.token_stride, out.head_stride},
+              {q.data + g0 * q.token_stride, 0, q.token_stride, q.head_stride},
+              {kf + g * per_group, 0, D, top_k * D}, {vf + g * per_group, 0, D, top_k * D},
+              {1, s.heads, n, top_k, D, s.scale, true});
+  }
+  check(cudaFreeAsync(buf, stream()), "selected-key attention: staging");
 }
 
 }  // namespace gen3d::models::cuda

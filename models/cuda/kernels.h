@@ -51,6 +51,20 @@ void scatter_add_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, cons
 // Fourier features [points, 3 (2F + 1)] of points [points, 3] (kernels' formula: see
 // DeviceOps::fourier).
 void fourier(float* out, const float* xyz, i64 points, const float* freqs, i64 num_freqs);
+// FlashVDM's key selection (nn::DeviceOps::selected_key_attention): idx [groups, heads, top_k]
+// (int32, on the device) = for each group of query rows [offsets[g], offsets[g + 1]) (offsets on
+// the device) and head, the top_k keys (ascending) scored by the mean of the group's rows 0,
+// stride, 2 stride, ... (kernels/key_selection.h's double-precision definition). At most 16384
+// keys.
+void select_keys(int* idx, const kernels::HeadsView& q, const kernels::HeadsView& k,
+                 const i64* offsets, i64 groups, i64 heads, i64 head_dim, i64 kv_len, i64 top_k,
+                 i64 stride);
+// Each group's queries attend to its selected keys idx (as select_keys writes them; offsets
+// [groups + 1] on the host; batch 1, strides of q, k, v and out as attention()'s).
+void grouped_attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
+                       const kernels::HeadsView& k, const kernels::HeadsView& v,
+                       const kernels::AttentionShape& s, const int* idx, const i64* offsets,
+                       i64 groups, i64 top_k);
 // Softmax attention with bf16 operands and float32 accumulation and softmax. Head dims 64 and
 // 128 run a tiled kernel on the tensor cores (never materialising q_len x kv_len); other head
 // dims a plain kernel that keeps one query's scores in shared memory.

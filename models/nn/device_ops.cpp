@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -12,6 +13,7 @@
 
 #include "models/core/error.h"
 #include "models/kernels/fused.h"
+#include "models/kernels/key_selection.h"
 #include "models/kernels/linear.h"
 #include "models/nn/layers.h"
 
@@ -119,6 +121,41 @@ class CpuOps final : public DeviceOps {
     });
   }
   void zero(float* x, i64 n) const override { std::fill_n(x, n, 0.0f); }
+  // Each group and head on its own: selection as kernels::top_keys_reference defines it, then
+  // attention over the gathered keys. (The ShapeVAE's CPU decoder has a faster path of its own.)
+  void selected_key_attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
+                              const kernels::HeadsView& k, const kernels::HeadsView& v,
+                              const kernels::AttentionShape& s, std::span<const i64> offsets,
+                              i64 top_k, i64 stride) const override {
+    if (s.batch != 1) throw ModelError("selected-key attention: batch must be 1");
+    const i64 N = s.kv_len, D = s.head_dim, K = std::min(top_k, N);
+    if (K < 1 || stride < 1)
+      throw ModelError("selected-key attention: top_k and stride must be >= 1");
+    const i64 groups = static_cast<i64>(offsets.size()) - 1;
+    tbb::parallel_for(i64{0}, std::max<i64>(groups, 0), [&](i64 g) {
+      const i64 g0 = offsets[static_cast<std::size_t>(g)];
+      const i64 n = offsets[static_cast<std::size_t>(g + 1)] - g0;
+      if (n <= 0) return;
+      std::vector<double> mean(static_cast<std::size_t>(D));
+      std::vector<i64> idx;
+      std::vector<float> ks(static_cast<std::size_t>(K * D)), vs(ks.size());
+      for (i64 h = 0; h < s.heads; ++h) {
+        const float* qg = q.data + g0 * q.token_stride + h * q.head_stride;
+        kernels::sampled_query_mean(qg, q.token_stride, n, stride, D, mean.data());
+        kernels::top_keys_reference(mean.data(), k.data + h * k.head_stride, k.token_stride, N, D,
+                                    K, idx);
+        for (i64 t = 0; t < K; ++t) {
+          const i64 j = idx[static_cast<std::size_t>(t)];
+          std::copy_n(k.data + j * k.token_stride + h * k.head_stride, D, ks.data() + t * D);
+          std::copy_n(v.data + j * v.token_stride + h * v.head_stride, D, vs.data() + t * D);
+        }
+        kernels::attention(
+            {out.data + g0 * out.token_stride + h * out.head_stride, 0, out.token_stride, 0},
+            {qg, 0, q.token_stride, 0}, {ks.data(), 0, D, 0}, {vs.data(), 0, D, 0},
+            {1, 1, n, K, D, s.scale, s.bf16});
+      }
+    });
+  }
   const float* parameter(const Tensor& t, const DeviceCopy&) const override { return t.data(); }
 };
 

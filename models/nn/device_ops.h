@@ -7,6 +7,7 @@
 // parameters (uploaded on first use, kept while the layer lives: see DeviceCopy).
 
 #include <cstdint>
+#include <span>
 
 #include "models/core/device.h"
 #include "models/core/tensor.h"
@@ -81,6 +82,16 @@ class DeviceOps {
                                 const i64* rows, const float* weight, i64 n, i64 cols) const = 0;
   // x[0..n) = 0
   virtual void zero(float* x, i64 n) const = 0;
+  // FlashVDM's selected-key attention (kernels/key_selection.h; specs/volume-decoding.md 6.2):
+  // the query rows (batch 1) fall into groups [offsets[g], offsets[g + 1]) (offsets on the host,
+  // from 0 to s.q_len); for each group and head the top_k keys by the score of the mean of the
+  // group's rows 0, stride, 2 stride, ... are kept (double precision, the lower index first on a
+  // tie), and the group's queries attend to those keys only.
+  virtual void selected_key_attention(const kernels::HeadsOut& out, const kernels::HeadsView& q,
+                                      const kernels::HeadsView& k, const kernels::HeadsView& v,
+                                      const kernels::AttentionShape& s,
+                                      std::span<const i64> offsets, i64 top_k,
+                                      i64 stride) const = 0;
   // A parameter tensor (on the host) readable by this device's kernels: its own data on the CPU;
   // on a device, a copy made on first use and kept in `slot`, so it lives as long as the layer
   // that owns the slot.

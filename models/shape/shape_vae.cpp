@@ -21,15 +21,19 @@
 #include "models/core/safetensors.h"
 #include "models/kernels/activations.h"
 #include "models/kernels/attention.h"
+#include "models/kernels/key_selection.h"
 #include "models/kernels/linear.h"
 #include "models/kernels/norms.h"
 #include "models/nn/config_reader.h"
 #include "models/nn/device_ops.h"
 #include "models/nn/layers.h"
 #include "models/shape/checkpoints.h"
-#include "models/shape/key_selection.h"
 
 namespace gen3d::models {
+
+using kernels::sampled_query_mean;
+using kernels::top_keys;
+using kernels::TopKeysScratch;
 
 namespace {
 
@@ -266,9 +270,15 @@ struct ShapeVAE::Impl {
             Tensor({P, W}, d), Tensor({P, M}, d)};
   }
   // The dense geometry decoder on a device, everything there: xyz [P, 3], kv [1, N, 2Wg] ->
-  // logits [P].
+  // logits [P]. In parts: the row-wise layers before the attention (xyz -> the residual x, the
+  // normed input y and the queries q, each [P, Wg]; s.fe is used), the attention into y, and the
+  // layers after it (x, y -> logits; q and s.hid are used).
   void geo_forward_device(const nn::DeviceOps& k, const float* xyz, i64 P, const float* kv, i64 N,
                           GeoScratch& s, float* logits) const;
+  void geo_in_device(const nn::DeviceOps& k, const float* xyz, i64 P, GeoScratch& s, float* x,
+                     float* y, float* q) const;
+  void geo_out_device(const nn::DeviceOps& k, float* x, float* y, float* q, i64 P, GeoScratch& s,
+                      float* logits) const;
 
   // What a geometry field derives from its keys and values once, for every call (one item):
   // keys and values rounded to bf16, head-major [nh, N, D] (bf16 weights only), and per head the
@@ -279,7 +289,7 @@ struct ShapeVAE::Impl {
   };
   GeoKeys geo_keys(const float* kv, i64 N) const;
   // FlashVDM attention of one item: each group of queries q [P, W] attends to its top_k keys
-  // per head (key_selection.h) -> y [P, W].
+  // per head (kernels/key_selection.h) -> y [P, W].
   void select_and_attend(const float* q, float* y, const float* kv, i64 N,
                          std::span<const i64> groups, i64 top_k, i64 stride,
                          const GeoKeys& keys) const;
@@ -511,16 +521,29 @@ void ShapeVAE::Impl::geo_forward_groups(const float* xyz, i64 P, const float* kv
 void ShapeVAE::Impl::geo_forward_device(const nn::DeviceOps& k, const float* xyz, i64 P,
                                         const float* kv, i64 N, GeoScratch& s,
                                         float* logits) const {
+  const i64 W = cfg.geo_width(), D = cfg.head_dim(), nh = cfg.geo_heads();
+  float *x = s.x.data(), *y = s.y.data(), *q = s.q.data();
+  geo_in_device(k, xyz, P, s, x, y, q);
+  k.attention({y, P * W, W, D}, {q, P * W, W, D}, {kv, N * 2 * W, 2 * W, 2 * D},
+              {kv + D, N * 2 * W, 2 * W, 2 * D}, {1, nh, P, N, D, 0.0f, true});  // [P, W]
+  geo_out_device(k, x, y, q, P, s, logits);
+}
+
+void ShapeVAE::Impl::geo_in_device(const nn::DeviceOps& k, const float* xyz, i64 P, GeoScratch& s,
+                                   float* x, float* y, float* q) const {
   const i64 W = cfg.geo_width(), D = cfg.head_dim(), nh = cfg.geo_heads(), E = cfg.fourier_dim();
-  const i64 M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
-  float *fe = s.fe.data(), *x = s.x.data(), *y = s.y.data(), *q = s.q.data(), *hid = s.hid.data();
+  float* fe = s.fe.data();
   k.fourier(fe, xyz, P, k.parameter(freqs_t, freqs_copy), cfg.num_freqs);  // [P, E]
   k.linear(geo.query_proj, x, W, fe, E, P);                                // [P, W] residual stream
   k.layer_norm(geo.ln_1, y, W, x, W, P);
   k.linear(geo.c_q, q, W, y, W, P);  // [P, nh D]
   if (geo.norm.on) k.layer_norm(geo.norm.q_norm, q, D, q, D, P * nh);
-  k.attention({y, P * W, W, D}, {q, P * W, W, D}, {kv, N * 2 * W, 2 * W, 2 * D},
-              {kv + D, N * 2 * W, 2 * W, 2 * D}, {1, nh, P, N, D, 0.0f, true});  // [P, W]
+}
+
+void ShapeVAE::Impl::geo_out_device(const nn::DeviceOps& k, float* x, float* y, float* q, i64 P,
+                                    GeoScratch& s, float* logits) const {
+  const i64 W = cfg.geo_width(), M = static_cast<i64>(cfg.geo_decoder_mlp_expand_ratio) * W;
+  float* hid = s.hid.data();
   k.linear(geo.c_proj, q, W, y, W, P);
   k.add(x, q, P * W);
   k.layer_norm(geo.ln_3, y, W, x, W, P);
@@ -848,7 +871,8 @@ class VaeGeometryField final : public Field {
 
 // The geometry decoder on a device: points go through in blocks of kBlock rows (the last one
 // padded, so a point's logit does not depend on the caller's chunking), one block at a time (the
-// device runs one stream). Every key is attended: key selection is a CPU path.
+// device runs one stream). evaluate() attends every key; evaluate_groups() runs FlashVDM's key
+// selection and the grouped attention on the device.
 class VaeDeviceGeometryField final : public Field {
  public:
   VaeDeviceGeometryField(std::shared_ptr<const ShapeVAE::Impl> impl, Tensor kv, i64 n, Device d)
@@ -867,6 +891,37 @@ class VaeDeviceGeometryField final : public Field {
     for (i64 b = 0; b < blocks; ++b)
       impl_->geo_forward_device(ops_, pts_d.data() + 3 * b * kBlock, kBlock, kv_.data(), n_,
                                 scratch, logits.data() + b * kBlock);
+    const Tensor host = logits.to(Device::kCpu);
+    std::copy_n(host.data(), n, out);
+  }
+  // The row-wise layers in the same padded blocks as evaluate(), the queries of the whole call
+  // kept for the grouped attention, then the layers after it.
+  void evaluate_groups(const float* xyz, std::span<const std::int64_t> offsets,
+                       const KeySelection& selection, float* out) const override {
+    if (offsets.empty() || offsets.back() == 0) return;
+    const i64 n = offsets.back(), top_k = std::min(selection.top_k, n_);
+    if (top_k <= 0 || top_k >= n_) return evaluate(xyz, n, out);  // every key
+    std::lock_guard lock(mutex_);
+    const Device d = ops_.device();
+    const ShapeVAEConfig& c = impl_->cfg;
+    const i64 W = c.geo_width(), D = c.head_dim(), nh = c.geo_heads();
+    const i64 blocks = (n + kBlock - 1) / kBlock, padded = blocks * kBlock;
+    Tensor pts({padded, 3});
+    std::copy_n(xyz, 3 * n, pts.data());
+    const Tensor pts_d = pts.to(d);
+    Tensor x({padded, W}, d), y({padded, W}, d), q({padded, W}, d), logits({padded}, d);
+    ShapeVAE::Impl::GeoScratch scratch = impl_->geo_scratch(d, kBlock);
+    for (i64 b = 0; b < blocks; ++b)
+      impl_->geo_in_device(ops_, pts_d.data() + 3 * b * kBlock, kBlock, scratch,
+                           x.data() + b * kBlock * W, y.data() + b * kBlock * W,
+                           q.data() + b * kBlock * W);
+    ops_.selected_key_attention({y.data(), 0, W, D}, {q.data(), 0, W, D},
+                                {kv_.data(), 0, 2 * W, 2 * D}, {kv_.data() + D, 0, 2 * W, 2 * D},
+                                {1, nh, n, n_, D, 0.0f, true}, offsets, top_k,
+                                std::max<i64>(1, selection.sample_stride));  // [n, W] into y
+    for (i64 b = 0; b < blocks; ++b)
+      impl_->geo_out_device(ops_, x.data() + b * kBlock * W, y.data() + b * kBlock * W,
+                            q.data() + b * kBlock * W, kBlock, scratch, logits.data() + b * kBlock);
     const Tensor host = logits.to(Device::kCpu);
     std::copy_n(host.data(), n, out);
   }

@@ -1,18 +1,23 @@
 // Each CUDA operation against its CPU twin on random inputs (fresh per test, odd sizes, strided
 // rows), with the output poisoned (NaN) before the run so an unwritten element fails.
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda_fixture.h"
 #include "models/core/dtype.h"
 #include "models/core/error.h"
+#include "models/cuda/kernels.h"
 #include "models/kernels/attention.h"
 #include "models/kernels/fused.h"
+#include "models/kernels/key_selection.h"
 #include "models/kernels/linear.h"
 #include "models/nn/device_ops.h"
 #include "models/nn/layers.h"
@@ -276,6 +281,85 @@ TEST(CudaOps, RmsNormRouterGatherScatterAndZero) {
 
   gpu().zero(accd.data(), rows * ldd);
   for (float v : accd.to(Device::kCpu).span()) ASSERT_EQ(v, 0.0f);
+}
+
+// FlashVDM's key selection on the GPU against kernels::top_keys_reference on the host, for
+// groups of several sizes and sampling strides, with exactly tied keys (copies) among them.
+TEST(CudaOps, KeySelectionMatchesTheDoubleReference) {
+  GEN3D_REQUIRE_GPU();
+  for (const auto& [N, D, heads, top_k, stride] : std::vector<std::array<i64, 5>>{
+           {3072, 64, 4, 1024, 50}, {300, 16, 3, 100, 7}, {37, 8, 2, 36, 1}}) {
+    SCOPED_TRACE("N " + std::to_string(N) + " D " + std::to_string(D));
+    const i64 W = heads * D, ldk = 2 * W;
+    Tensor kv = random({N, ldk}, 21 + N);
+    for (i64 j = 5; j < N; j += 9)  // exact ties: key j copies key j - 5 in every head
+      std::copy_n(kv.data() + (j - 5) * ldk, ldk, kv.data() + j * ldk);
+    const std::vector<i64> offsets = {0, 1, 130, 130, 700, 2000};
+    const i64 P = offsets.back();
+    const Tensor q = random({P, W}, 22 + N);
+    const Tensor qd = q.to(Device::kCuda), kvd = kv.to(Device::kCuda);
+    const i64 G = static_cast<i64>(offsets.size()) - 1;
+    i64* offsets_d = nullptr;
+    ASSERT_EQ(cudaMalloc(&offsets_d, offsets.size() * sizeof(i64)), cudaSuccess);
+    ASSERT_EQ(
+        cudaMemcpy(offsets_d, offsets.data(), offsets.size() * sizeof(i64), cudaMemcpyHostToDevice),
+        cudaSuccess);
+    int* idx_d = nullptr;
+    ASSERT_EQ(cudaMalloc(&idx_d, static_cast<std::size_t>(G * heads * top_k) * sizeof(int)),
+              cudaSuccess);
+    cuda::select_keys(idx_d, {qd.data(), 0, W, D}, {kvd.data(), 0, ldk, 2 * D}, offsets_d, G, heads,
+                      D, N, top_k, stride);
+    std::vector<int> idx(static_cast<std::size_t>(G * heads * top_k));
+    ASSERT_EQ(cudaMemcpy(idx.data(), idx_d, idx.size() * sizeof(int), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    cudaFree(idx_d);
+    cudaFree(offsets_d);
+    std::vector<double> mean(static_cast<std::size_t>(D));
+    std::vector<i64> want;
+    for (i64 g = 0; g < G; ++g) {
+      const i64 g0 = offsets[static_cast<std::size_t>(g)];
+      const i64 n = offsets[static_cast<std::size_t>(g + 1)] - g0;
+      if (n == 0) continue;  // no queries: nothing to select for
+      for (i64 h = 0; h < heads; ++h) {
+        kernels::sampled_query_mean(q.data() + g0 * W + h * D, W, n, stride, D, mean.data());
+        kernels::top_keys_reference(mean.data(), kv.data() + h * 2 * D, ldk, N, D, top_k, want);
+        for (i64 t = 0; t < top_k; ++t)
+          ASSERT_EQ(idx[static_cast<std::size_t>((g * heads + h) * top_k + t)],
+                    want[static_cast<std::size_t>(t)])
+              << "group " << g << " head " << h << " rank " << t;
+      }
+    }
+  }
+}
+
+// The selected-key attention, GPU against the CPU's twin (same selection, bf16 products), at the
+// tiled head dim 64 and at a head dim the plain kernel takes.
+TEST(CudaOps, SelectedKeyAttentionMatchesTheCpu) {
+  GEN3D_REQUIRE_GPU();
+  for (const auto& [N, D, heads, top_k] :
+       std::vector<std::array<i64, 4>>{{3072, 64, 4, 1024}, {300, 16, 3, 100}}) {
+    SCOPED_TRACE("D " + std::to_string(D));
+    const i64 W = heads * D;
+    const std::vector<i64> offsets = {0, 1, 300, 300, 1000, 1001, 2500};
+    const i64 P = offsets.back();
+    const Tensor q = random({P, W}, 31), kv = random({N, 2 * W}, 32);
+    const kernels::AttentionShape s{1, heads, P, N, D, 0.0f, true};
+    Tensor y_cpu = poisoned({P, W});
+    nn::device_ops(Device::kCpu)
+        .selected_key_attention({y_cpu.data(), 0, W, D}, {q.data(), 0, W, D},
+                                {kv.data(), 0, 2 * W, 2 * D}, {kv.data() + D, 0, 2 * W, 2 * D}, s,
+                                offsets, top_k, 13);
+    const Tensor qd = q.to(Device::kCuda), kvd = kv.to(Device::kCuda);
+    Tensor yd = poisoned({P, W}).to(Device::kCuda);
+    gpu().selected_key_attention({yd.data(), 0, W, D}, {qd.data(), 0, W, D},
+                                 {kvd.data(), 0, 2 * W, 2 * D}, {kvd.data() + D, 0, 2 * W, 2 * D},
+                                 s, offsets, top_k, 13);
+    const Tensor y_gpu = yd.to(Device::kCpu);
+    const double e = nmse(y_gpu, y_cpu);
+    std::printf("[ info ] selected-key attention D %lld: GPU vs CPU nmse %.3g\n",
+                static_cast<long long>(D), e);
+    EXPECT_LE(e, 1e-4);
+  }
 }
 
 TEST(CudaOps, SwigluAndParameters) {

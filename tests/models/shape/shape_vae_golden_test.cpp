@@ -19,6 +19,7 @@
 #include "models/bf16_golden.h"
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
+#include "models/shape/band_error.h"
 #include "models/shape/shape_vae.h"
 #include "models/shape/volume_decoder.h"
 #include "support/mesh_distance.h"
@@ -308,35 +309,6 @@ TEST_F(VolumeGolden, FlashVDMMatchesStableReference) {
   o2.keep_levels = false;
   const VolumeGrid g2 = decode_volume(*vae_->geometry_field(decoded_, 0), o2);
   EXPECT_LE(usage(g2.values.data(), g.values.data(), static_cast<i64>(g.values.size()), 1e-5), 1.0);
-}
-
-// Squared error of `a` against `g` over the vertices both queried (non-NaN), over the mean square
-// of `scale` (every vertex of a dense grid of the same field): an nmse measured against the
-// field's own size, so that a band of near-zero logits does not shrink the denominator. Also
-// counts the vertices of `g` that `a` queried differently.
-struct BandError {
-  double nmse = 0.0;
-  i64 common = 0, golden_queried = 0, differ = 0;
-};
-BandError band_error(const std::vector<float>& a, const Tensor& g, const Tensor& scale) {
-  BandError e;
-  double num = 0.0, den = 0.0;
-  for (i64 i = 0; i < g.numel(); ++i) {
-    const bool qg = !std::isnan(g.data()[i]), qa = !std::isnan(a[static_cast<std::size_t>(i)]);
-    e.golden_queried += qg;
-    e.differ += qg != qa;
-    if (qg && qa) {
-      const double d = static_cast<double>(a[static_cast<std::size_t>(i)]) - g.data()[i];
-      num += d * d;
-      ++e.common;
-    }
-  }
-  for (i64 i = 0; i < scale.numel(); ++i)
-    den += static_cast<double>(scale.data()[i]) * scale.data()[i];
-  e.nmse = e.common > 0 && den > 0
-               ? (num / static_cast<double>(e.common)) / (den / static_cast<double>(scale.numel()))
-               : INFINITY;
-  return e;
 }
 
 // int8 through the FlashVDM decoder, whose levels attend to selected keys only: the golden

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace gen3d::models {
+namespace gen3d::models::kernels {
 
 // mean[d] = (sum over s = 0, stride, 2 stride, ... < n_q of q[s * q_ld + d]) / count, in double.
 void sampled_query_mean(const float* q, std::int64_t q_ld, std::int64_t n_q, std::int64_t stride,
@@ -34,4 +34,4 @@ void top_keys(const double* mean, const float* scores, const float* k, std::int6
               std::int64_t N, std::int64_t D, std::int64_t top_k, double key_l1_max,
               std::vector<std::int64_t>& idx, TopKeysScratch& scratch);
 
-}  // namespace gen3d::models
+}  // namespace gen3d::models::kernels

@@ -1,7 +1,7 @@
 // FlashVDM key selection: the float-score selection (top_keys) against the double reference, over
 // many sizes, with tied and nearly tied keys.
 
-#include "models/shape/key_selection.h"
+#include "models/kernels/key_selection.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-namespace gen3d::models {
+namespace gen3d::models::kernels {
 namespace {
 
 using i64 = std::int64_t;
@@ -109,4 +109,4 @@ TEST(KeySelection, TopKAtOrAboveKeyCountKeepsEveryKey) {
 }
 
 }  // namespace
-}  // namespace gen3d::models
+}  // namespace gen3d::models::kernels

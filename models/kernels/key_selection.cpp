@@ -1,11 +1,11 @@
-#include "models/shape/key_selection.h"
+#include "models/kernels/key_selection.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
-namespace gen3d::models {
+namespace gen3d::models::kernels {
 
 namespace {
 
@@ -92,4 +92,4 @@ void top_keys(const double* mean, const float* scores, const float* k, i64 k_ld,
   std::sort(idx.begin(), idx.end());
 }
 
-}  // namespace gen3d::models
+}  // namespace gen3d::models::kernels
