@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU: the cuda-labelled tests, then `gen3d bench dit --device cuda`
-# at the official 2.0 DiT size beside PyTorch (eager and torch.compile, bf16, the same shapes and
-# random weights; bench/dit_torch_bench.py) on the same card, then image -> mesh end to end
-# (`gen3d bench shape --device cuda`: 50 steps with CFG, and 5 steps without, at octree 384). Runs the binaries that
-# scripts/device_pack.sh packed into .device/ (the machine needs only its driver, the CUDA
-# runtime libraries and, for the comparison, PyTorch). Logs go to $OUT (or /tmp/gen3d-device);
-# a short table is printed last.
+# On a machine with an NVIDIA GPU, each part switched by an environment variable (1 runs it):
+#   TESTS (1)   the cuda-labelled tests;
+#   DIT (0)     `gen3d bench dit --device cuda` at the official 2.0 DiT size beside PyTorch (eager
+#               and torch.compile, bf16, the same shapes and random weights;
+#               bench/dit_torch_bench.py) on the same card;
+#   DIT21 (1)   the 2.1 DiT (mixture of experts) at its official size, gen3d only;
+#   SHAPE (1)   image -> mesh end to end (`gen3d bench shape --device cuda`: 50 steps with CFG, and
+#               5 steps without, at octree 384, FlashVDM);
+#   SHAPE21 (0) the same for the 2.1 model (50 steps with CFG).
+# The defaults fit one call of 10 minutes; a second call takes the rest, e.g.
+# TESTS=0 DIT21=0 SHAPE=0 SHAPE21=1. Runs the binaries that scripts/device_pack.sh packed into
+# .device/ (the machine needs only its driver, the CUDA runtime libraries and, for the comparison,
+# PyTorch). Logs go to $OUT (or /tmp/gen3d-device); a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/gen3d-device}
@@ -19,12 +25,15 @@ run() { LD_LIBRARY_PATH="$libs" "$@"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 export GEN3D_GOLDEN_DIR=$PWD/tests/data/golden GEN3D_LOG_LEVEL=warn
 
-timeout 180 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d_cuda_tests" --gtest_color=no 2>&1 |
-  tee "$out/cuda_tests.log"
-tests_rc=${PIPESTATUS[0]}
+if [ "${TESTS:-1}" = 1 ]; then
+  timeout 180 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d_cuda_tests" --gtest_color=no 2>&1 |
+    tee "$out/cuda_tests.log"
+  tests_rc=${PIPESTATUS[0]}
+else
+  : > "$out/cuda_tests.log"; tests_rc=skipped
+fi
 
-# DIT=0 skips the DiT comparison (a call that only re-times image -> mesh).
-if [ "${DIT:-1}" = 1 ]; then
+if [ "${DIT:-0}" = 1 ]; then
   reps=${REPS:-10}
   sizes="--hidden 1024 --heads 16 --depth 16 --single 32 --tokens 3072 --context-tokens 1370
          --context-dim 1536 --in-channels 64 --batch 2"
@@ -38,10 +47,30 @@ else
   : > "$out/bench_gen3d.json"; : > "$out/bench_eager.json"; : > "$out/bench_compile.json"
 fi
 
+if [ "${DIT21:-1}" = 1 ]; then
+  sizes21="--arch 2.1 --hidden 2048 --heads 16 --depth 21 --moe-layers 6 --experts 8 --top-k 2
+           --tokens 4096 --context-tokens 1370 --context-dim 1024 --in-channels 64 --batch 2"
+  timeout 180 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" bench dit --device cuda \
+    --precision bf16 $sizes21 --reps "${REPS:-10}" 2>&1 | tee "$out/bench_dit21.json"
+else
+  : > "$out/bench_dit21.json"
+fi
+
 shape_reps=${SHAPE_REPS:-3}
-timeout 300 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" -q bench shape --device cuda \
-  --volume flashvdm --steps 50,5 --guidance 5,-1 --octree 384 --reps "$shape_reps" --profile 2>&1 |
-  tee "$out/bench_shape.json"
+if [ "${SHAPE:-1}" = 1 ]; then
+  timeout 240 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" -q bench shape --device cuda \
+    --volume flashvdm --steps 50,5 --guidance 5,-1 --octree 384 --reps "$shape_reps" --profile \
+    2>&1 | tee "$out/bench_shape.json"
+else
+  : > "$out/bench_shape.json"
+fi
+if [ "${SHAPE21:-0}" = 1 ]; then
+  timeout 300 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" -q bench shape --device cuda \
+    --model 2.1 --volume flashvdm --steps 50 --guidance 5 --octree 384 --reps "$shape_reps" \
+    2>&1 | tee "$out/bench_shape21.json"
+else
+  : > "$out/bench_shape21.json"
+fi
 
 python3 - "$out" "$tests_rc" <<'PY'
 import json, pathlib, re, sys
@@ -53,14 +82,17 @@ print("\n== device check ==")
 print("gpu:", (out / "gpu.txt").read_text().strip())
 print(f"cuda tests: rc {rc}, passed {passed.group(1) if passed else 0}, failed {sorted(set(failed))}")
 rows = []
-for name in ("bench_gen3d", "bench_eager", "bench_compile"):
+for name in ("bench_gen3d", "bench_eager", "bench_compile", "bench_dit21"):
     for line in (out / f"{name}.json").read_text(errors="replace").splitlines():
         if line.startswith("{"):
             try:
                 j = json.loads(line)
             except ValueError:
                 continue
-            rows.append((j.get("runtime", "gen3d " + j.get("device", "")), j["ms_per_forward"],
+            label = j.get("runtime", "gen3d " + j.get("device", ""))
+            if name == "bench_dit21":
+                label += " (2.1 DiT)"
+            rows.append((label, j["ms_per_forward"],
                          j.get("ms_min"), j.get("ms_max"), j.get("gflops")))
 print(f"{'runtime':32} {'median ms':>10} {'min':>8} {'max':>8} {'TFLOP/s':>8}")
 for r in rows:
@@ -69,7 +101,9 @@ for r in rows:
 
 # image -> mesh: the runs after the first (which also uploads the weights), median and range.
 runs, profile = {}, None
-for line in (out / "bench_shape.json").read_text(errors="replace").splitlines():
+lines = (out / "bench_shape.json").read_text(errors="replace").splitlines()
+lines += (out / "bench_shape21.json").read_text(errors="replace").splitlines()
+for line in lines:
     if line.startswith("{"):
         try:
             j = json.loads(line)
@@ -78,14 +112,15 @@ for line in (out / "bench_shape.json").read_text(errors="replace").splitlines():
         if j.get("bench") == "shape-profile":
             profile = j
             continue
-        runs.setdefault((j["steps"], j["guidance"], j["volume"], j["octree"]), []).append(j)
+        runs.setdefault((j.get("model", ""), j["steps"], j["guidance"], j["volume"], j["octree"]),
+                        []).append(j)
 print(f"\n{'image -> mesh':36} {'median s':>9} {'min':>7} {'max':>7}  stages (median run)")
-for (steps, g, vol, octree), js in runs.items():
+for (model, steps, g, vol, octree), js in runs.items():
     timed = js[1:] if len(js) > 1 else js
     timed = sorted(timed, key=lambda j: j["total_s"])
     mid = timed[len(timed) // 2]
     st = " ".join(f"{k} {v:.2f}" for k, v in mid["stages"].items())
-    label = f"{steps} steps, cfg {g}, {vol} R{octree}"
+    label = f"{model} {steps} steps, cfg {g}, {vol} R{octree}"
     print(f"{label:36} {mid['total_s']:9.2f} {timed[0]['total_s']:7.2f} {timed[-1]['total_s']:7.2f}"
           f"  {st}; points {mid['points']}, faces {mid['faces']}, build {mid['build_s']:.0f} s,"
           f" first run {js[0]['total_s']:.2f} s")

@@ -305,9 +305,6 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
   if (device != models::Device::kCpu) {
     if (precision != models::Precision::kBf16 && opt.precision != "auto")
       throw pipeline::ConfigError("bench shape: --device cuda runs the networks in bf16");
-    if (model.plain)
-      throw pipeline::ConfigError("bench shape: the " + model.name +
-                                  " DiT (HunYuanDiTPlain) runs on the CPU only");
     use_device(device);
     precision = models::Precision::kBf16;
   }
@@ -322,7 +319,7 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
   std::unique_ptr<models::ShapeDenoiser> dit;
   if (model.plain)
     dit = std::make_unique<models::HunyuanDiTPlain>(
-        models::HunyuanDiTPlain::random(model.dit21, 2, {storage}));
+        models::HunyuanDiTPlain::random(model.dit21, 2, {storage, device}));
   else
     dit = std::make_unique<models::Hunyuan3DDiT>(
         models::Hunyuan3DDiT::random(model.dit, 2, {storage, device}));
