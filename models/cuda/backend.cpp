@@ -15,6 +15,7 @@
 
 #include "models/core/dtype.h"
 #include "models/core/error.h"
+#include "models/cuda/cublaslt.h"
 #include "models/cuda/gemm.h"
 #include "models/cuda/kernels.h"
 #include "models/cuda/runtime.h"
@@ -433,7 +434,7 @@ void install() {
     std::uint64_t keep = UINT64_MAX;
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
           "cudaMemPoolSetAttribute");
-    check(cublasLtCreate(&g_lt), "cublasLtCreate");
+    check(cublaslt().cublasLtCreate(&g_lt), "cublasLtCreate");
     register_device_memory(Device::kCuda, &kMemory);
     nn::register_device_ops(Device::kCuda, &kOps);
     spdlog::info("CUDA backend: {}", describe_gpu());

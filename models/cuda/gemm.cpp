@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "models/core/error.h"
+#include "models/cuda/cublaslt.h"
 #include "models/cuda/kernels.h"
 #include "models/cuda/runtime.h"
 
@@ -28,10 +29,10 @@ struct Plan {
   bool fused_bias = false;
   bool fused_gelu = false;  // tanh-approximated GELU in the epilogue
   ~Plan() {
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
+    if (d) cublaslt().cublasLtMatrixLayoutDestroy(d);
+    if (b) cublaslt().cublasLtMatrixLayoutDestroy(b);
+    if (a) cublaslt().cublasLtMatrixLayoutDestroy(a);
+    if (op) cublaslt().cublasLtMatmulDescDestroy(op);
   }
 };
 
@@ -44,51 +45,54 @@ using Key =
 std::unique_ptr<Plan> make_plan(const Key& key) {
   const auto [m, n, k, ldd, bias, gelu, align_d] = key;
   auto p = std::make_unique<Plan>();
-  check(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
+  check(cublaslt().cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
-        "transa");
-  check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
-        "transb");
+  check(
+      cublaslt().cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+      "transa");
+  check(
+      cublaslt().cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+      "transb");
   if (bias || gelu) {
     const cublasLtEpilogue_t epi = bias && gelu ? CUBLASLT_EPILOGUE_GELU_BIAS
                                    : gelu       ? CUBLASLT_EPILOGUE_GELU
                                                 : CUBLASLT_EPILOGUE_BIAS;
-    check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
+    check(cublaslt().cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                                    sizeof epi),
           "epilogue");
   }
   if (bias) {
     const cudaDataType_t bt = CUDA_R_32F;
-    check(
-        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt),
-        "bias type");
+    check(cublaslt().cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                                    sizeof bt),
+          "bias type");
   }
-  check(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, static_cast<std::uint64_t>(k),
-                                   static_cast<std::uint64_t>(m), k),
+  check(cublaslt().cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, static_cast<std::uint64_t>(k),
+                                              static_cast<std::uint64_t>(m), k),
         "layout A");
-  check(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, static_cast<std::uint64_t>(k),
-                                   static_cast<std::uint64_t>(n), k),
+  check(cublaslt().cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, static_cast<std::uint64_t>(k),
+                                              static_cast<std::uint64_t>(n), k),
         "layout B");
-  check(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, static_cast<std::uint64_t>(m),
-                                   static_cast<std::uint64_t>(n), ldd),
+  check(cublaslt().cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, static_cast<std::uint64_t>(m),
+                                              static_cast<std::uint64_t>(n), ldd),
         "layout D");
   cublasLtMatmulPreference_t pref = nullptr;
-  check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+  check(cublaslt().cublasLtMatmulPreferenceCreate(&pref), "preference");
   const std::size_t ws = kWorkspaceBytes;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                       sizeof ws);
+  cublaslt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &ws, sizeof ws);
   // The output may start inside a larger buffer (a slice of rows or columns): algorithms must
   // not assume more alignment than it has. A and B are whole allocations.
   const std::uint32_t al = align_d;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al,
-                                       sizeof al);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al,
-                                       sizeof al);
+  cublaslt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                  &al, sizeof al);
+  cublaslt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                  &al, sizeof al);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle(), p->op, p->a, p->b, p->d,
-                                                           p->d, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+  const cublasStatus_t st = cublaslt().cublasLtMatmulAlgoGetHeuristic(
+      lt_handle(), p->op, p->a, p->b, p->d, p->d, pref, 1, &result, &found);
+  cublaslt().cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) return nullptr;
   p->algo = result.algo;
   p->fused_bias = bias;
@@ -168,13 +172,14 @@ void gemm_bf16(float* y, std::int64_t ldy, const float* x, std::int64_t ldx,
     return;
   }
   if (p->fused_bias)
-    check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                         sizeof bias),
+    check(cublaslt().cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                    sizeof bias),
           "bias pointer");
   const float alpha = 1.0f, beta = 0.0f;
-  check(cublasLtMatmul(lt_handle(), p->op, &alpha, weight, p->a, s.staging, p->b, &beta, y, p->d, y,
-                       p->d, &p->algo, s.workspace, kWorkspaceBytes, stream()),
-        "cublasLtMatmul");
+  check(
+      cublaslt().cublasLtMatmul(lt_handle(), p->op, &alpha, weight, p->a, s.staging, p->b, &beta, y,
+                                p->d, y, p->d, &p->algo, s.workspace, kWorkspaceBytes, stream()),
+      "cublasLtMatmul");
   const float* rest_bias = p->fused_bias ? nullptr : bias;
   const kernels::Act rest_act = p->fused_gelu ? kernels::Act::kNone : act;
   if (rest_bias || rest_act != kernels::Act::kNone)
