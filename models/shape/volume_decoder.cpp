@@ -1,9 +1,12 @@
 #include "models/shape/volume_decoder.h"
 
+#include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -127,25 +130,37 @@ int sign_of(float f) {
   return (f > 0.0f) - (f < 0.0f);
 }
 
-// Box dilation of a n^3 byte mask with radius `rad` (a (2 rad + 1)^3 box), separable.
+// out[k] |= in[k] for k < n (distinct buffers, so the loop vectorizes).
+void or_into(std::uint8_t* __restrict out, const std::uint8_t* __restrict in, i64 n) {
+  for (i64 k = 0; k < n; ++k) out[k] |= in[k];
+}
+
+// Box dilation of a n^3 byte mask (values 0 or 1) with radius `rad` (a (2 rad + 1)^3 box),
+// separable: per axis, each k-row of the result is the OR of the source's rows (or, along k, of
+// the row's own bytes) shifted by -rad..rad, clipped at the grid's edges. Whole-row byte ORs
+// vectorize; per-voxel neighbour loops took most of a FlashVDM decode's bookkeeping.
 void dilate(std::vector<std::uint8_t>& mask, i64 n, int rad) {
   if (rad <= 0) return;
   std::vector<std::uint8_t> tmp(mask.size());
-  const i64 strides[3] = {n * n, n, 1};
   for (int axis = 0; axis < 3; ++axis) {
-    const i64 s = strides[axis];
-    tbb::parallel_for(i64{0}, n, [&](i64 i) {
-      for (i64 j = 0; j < n; ++j)
-        for (i64 k = 0; k < n; ++k) {
-          const i64 idx = (i * n + j) * n + k;
-          const i64 pos = axis == 0 ? i : (axis == 1 ? j : k);
-          std::uint8_t v = 0;
-          for (i64 d = -rad; d <= rad && !v; ++d) {
-            const i64 q = pos + d;
-            if (q >= 0 && q < n) v = mask[static_cast<std::size_t>(idx + d * s)];
+    const std::uint8_t* src = mask.data();
+    std::uint8_t* dst = tmp.data();
+    tbb::parallel_for(i64{0}, n, [src, dst, n, rad, axis](i64 i) {
+      for (i64 j = 0; j < n; ++j) {
+        std::uint8_t* out = dst + (i * n + j) * n;
+        const std::uint8_t* in = src + (i * n + j) * n;
+        std::copy_n(in, n, out);
+        if (axis == 2) {  // along the row itself
+          for (i64 d = 1; d <= rad && d < n; ++d) {
+            or_into(out, in + d, n - d);
+            or_into(out + d, in, n - d);
           }
-          tmp[static_cast<std::size_t>(idx)] = v;
+          continue;
         }
+        const i64 pos = axis == 0 ? i : j, stride = axis == 0 ? n * n : n;
+        for (i64 d = -rad; d <= rad; ++d)
+          if (d != 0 && pos + d >= 0 && pos + d < n) or_into(out, in + d * stride, n);
+      }
     });
     mask.swap(tmp);
   }
@@ -247,19 +262,34 @@ void query_buckets(const Field& field, const std::vector<i64>& sel, const std::v
                    const VolumeDecodeOptions& o, i64 top_k, VolumeGrid& g,
                    const std::string& label) {
   const std::size_t P = sel.size();
-  float lo[3], hi[3];
+  // The points' box (min and max are exact whatever the order of the parallel reduction).
+  using Box = std::array<float, 6>;  // lo x y z, hi x y z
+  Box init;
   for (int a = 0; a < 3; ++a) {
-    lo[a] = std::numeric_limits<float>::infinity();
-    hi[a] = -lo[a];
+    init[static_cast<std::size_t>(a)] = std::numeric_limits<float>::infinity();
+    init[static_cast<std::size_t>(a + 3)] = -std::numeric_limits<float>::infinity();
   }
-  for (std::size_t q = 0; q < P; ++q)
-    for (int a = 0; a < 3; ++a) {
-      lo[a] = std::min(lo[a], xyz[3 * q + static_cast<std::size_t>(a)]);
-      hi[a] = std::max(hi[a], xyz[3 * q + static_cast<std::size_t>(a)]);
-    }
+  const Box box = tbb::parallel_reduce(
+      tbb::blocked_range<std::size_t>(0, P, 1 << 14), init,
+      [&](const tbb::blocked_range<std::size_t>& r, Box b) {
+        for (std::size_t q = r.begin(); q < r.end(); ++q)
+          for (std::size_t a = 0; a < 3; ++a) {
+            b[a] = std::min(b[a], xyz[3 * q + a]);
+            b[a + 3] = std::max(b[a + 3], xyz[3 * q + a]);
+          }
+        return b;
+      },
+      [](Box a, const Box& b) {
+        for (std::size_t i = 0; i < 3; ++i) {
+          a[i] = std::min(a[i], b[i]);
+          a[i + 3] = std::max(a[i + 3], b[i + 3]);
+        }
+        return a;
+      });
+  const float lo[3] = {box[0], box[1], box[2]}, hi[3] = {box[3], box[4], box[5]};
   constexpr int nb = kBucketsPerAxis * kBucketsPerAxis * kBucketsPerAxis;
   std::vector<int> bucket(P);
-  for (std::size_t q = 0; q < P; ++q) {
+  tbb::parallel_for(std::size_t{0}, P, [&](std::size_t q) {
     int cell[3];
     for (int a = 0; a < 3; ++a) {
       const float ext = hi[a] - lo[a];
@@ -271,7 +301,7 @@ void query_buckets(const Field& field, const std::vector<i64>& sel, const std::v
       cell[a] = std::clamp(static_cast<int>(std::floor(u)), 0, kBucketsPerAxis - 1);
     }
     bucket[q] = cell[0] * 36 + cell[1] * 6 + cell[2];
-  }
+  });
   // Stable counting sort by bucket id.
   std::vector<i64> start(nb + 1, 0);
   for (int b : bucket) ++start[static_cast<std::size_t>(b + 1)];
@@ -310,12 +340,14 @@ void query_buckets(const Field& field, const std::vector<i64>& sel, const std::v
     const i64 base = start[static_cast<std::size_t>(first)];
     cx.resize(static_cast<std::size_t>(3 * size));
     vals.resize(static_cast<std::size_t>(size));
-    for (i64 t = 0; t < size; ++t)
+    tbb::parallel_for(i64{0}, size, [&](i64 t) {
       std::copy_n(xyz.data() + 3 * order[static_cast<std::size_t>(base + t)], 3, cx.data() + 3 * t);
+    });
     field.evaluate_groups(cx.data(), offsets, KeySelection{top_k, kBucketStride}, vals.data());
-    for (i64 t = 0; t < size; ++t)
+    tbb::parallel_for(i64{0}, size, [&](i64 t) {  // distinct vertices: no two writes collide
       g.values[static_cast<std::size_t>(sel[order[static_cast<std::size_t>(base + t)]])] =
           vals[static_cast<std::size_t>(t)];
+    });
     steps.next();
   }
 }
