@@ -662,8 +662,25 @@ std::optional<CachedOutputs> StageCache::load(const CacheKey& key, const GraphNo
   }
 }
 
+void StageCache::forget_missing_files() {
+  std::error_code ec;
+  size_t removed = 0;
+  for (fs::directory_iterator it(files_dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto memo = read_whole(it->path().string());  // "<path>\n<stat>\n<hash hex>\n"
+    if (!memo) continue;
+    if (stat_file(memo->substr(0, memo->find('\n')))) continue;  // still there
+    if (::unlink(it->path().c_str()) == 0) ++removed;
+  }
+  std::lock_guard guard(mutex_);
+  for (auto it = file_memo_.begin(); it != file_memo_.end();)
+    it =
+        stat_file(it->first.substr(0, it->first.find('\n'))) ? std::next(it) : file_memo_.erase(it);
+  if (removed > 0) spdlog::debug("stage cache: forgot the hashes of {} files gone", removed);
+}
+
 void StageCache::evict() {
   DirLock lock(lock_path_);
+  forget_missing_files();
   std::vector<EntryFile> entries = list_entries(entries_dir_);
   uint64_t total = 0;
   for (const EntryFile& e : entries) total += e.bytes;

@@ -86,8 +86,8 @@ struct CacheInfo {
 // One node's outputs as the cache returns them, and what the entry recorded.
 struct CachedOutputs {
   std::map<std::string, Value, std::less<>> outputs;
-  double compute_ms = 0;  // how long the node took when it was stored
-  uint64_t bytes = 0;     // entry size on disk
+  double compute_ms = 0;                // how long the node took when it was stored
+  uint64_t bytes = 0;                   // entry size on disk
   std::vector<RecordedMetric> metrics;  // what the node counted and gauged when it ran
 };
 
@@ -118,7 +118,9 @@ class StageCache {
   uint64_t estimate_bytes(const std::map<std::string, Value, std::less<>>& outputs) const;
   bool has_codecs(const GraphNode& node) const;
 
-  // Deletes least recently used entries until the store fits the budget.
+  // Deletes least recently used entries until the store fits the budget, and forgets the hashes
+  // of files that are gone (a server's uploads once their job is dropped), so the remembered
+  // hashes stay as many as the files still there.
   void evict();
 
   CacheInfo info() const;
@@ -144,6 +146,7 @@ class StageCache {
  private:
   void hash_path(KeyHasher& h, const std::string& path, bool siblings);
   void hash_directory(KeyHasher& h, const std::string& dir);
+  void forget_missing_files();
   StageCacheOptions options_;
   const Registry& codecs_;
   std::string entries_dir_, files_dir_, lock_path_;

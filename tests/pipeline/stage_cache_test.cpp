@@ -306,6 +306,30 @@ TEST(StageCache, BudgetEvictsTheLeastRecentlyUsedEntries) {
   EXPECT_FALSE(fs::exists(tiny.entry_path(keys[0])));
 }
 
+// The hashes of input files are remembered by path; once a file is gone (a server's upload
+// after its job is dropped), eviction forgets its hash, here and in the store, and keeps the
+// others'.
+TEST(StageCache, HashesOfFilesThatAreGoneAreForgotten) {
+  const std::string dir = temp_dir("stage_cache_forget");
+  const std::string kept = dir + "/kept.txt", gone = dir + "/gone.txt";
+  std::ofstream(kept) << "alpha";
+  std::ofstream(gone) << "omega";
+  pipeline::StageCache cache(store_everything(dir + "/cache"), cache_registry());
+  const pipeline::CacheKey k = cache.file_hash(kept), g = cache.file_hash(gone);
+  EXPECT_FALSE(k == g);
+  EXPECT_EQ(cache.info().file_hashes, 2u);
+  cache.evict();
+  EXPECT_EQ(cache.info().file_hashes, 2u);  // both files are there
+  fs::remove(gone);
+  cache.evict();
+  EXPECT_EQ(cache.info().file_hashes, 1u);
+  EXPECT_TRUE(cache.file_hash(kept) == k);
+  // A file made again at the same path is hashed afresh.
+  std::ofstream(gone) << "delta";
+  EXPECT_FALSE(cache.file_hash(gone) == g);
+  EXPECT_EQ(cache.info().file_hashes, 2u);
+}
+
 TEST(StageCache, UnneededNodesAreNeitherRunNorLoaded) {
   pipeline::StageCache cache(store_everything(temp_dir("stage_cache_unneeded")), cache_registry());
   const auto g = graph(R"({"nodes": [
