@@ -1,5 +1,9 @@
 #include "models/core/dtype.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -174,6 +178,29 @@ std::uint16_t float_to_bf16(float f) {
 // Rounding activations is a visible share of a bf16 attention: wider vector units too.
 GEN3D_VECTOR_CLONES void round_to_bf16(const float* src, std::size_t n, std::uint16_t* dst) {
   for (std::size_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
+}
+
+#ifndef GEN3D_NO_VECTOR_CLONES
+namespace {
+[[gnu::target("avx512f,avx512bf16")]] std::size_t round_normal_avx512bf16(const float* src,
+                                                                          std::size_t n,
+                                                                          std::uint16_t* dst) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i))));
+  return i;
+}
+}  // namespace
+#endif
+
+void round_normal_to_bf16(const float* src, std::size_t n, std::uint16_t* dst) {
+  std::size_t done = 0;
+#ifndef GEN3D_NO_VECTOR_CLONES
+  static const bool bf16_unit = __builtin_cpu_supports("avx512bf16");
+  if (bf16_unit) done = round_normal_avx512bf16(src, n, dst);
+#endif
+  round_to_bf16(src + done, n - done, dst + done);
 }
 
 void widen_to_f32(DType t, const void* src, std::size_t n, float* dst) {

@@ -43,6 +43,10 @@ float bf16_to_float(std::uint16_t b);
 std::uint16_t float_to_bf16(float f);
 // float_to_bf16 over `n` values (vectorized: every GEMM with bf16 activations rounds them).
 void round_to_bf16(const float* src, std::size_t n, std::uint16_t* dst);
+// The same for values that are zero or normal floats (no subnormal, infinity or NaN: softmax
+// weights, for one), on the CPU's own bf16 conversion where it has one (AVX512-BF16). That
+// conversion flushes subnormals, which such values never are, so the bits are round_to_bf16's.
+void round_normal_to_bf16(const float* src, std::size_t n, std::uint16_t* dst);
 
 // Widen `n` aligned IEEE halves to float32 (vectorized; the F16-weight GEMM uses it per panel).
 void widen_f16(const std::uint16_t* src, std::size_t n, float* dst);

@@ -5,6 +5,10 @@
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -68,17 +72,33 @@ GEN3D_VECTOR_CLONES float exp_shift_sum(float* s, std::int64_t n, float m) {
   return sum;
 }
 
-// The largest of s[0..n) (n >= 1), with 8 partial maxima so it vectorizes.
-GEN3D_VECTOR_CLONES float max_of(const float* s, std::int64_t n) {
-  float part[8];
-  std::fill_n(part, 8, -INFINITY);
-  std::int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int u = 0; u < 8; ++u) part[u] = part[u] > s[j + u] ? part[u] : s[j + u];
+// The largest of s[0..n) (n >= 1). GCC leaves the portable loop scalar, so CPUs with AVX-512 take
+// 16 lanes of vmaxps (the maximum is exact in any order).
+float max_of_portable(const float* s, std::int64_t n) {
   float m = -INFINITY;
-  for (; j < n; ++j) m = m > s[j] ? m : s[j];
-  for (float p : part) m = m > p ? m : p;
+  for (std::int64_t j = 0; j < n; ++j) m = m > s[j] ? m : s[j];
   return m;
+}
+
+#ifndef GEN3D_NO_VECTOR_CLONES
+[[gnu::target("avx512f")]] float max_of_avx512(const float* s, std::int64_t n) {
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  std::int64_t j = 0;
+  for (; j + 16 <= n; j += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(s + j));
+  if (j < n) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (n - j)) - 1u);
+    m = _mm512_max_ps(m, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail, s + j));
+  }
+  return _mm512_reduce_max_ps(m);
+}
+#endif
+
+float max_of(const float* s, std::int64_t n) {
+#ifndef GEN3D_NO_VECTOR_CLONES
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return max_of_avx512(s, n);
+#endif
+  return max_of_portable(s, n);
 }
 
 float effective_scale(const AttentionShape& s) {
@@ -205,7 +225,7 @@ void attend_block_bf16(const HeadsOut& out, const HeadsView& q, const std::uint1
       }
       w.row_sum[static_cast<std::size_t>(i)] += sum;
       w.row_max[static_cast<std::size_t>(i)] = m_new;
-      round_to_bf16(srow, static_cast<std::size_t>(nk), wb.p.data() + i * kBlockK);
+      round_normal_to_bf16(srow, static_cast<std::size_t>(nk), wb.p.data() + i * kBlockK);
     }
     gemm_bf16_serial(O, D, wb.p.data(), kBlockK, vb + k0 * D, D, false, nq, nk, D, 1.0f, true);
   }

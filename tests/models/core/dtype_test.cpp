@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -68,6 +70,32 @@ TEST(DType, Bf16) {
   EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x3f808000u)), 0x3f80);  // tie -> even
   EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x3f818000u)), 0x3f82);
   EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+// The hardware conversion (where the CPU has one) gives round_to_bf16's bits on zeros and normal
+// floats of every exponent, both signs, ties to even and values rounding up to infinity.
+TEST(DType, RoundNormalToBf16MatchesTheSoftwareRounding) {
+  std::mt19937 rng(7);
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          std::numeric_limits<float>::min(),
+                          -std::numeric_limits<float>::min(),
+                          std::numeric_limits<float>::max(),
+                          -std::numeric_limits<float>::max()};
+  for (std::uint32_t tie : {0x3f808000u, 0x3f818000u, 0x7f7f8000u, 0x00808000u, 0x7f7fffffu})
+    v.push_back(std::bit_cast<float>(tie));
+  while (v.size() < 100003) {
+    const std::uint32_t bits = rng();
+    const std::uint32_t exponent = (bits >> 23) & 0xffu;
+    if (exponent == 0 || exponent == 0xffu) continue;  // subnormal, zero, infinity, NaN
+    v.push_back(std::bit_cast<float>(bits));
+  }
+  std::vector<std::uint16_t> a(v.size()), b(v.size());
+  round_to_bf16(v.data(), v.size(), a.data());
+  round_normal_to_bf16(v.data(), v.size(), b.data());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    ASSERT_EQ(a[i], b[i]) << "value " << v[i] << " bits " << std::bit_cast<std::uint32_t>(v[i]);
 }
 
 TEST(DType, WidenUnaligned) {
