@@ -98,7 +98,9 @@ TEST(CudaTimeline, OperationsInIssueOrderOnTheHostClockSummingToTheProfile) {
     // The reference event's host time is known to within its wait (tens of microseconds).
     EXPECT_GE(us(spans[i].start - before), -100.0) << i;
     EXPECT_LE(us(spans[i].end - after), 100.0) << i;
-    if (i > 0) EXPECT_GE(us(spans[i].start - spans[i - 1].end), -1.0) << "overlap at " << i;
+    if (i > 0) {
+      EXPECT_GE(us(spans[i].start - spans[i - 1].end), -1.0) << "overlap at " << i;
+    }
   }
 
   // The same work timed by the profile's own events: the sums agree but for the merged gaps.
