@@ -276,39 +276,48 @@ std::vector<nn::DeviceOps::TimelineSpan> take_timeline(std::uint64_t mark) {
     return std::chrono::duration_cast<clock::duration>(
         std::chrono::duration<double, std::milli>(t));
   };
-  check(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize");
-  std::lock_guard lock(g_profile.mutex);
-  if (g_timeline.active.load() == 0) return {};  // a take without a start
+  // Whatever fails, this caller stops recording (or every later operation would still be timed).
+  cudaError_t error = cudaStreamSynchronize(g_stream);
   std::vector<nn::DeviceOps::TimelineSpan> out;
-  std::vector<Timeline::Span> kept;
-  for (const Timeline::Span& s : g_timeline.spans) {
-    if (s.number < mark) {  // issued before this caller started: another caller's
-      kept.push_back(s);
-      continue;
-    }
-    // The start from the reference; the duration from the span's own pair, which keeps the
-    // float milliseconds' precision however long the recording has run.
-    float from_reference = 0.0f, duration = 0.0f;
-    check(cudaEventElapsedTime(&from_reference, g_timeline.reference, s.start),
-          "cudaEventElapsedTime");
-    check(cudaEventElapsedTime(&duration, s.start, s.end), "cudaEventElapsedTime");
-    const clock::time_point start = g_timeline.reference_host + ms(from_reference);
-    const clock::time_point end = start + ms(std::max(duration, 0.0f));
-    if (!out.empty() && out.back().name == s.name && start - out.back().end < kTimelineMergeGap)
-      out.back().end = std::max(out.back().end, end);
-    else
-      out.push_back({s.name, start, end});
-    g_profile.spare.push_back(s.start);
-    g_profile.spare.push_back(s.end);
-  }
-  g_timeline.spans = std::move(kept);
-  if (g_timeline.active.fetch_sub(1) == 1) {  // the last caller: what is left is no one's
+  {
+    std::lock_guard lock(g_profile.mutex);
+    if (g_timeline.active.load() == 0) return {};  // a take without a start
+    std::vector<Timeline::Span> kept;
     for (const Timeline::Span& s : g_timeline.spans) {
+      if (s.number < mark) {  // issued before this caller started: another caller's
+        kept.push_back(s);
+        continue;
+      }
+      // The start from the reference; the duration from the span's own pair, which keeps the
+      // float milliseconds' precision however long the recording has run.
+      float from_reference = 0.0f, duration = 0.0f;
+      cudaError_t e = error;
+      if (e == cudaSuccess)
+        e = cudaEventElapsedTime(&from_reference, g_timeline.reference, s.start);
+      if (e == cudaSuccess) e = cudaEventElapsedTime(&duration, s.start, s.end);
       g_profile.spare.push_back(s.start);
       g_profile.spare.push_back(s.end);
+      if (e != cudaSuccess) {
+        error = e;
+        continue;
+      }
+      const clock::time_point start = g_timeline.reference_host + ms(from_reference);
+      const clock::time_point end = start + ms(std::max(duration, 0.0f));
+      if (!out.empty() && out.back().name == s.name && start - out.back().end < kTimelineMergeGap)
+        out.back().end = std::max(out.back().end, end);
+      else
+        out.push_back({s.name, start, end});
     }
-    g_timeline.spans.clear();
+    g_timeline.spans = std::move(kept);
+    if (g_timeline.active.fetch_sub(1) == 1) {  // the last caller: what is left is no one's
+      for (const Timeline::Span& s : g_timeline.spans) {
+        g_profile.spare.push_back(s.start);
+        g_profile.spare.push_back(s.end);
+      }
+      g_timeline.spans.clear();
+    }
   }
+  check(error, "reading the device timeline");
   return out;
 }
 
