@@ -3,6 +3,7 @@
 #include <tbb/enumerable_thread_specific.h>
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -14,6 +15,8 @@ struct Profiler::Buffers {
     std::vector<CounterRecord> counters;
   };
   tbb::enumerable_thread_specific<Local> per_thread;
+  std::mutex tracks_mutex;
+  std::vector<std::string> tracks;  // track kFirstTrack + i is named tracks[i]
 };
 
 Profiler::Profiler()
@@ -37,6 +40,25 @@ int64_t Profiler::now_ns() const {
 
 void Profiler::record(SpanRecord&& span) {
   buffers_->per_thread.local().spans.push_back(std::move(span));
+}
+
+int Profiler::track(std::string_view name) {
+  std::lock_guard lock(buffers_->tracks_mutex);
+  auto& tracks = buffers_->tracks;
+  const auto it = std::find(tracks.begin(), tracks.end(), name);
+  if (it != tracks.end()) return kFirstTrack + static_cast<int>(it - tracks.begin());
+  tracks.emplace_back(name);
+  return kFirstTrack + static_cast<int>(tracks.size()) - 1;
+}
+
+void Profiler::add_span(int track, std::string name, std::string category, std::string node,
+                        std::chrono::steady_clock::time_point start,
+                        std::chrono::steady_clock::time_point end) {
+  using std::chrono::nanoseconds;
+  const int64_t start_ns = std::chrono::duration_cast<nanoseconds>(start - origin_).count();
+  const int64_t dur_ns = std::chrono::duration_cast<nanoseconds>(end - start).count();
+  record(SpanRecord{std::move(name), std::move(category), std::move(node), track, start_ns,
+                    std::max<int64_t>(dur_ns, 0)});
 }
 
 void Profiler::count(std::string_view name, double delta) {
@@ -143,7 +165,27 @@ std::string Profiler::chrome_trace_json() const {
   }
   events.push_back(
       {{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "gen3d"}}}});
+  std::vector<std::string> tracks;
+  {
+    std::lock_guard lock(buffers_->tracks_mutex);
+    tracks = buffers_->tracks;
+  }
   for (int t : threads) {
+    if (t >= kFirstTrack) {  // a track: its name, sorted after the threads
+      const auto i = static_cast<std::size_t>(t - kFirstTrack);
+      const std::string name = i < tracks.size() ? tracks[i] : "track " + std::to_string(t);
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", 1},
+                        {"tid", t},
+                        {"args", {{"name", name}}}});
+      events.push_back({{"name", "thread_sort_index"},
+                        {"ph", "M"},
+                        {"pid", 1},
+                        {"tid", t},
+                        {"args", {{"sort_index", t}}}});
+      continue;
+    }
     const std::string name = t == main_thread_ ? "main" : "worker " + std::to_string(t);
     events.push_back(
         {{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", t}, {"args", {{"name", name}}}});

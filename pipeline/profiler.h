@@ -15,7 +15,7 @@ struct SpanRecord {
   std::string name;      // "render_normals" or "view 3"
   std::string category;  // "node" for a node run, "stage" for sub-spans, ...
   std::string node;      // owning node id (empty for spans outside a node)
-  int thread = 0;        // small dense thread index, see Profiler::thread_index()
+  int thread = 0;        // small dense thread index (Profiler::thread_index()), or a track's
   int64_t start_ns = 0;  // since the profiler's origin
   int64_t dur_ns = 0;
 };
@@ -63,6 +63,22 @@ class Profiler {
   int64_t now_ns() const;
   std::chrono::steady_clock::time_point origin() const { return origin_; }
 
+  // A track of its own for spans timed elsewhere (a GPU's timeline, by its events), named `name`
+  // ("cuda:0"): the same name gives the same track. Its index goes in SpanRecord::thread, apart
+  // from every real thread's, and the Chrome trace shows it as a thread of that name, after the
+  // real ones.
+  int track(std::string_view name);
+  // Records a span timed elsewhere, [start, end) on steady_clock (this profiler's clock), on
+  // `track` (from track()). Safe from any thread.
+  void add_span(int track, std::string name, std::string category, std::string node,
+                std::chrono::steady_clock::time_point start,
+                std::chrono::steady_clock::time_point end);
+  // Whether model stages put their device's own timeline on a track (stages/shared.h:
+  // DeviceTrace). Timing a GPU's every operation with events costs a little, so it is off unless
+  // a trace is written (the CLI's --trace).
+  void set_device_timelines(bool on) { device_timelines_ = on; }
+  bool device_timelines() const { return device_timelines_; }
+
   // Merged views over every thread's buffer; call when recording threads are quiet.
   std::vector<SpanRecord> spans() const;
   std::vector<CounterRecord> counters() const;
@@ -80,6 +96,9 @@ class Profiler {
   std::chrono::steady_clock::time_point origin_;
   int main_thread_;
   std::unique_ptr<Buffers> buffers_;
+  bool device_timelines_ = false;
+  // Track indices start here, far above any real thread's.
+  static constexpr int kFirstTrack = 1 << 20;
   void record(SpanRecord&& span);
 };
 

@@ -337,6 +337,8 @@ class StageContext {
   void count(std::string_view name, double delta = 1.0) const;
   void gauge(std::string_view name, double value) const;
   SharedState& shared() const;
+  // The run's profiler, null when nothing is traced (for spans timed elsewhere: Profiler::track).
+  Profiler* profiler() const { return w_.profiler; }
   const std::string& node_id() const { return w_.node_id; }
   bool cancelled() const;
   void throw_if_cancelled() const;  // for long loops: stop promptly when the run is cancelled

@@ -145,6 +145,7 @@ class EncodeImage final : public pipeline::Stage {
     ctx.throw_if_cancelled();
     Tensor cond;
     {
+      const DeviceTrace device_trace(ctx, node_device(ctx));  // the GPU's work, in a trace
       auto span = ctx.span("dinov2");
       cond = encoder->encode(pre);  // [1, T, C]
     }
@@ -209,6 +210,7 @@ class EncodeViews final : public pipeline::Stage {
     ctx.throw_if_cancelled();
     Tensor cond;
     {
+      const DeviceTrace device_trace(ctx, node_device(ctx));  // the GPU's work, in a trace
       auto span = ctx.span("dinov2");
       cond = encoder->encode_views(views, view_idxs);  // [1, V T, C]
     }

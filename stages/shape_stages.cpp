@@ -247,6 +247,7 @@ class Denoise final : public pipeline::Stage {
           static_cast<std::uint64_t>(ctx.param<int>("seed")));
     }
 
+    const DeviceTrace device_trace(ctx, src.device);  // the GPU's work, in a trace
     models::FlowMatchSampler sampler(*model, o, cache.get());
     sampler.start(std::move(noise), *cond, uncond.get());
     while (!sampler.done()) {

@@ -86,6 +86,7 @@ class VaeDecode final : public pipeline::Stage {
   void run(StageContext& ctx) const override {
     const auto vae = load_vae(ctx);
     const auto latents = ctx.in<Tensor>("latents");
+    const DeviceTrace device_trace(ctx, vae->device());  // the GPU's work, in a trace
     auto span = ctx.span("decode");
     auto out = std::make_shared<Tensor>(vae->decode(*latents));
     spdlog::info("{}: decoded latents {}", ctx.node_id(), out->shape().str());
@@ -135,6 +136,7 @@ class VolumeDecode final : public pipeline::Stage {
     o.band_abs_logit = ctx.param<float>("band_abs_logit");
     o.level = ctx.param<float>("level");
     o.top_k = ctx.param<int64_t>("top_k");
+    const DeviceTrace device_trace(ctx, vae->device());  // the GPU's work, in a trace
     const auto field = vae->geometry_field(*decoded, ctx.param<int64_t>("item"));
     models::VolumeDecodeStats st;
     auto grid = std::make_shared<models::VolumeGrid>();

@@ -80,6 +80,39 @@ models::Device node_device(const pipeline::StageContext& ctx) {
   return d;
 }
 
+DeviceTrace::DeviceTrace(const pipeline::StageContext& ctx, models::Device device)
+    : device_(device) {
+  const pipeline::Profiler* profiler = ctx.profiler();
+  if (device == models::Device::kCpu || !profiler || !profiler->device_timelines()) return;
+  try {
+    mark_ = models::nn::device_ops(device).start_timeline();
+    ctx_ = &ctx;
+  } catch (const std::exception& e) {  // a trace never fails a run
+    spdlog::warn("{}: no {} timeline in the trace: {}", ctx.node_id(), models::device_name(device),
+                 e.what());
+  }
+}
+
+DeviceTrace::~DeviceTrace() {
+  if (!ctx_) return;
+  try {
+    record_device_timeline(*ctx_, device_, models::nn::device_ops(device_).take_timeline(mark_));
+  } catch (const std::exception& e) {
+    spdlog::warn("{}: no {} timeline in the trace: {}", ctx_->node_id(),
+                 models::device_name(device_), e.what());
+  }
+}
+
+void record_device_timeline(const pipeline::StageContext& ctx, models::Device device,
+                            const std::vector<models::nn::DeviceOps::TimelineSpan>& spans) {
+  pipeline::Profiler* profiler = ctx.profiler();
+  if (!profiler || spans.empty()) return;
+  // One device of each kind in this process: the backend runs on device 0.
+  const int track = profiler->track(std::string(models::device_name(device)) + ":0");
+  for (const auto& s : spans)
+    profiler->add_span(track, s.name, "gpu", ctx.node_id(), s.start, s.end);
+}
+
 std::string resolved_precision(const std::string& spelled) {
   return std::string(
       models::precision_name(models::resolve_precision(models::parse_precision(spelled))));

@@ -1,11 +1,13 @@
 #pragma once
 // Per-run objects shared by several stages, fetched through the stage context.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "models/core/device.h"
+#include "models/nn/device_ops.h"
 #include "pipeline/stage.h"
 #include "render/raster_cache.h"
 #include "stages/types.h"
@@ -34,6 +36,30 @@ void add_device_param(pipeline::StageContract& c);
 void check_device(const pipeline::ParamMap& params, std::vector<std::string>& problems);
 // The node's device, its backend installed in this process; throws naming the node otherwise.
 models::Device node_device(const pipeline::StageContext& ctx);
+
+// A model stage's device work in the trace: while alive, when the node's network runs on a
+// device (not the CPU) and the run writes a trace (Profiler::device_timelines), the device times
+// its operations with its own events (nn::DeviceOps::start_timeline); when it goes, it waits for
+// the device and records what ran as spans on a track named for the device ("cuda:0"), category
+// "gpu", this node's. Nothing otherwise. Construct it right before the network's work.
+class DeviceTrace {
+ public:
+  DeviceTrace(const pipeline::StageContext& ctx, models::Device device);
+  // Neither throws: a timeline that cannot be had is logged and left out of the trace.
+  ~DeviceTrace();
+  DeviceTrace(const DeviceTrace&) = delete;
+  DeviceTrace& operator=(const DeviceTrace&) = delete;
+
+ private:
+  const pipeline::StageContext* ctx_ = nullptr;  // null: not recording
+  models::Device device_;
+  std::uint64_t mark_ = 0;
+};
+
+// DeviceTrace's record: `spans` (a timeline of `device`) on the device's track of the context's
+// profiler, as spans of the context's node. Nothing without a profiler.
+void record_device_timeline(const pipeline::StageContext& ctx, models::Device device,
+                            const std::vector<models::nn::DeviceOps::TimelineSpan>& spans);
 
 // Publishes the cache's counters (hits, misses, rasterizations, bytes, evictions) as gauges.
 void report_cache(const pipeline::StageContext& ctx, const render::RasterCache& cache);

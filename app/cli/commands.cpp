@@ -54,6 +54,9 @@ Graph load_graph(const std::string& path, const std::vector<std::string>& sets) 
 
 int run_graph(const Graph& graph, const RunOptions& o, const AfterRun& after) {
   Profiler profiler;
+  // A written trace shows each GPU node's own timeline too (timing every operation costs a
+  // little, so only then).
+  profiler.set_device_timelines(!o.trace_path.empty());
   ExecutorOptions exec;
   exec.max_threads = o.threads;
   exec.model_concurrency = o.model_concurrency;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -193,20 +194,141 @@ Profile g_profile;
 
 }  // namespace
 
+namespace {
+
+// The device timeline (DeviceOps::start_timeline / take_timeline): while a caller records, each
+// ProfileSpan also brackets its work with a pair of events kept here (apart from the profile's,
+// which take_profile recycles on its own schedule), numbered in issue order. Guarded by
+// g_profile.mutex; the events come from and go back to the profile's spares.
+struct Timeline {
+  std::atomic<int> active{0};  // callers between start_timeline and take_timeline
+  std::uint64_t next = 1;      // number of the next span; a caller's mark is `next` at its start
+  // Recorded when the first caller started, on a stream of its own so it need not wait for the
+  // work in flight, at the host time `reference_host`: event times map to the host clock from it.
+  cudaStream_t stream = nullptr;
+  cudaEvent_t reference = nullptr;
+  std::chrono::steady_clock::time_point reference_host;
+  struct Span {
+    const char* name;
+    cudaEvent_t start, end;
+    std::uint64_t number;
+  };
+  std::vector<Span> spans;  // not yet taken, in issue order
+};
+Timeline g_timeline;
+
+// Consecutive spans of one kind closer than this are one span of the timeline: back-to-back
+// launches of one operation read as one stretch, not one span per launch.
+constexpr auto kTimelineMergeGap = std::chrono::microseconds(4);
+
+}  // namespace
+
 ProfileSpan::ProfileSpan(const char* name) : name_(name) {
-  if (!g_profile.on.load(std::memory_order_relaxed)) return;
+  const bool profile = g_profile.on.load(std::memory_order_relaxed);
+  const bool timeline = g_timeline.active.load(std::memory_order_relaxed) > 0;
+  if (!profile && !timeline) return;
   std::lock_guard lock(g_profile.mutex);
-  start_ = g_profile.event();
-  check(cudaEventRecord(start_, g_stream), "cudaEventRecord");
+  if (profile) {
+    start_ = g_profile.event();
+    check(cudaEventRecord(start_, g_stream), "cudaEventRecord");
+  }
+  if (timeline) {
+    timeline_start_ = g_profile.event();
+    check(cudaEventRecord(timeline_start_, g_stream), "cudaEventRecord");
+  }
 }
 
 ProfileSpan::~ProfileSpan() {
-  if (!start_) return;
+  if (!start_ && !timeline_start_) return;
   std::lock_guard lock(g_profile.mutex);
-  cudaEvent_t end = g_profile.event();
-  cudaEventRecord(end, g_stream);
-  g_profile.spans.push_back({name_, {start_, end}});
+  if (start_) {
+    cudaEvent_t end = g_profile.event();
+    cudaEventRecord(end, g_stream);
+    g_profile.spans.push_back({name_, {start_, end}});
+  }
+  if (timeline_start_) {
+    if (g_timeline.active.load() == 0) {  // every caller took its timeline meanwhile
+      g_profile.spare.push_back(timeline_start_);
+      return;
+    }
+    cudaEvent_t end = g_profile.event();
+    cudaEventRecord(end, g_stream);
+    g_timeline.spans.push_back({name_, timeline_start_, end, g_timeline.next++});
+  }
 }
+
+namespace {
+
+std::uint64_t start_timeline() {
+  std::lock_guard lock(g_profile.mutex);
+  if (g_timeline.active.load() == 0) {
+    if (!g_timeline.stream)
+      check(cudaStreamCreateWithFlags(&g_timeline.stream, cudaStreamNonBlocking),
+            "cudaStreamCreate");
+    if (!g_timeline.reference) g_timeline.reference = g_profile.event();
+    // The event runs at once on its idle stream: the host times around the wait bracket it.
+    const auto before = std::chrono::steady_clock::now();
+    check(cudaEventRecord(g_timeline.reference, g_timeline.stream), "cudaEventRecord");
+    check(cudaEventSynchronize(g_timeline.reference), "cudaEventSynchronize");
+    const auto after = std::chrono::steady_clock::now();
+    g_timeline.reference_host = before + (after - before) / 2;
+  }
+  g_timeline.active.fetch_add(1);
+  return g_timeline.next;
+}
+
+std::vector<nn::DeviceOps::TimelineSpan> take_timeline(std::uint64_t mark) {
+  using clock = std::chrono::steady_clock;
+  const auto ms = [](float t) {
+    return std::chrono::duration_cast<clock::duration>(
+        std::chrono::duration<double, std::milli>(t));
+  };
+  // Whatever fails, this caller stops recording (or every later operation would still be timed).
+  cudaError_t error = cudaStreamSynchronize(g_stream);
+  std::vector<nn::DeviceOps::TimelineSpan> out;
+  {
+    std::lock_guard lock(g_profile.mutex);
+    if (g_timeline.active.load() == 0) return {};  // a take without a start
+    std::vector<Timeline::Span> kept;
+    for (const Timeline::Span& s : g_timeline.spans) {
+      if (s.number < mark) {  // issued before this caller started: another caller's
+        kept.push_back(s);
+        continue;
+      }
+      // The start from the reference; the duration from the span's own pair, which keeps the
+      // float milliseconds' precision however long the recording has run.
+      float from_reference = 0.0f, duration = 0.0f;
+      cudaError_t e = error;
+      if (e == cudaSuccess)
+        e = cudaEventElapsedTime(&from_reference, g_timeline.reference, s.start);
+      if (e == cudaSuccess) e = cudaEventElapsedTime(&duration, s.start, s.end);
+      g_profile.spare.push_back(s.start);
+      g_profile.spare.push_back(s.end);
+      if (e != cudaSuccess) {
+        error = e;
+        continue;
+      }
+      const clock::time_point start = g_timeline.reference_host + ms(from_reference);
+      const clock::time_point end = start + ms(std::max(duration, 0.0f));
+      if (!out.empty() && out.back().name == s.name && start - out.back().end < kTimelineMergeGap)
+        out.back().end = std::max(out.back().end, end);
+      else
+        out.push_back({s.name, start, end});
+    }
+    g_timeline.spans = std::move(kept);
+    if (g_timeline.active.fetch_sub(1) == 1) {  // the last caller: what is left is no one's
+      for (const Timeline::Span& s : g_timeline.spans) {
+        g_profile.spare.push_back(s.start);
+        g_profile.spare.push_back(s.end);
+      }
+      g_timeline.spans.clear();
+    }
+  }
+  check(error, "reading the device timeline");
+  return out;
+}
+
+}  // namespace
 
 namespace {
 
@@ -350,6 +472,13 @@ class CudaOps final : public nn::DeviceOps {
 
  private:
   mutable std::mutex gemm_mutex_;
+
+ public:
+  // The device timeline, from the ProfileSpan events (see Timeline above).
+  std::uint64_t start_timeline() const override { return cuda::start_timeline(); }
+  std::vector<TimelineSpan> take_timeline(std::uint64_t mark) const override {
+    return cuda::take_timeline(mark);
+  }
 };
 
 const CudaMemory kMemory;

@@ -20,7 +20,8 @@ void check(cublasStatus_t s, const char* what);
 void check_launch(const char* what);
 
 // While profiling is on (backend.h: set_profiling), the GPU time of the work issued in this
-// object's lifetime is added to `name` (a string literal) in the profile.
+// object's lifetime is added to `name` (a string literal) in the profile. While a device timeline
+// is recorded (DeviceOps::start_timeline), that work is also a span of the timeline.
 class ProfileSpan {
  public:
   explicit ProfileSpan(const char* name);
@@ -31,6 +32,7 @@ class ProfileSpan {
  private:
   const char* name_;
   cudaEvent_t start_ = nullptr;
+  cudaEvent_t timeline_start_ = nullptr;  // the timeline's own, apart from the profile's
 };
 
 }  // namespace gen3d::models::cuda

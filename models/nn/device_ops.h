@@ -6,8 +6,11 @@
 // the ops' device; layers are passed whole so a device backend can keep its own copy of their
 // parameters (uploaded on first use, kept while the layer lives: see DeviceCopy).
 
+#include <chrono>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "models/core/device.h"
 #include "models/core/tensor.h"
@@ -98,6 +101,22 @@ class DeviceOps {
   virtual const float* parameter(const Tensor& t, const DeviceCopy& slot) const = 0;
   // Waits until every operation issued so far has finished (a no-op on the CPU).
   virtual void synchronize() const {}
+
+  // ---- The device's own timeline, for a trace ------------------------------------------------
+  // A stretch of device work: the operation kind ("linear", "attention", ...) and when the device
+  // ran it, on the host's steady_clock (the clock pipeline::Profiler records with).
+  struct TimelineSpan {
+    std::string name;
+    std::chrono::steady_clock::time_point start, end;
+  };
+  // Starts timing this device's operations with its own events; returns a mark for
+  // take_timeline. Callers may overlap (two nodes on one device): each takes back only the work
+  // issued after its own start that no other caller took first. Nothing on the CPU (mark 0).
+  virtual std::uint64_t start_timeline() const { return 0; }
+  // Waits for the device, then returns the work issued since start_timeline(mark) returned, in
+  // issue order, consecutive operations of one kind with gaps of a few microseconds merged.
+  // Empty on the CPU. Call once per start.
+  virtual std::vector<TimelineSpan> take_timeline(std::uint64_t /*mark*/) const { return {}; }
 };
 
 // The ops for `d`; throws ModelError when this process has no backend for it.

@@ -1,5 +1,6 @@
 // Profiler output: the Chrome trace and the metrics JSON.
 
+#include <chrono>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -96,6 +97,58 @@ TEST(Profiler, SummaryMarksTheCriticalPath) {
   size_t marks = 0;
   for (size_t pos = 0; (pos = s.find("%  *", pos)) != std::string::npos; ++pos) ++marks;
   EXPECT_EQ(marks, 3u) << s;
+}
+
+TEST(Profiler, TrackSpansAreTheirOwnNamedThreadInTheTrace) {
+  using std::chrono::microseconds;
+  pipeline::Profiler p;
+  EXPECT_FALSE(p.device_timelines()) << "off unless a trace is written";
+  const int gpu = p.track("cuda:0");
+  EXPECT_EQ(p.track("cuda:0"), gpu);
+  const int other = p.track("other");
+  EXPECT_NE(other, gpu);
+  { auto cpu = p.span("work", "node", "denoise"); }
+  // Timed elsewhere, on the profiler's clock: 1.5 ms and 4 ms after its origin.
+  p.add_span(gpu, "linear", "gpu", "denoise", p.origin() + microseconds(1500),
+             p.origin() + microseconds(2750));
+  p.add_span(gpu, "attention", "gpu", "denoise", p.origin() + microseconds(4000),
+             p.origin() + microseconds(4250));
+
+  const json trace = json::parse(p.chrome_trace_json());
+  std::map<int, std::string> thread_names;
+  std::vector<json> on_gpu;
+  int cpu_tid = -1;
+  for (const json& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "thread_name")
+      thread_names[e.at("tid").get<int>()] = e.at("args").at("name");
+    if (e.at("ph") != "X") continue;
+    if (e.at("tid").get<int>() == gpu)
+      on_gpu.push_back(e);
+    else
+      cpu_tid = e.at("tid").get<int>();
+  }
+  ASSERT_NE(cpu_tid, -1);
+  EXPECT_NE(cpu_tid, gpu);
+  EXPECT_EQ(thread_names.at(gpu), "cuda:0");
+  EXPECT_EQ(thread_names.at(cpu_tid), "main");
+  EXPECT_EQ(thread_names.count(other), 0u) << "a track with no spans is not shown";
+  ASSERT_EQ(on_gpu.size(), 2u);
+  EXPECT_EQ(on_gpu[0].at("name"), "linear");
+  EXPECT_EQ(on_gpu[0].at("cat"), "gpu");
+  EXPECT_EQ(on_gpu[0].at("args").at("node"), "denoise");
+  EXPECT_DOUBLE_EQ(on_gpu[0].at("ts").get<double>(), 1500.0);
+  EXPECT_DOUBLE_EQ(on_gpu[0].at("dur").get<double>(), 1250.0);
+  EXPECT_EQ(on_gpu[1].at("name"), "attention");
+  EXPECT_DOUBLE_EQ(on_gpu[1].at("ts").get<double>(), 4000.0);
+  EXPECT_DOUBLE_EQ(on_gpu[1].at("dur").get<double>(), 250.0);
+  // The records say the same, on the track.
+  int records = 0;
+  for (const pipeline::SpanRecord& r : p.spans())
+    if (r.thread == gpu) {
+      ++records;
+      EXPECT_EQ(r.category, "gpu");
+    }
+  EXPECT_EQ(records, 2);
 }
 
 TEST(Profiler, GaugesKeepTheLastValueAndCountersAdd) {
