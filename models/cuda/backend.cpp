@@ -16,6 +16,7 @@
 
 #include "models/core/dtype.h"
 #include "models/core/error.h"
+#include "models/cuda/conv.h"
 #include "models/cuda/cublaslt.h"
 #include "models/cuda/gemm.h"
 #include "models/cuda/kernels.h"
@@ -334,6 +335,50 @@ namespace {
 
 using Span = ProfileSpan;
 
+// A convolution's weight on the GPU as the GEMM reads it: bf16 [cout, gemm_padded_in(k)] with
+// rows (kh, kw, cin) then zeros, rounded from whatever the host keeps (the CPU's bf16 rounding);
+// its float32 bias.
+std::shared_ptr<const DeviceLinear> device_conv(const nn::Conv2d& c) {
+  auto made = c.device_copy.get([&]() -> std::shared_ptr<const void> {
+    const kernels::ConvWeight& wt = c.weight;
+    const std::int64_t k = wt.kh * wt.kw * wt.cin;
+    std::vector<std::uint16_t> w;
+    const std::vector<float>* bias = &wt.bias;
+    if (wt.bf16) {
+      w = wt.bf16->plain();
+      bias = &wt.bf16->bias;
+    } else {
+      w.resize(wt.w.size());
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16(wt.w[i]);
+    }
+    if (static_cast<std::int64_t>(w.size()) != wt.cout * k || k == 0)
+      throw ModelError("conv2d on the GPU: the layer holds no weights");
+    const std::int64_t ld = gemm_padded_in(k);
+    if (ld != k) {
+      std::vector<std::uint16_t> padded(static_cast<std::size_t>(wt.cout * ld), 0);
+      for (std::int64_t o = 0; o < wt.cout; ++o)
+        std::copy_n(w.data() + o * k, k, padded.data() + o * ld);
+      w.swap(padded);
+    }
+    auto d = std::make_shared<DeviceLinear>();
+    d->weight = upload(w.data(), w.size(), "uploading a Conv2d weight");
+    if (!bias->empty()) d->bias = upload(bias->data(), bias->size(), "uploading a Conv2d bias");
+    return d;
+  });
+  return std::static_pointer_cast<const DeviceLinear>(made);
+}
+
+// A GroupNorm's affine weight and bias on the GPU (either may be absent).
+std::shared_ptr<const DeviceNorm> device_group_norm(const nn::GroupNorm& n) {
+  auto made = n.device_copy.get([&]() -> std::shared_ptr<const void> {
+    auto d = std::make_shared<DeviceNorm>();
+    if (!n.weight.empty()) d->weight = upload_shared(n.weight, "uploading a GroupNorm weight");
+    if (!n.bias.empty()) d->bias = upload_shared(n.bias, "uploading a GroupNorm bias");
+    return d;
+  });
+  return std::static_pointer_cast<const DeviceNorm>(made);
+}
+
 class CudaOps final : public nn::DeviceOps {
  public:
   Device device() const override { return Device::kCuda; }
@@ -468,6 +513,31 @@ class CudaOps final : public nn::DeviceOps {
   }
   void synchronize() const override {
     check(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize");
+  }
+  void conv2d(const nn::Conv2d& conv, float* y, const float* x, i64 batch, i64 h,
+              i64 w) const override {
+    const kernels::ConvWeight& wt = conv.weight;
+    const i64 pixels = batch * conv.out_h(h) * conv.out_w(w);
+    if (pixels <= 0 || wt.cout <= 0) return;
+    const auto d = device_conv(conv);
+    const Span span("conv2d");
+    std::lock_guard lock(gemm_mutex_);  // the GEMM's plans and workspace are shared
+    cuda::conv2d(y, x, batch, h, w, d->weight, d->bias, wt.cout, wt.cin, wt.kh, wt.kw,
+                 conv.geometry);
+    kernels::count_flops(2.0 * static_cast<double>(pixels) *
+                         static_cast<double>(wt.kh * wt.kw * wt.cin) *
+                         static_cast<double>(wt.cout));
+  }
+  void group_norm(const nn::GroupNorm& norm, float* y, const float* x, i64 batch, i64 pixels,
+                  bool silu) const override {
+    const auto d = device_group_norm(norm);
+    const Span span("group_norm");
+    cuda::group_norm(y, x, batch, pixels, norm.channels, norm.groups, norm.eps, d->weight.get(),
+                     d->bias.get(), silu);
+  }
+  void upsample_nearest2x(float* y, const float* x, i64 batch, i64 h, i64 w, i64 c) const override {
+    const Span span("upsample");
+    cuda::upsample_nearest2x(y, x, batch, h, w, c);
   }
 
  private:

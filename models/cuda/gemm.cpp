@@ -186,4 +186,30 @@ void gemm_bf16(float* y, std::int64_t ldy, const float* x, std::int64_t ldx,
     bias_act(y, ldy, rows, out, rest_bias, rest_act);
 }
 
+void gemm_bf16_staged(float* y, std::int64_t ldy, const std::uint16_t* x,
+                      const std::uint16_t* weight, const float* bias, std::int64_t rows,
+                      std::int64_t in, std::int64_t out) {
+  if (rows == 0) return;
+  State& s = state();
+  if (!s.workspace)
+    check(cudaMallocAsync(&s.workspace, kWorkspaceBytes, stream()), "GEMM workspace");
+  const std::int64_t k = gemm_padded_in(in);
+  const auto* xb = reinterpret_cast<const __nv_bfloat16*>(x);
+  const Plan* p = plan_for({out, rows, k, ldy, bias != nullptr, false, alignment(y)});
+  if (!p) {
+    gemm_simt(y, ldy, xb, k, weight, k, rows, in, out);
+    if (bias) bias_act(y, ldy, rows, out, bias, kernels::Act::kNone);
+    return;
+  }
+  if (p->fused_bias)
+    check(cublaslt().cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                    sizeof bias),
+          "bias pointer");
+  const float alpha = 1.0f, beta = 0.0f;
+  check(cublaslt().cublasLtMatmul(lt_handle(), p->op, &alpha, weight, p->a, xb, p->b, &beta, y,
+                                  p->d, y, p->d, &p->algo, s.workspace, kWorkspaceBytes, stream()),
+        "cublasLtMatmul");
+  if (!p->fused_bias && bias) bias_act(y, ldy, rows, out, bias, kernels::Act::kNone);
+}
+
 }  // namespace gen3d::models::cuda

@@ -18,4 +18,10 @@ void gemm_bf16(float* y, std::int64_t ldy, const float* x, std::int64_t ldx,
                const std::uint16_t* weight, const float* bias, std::int64_t rows, std::int64_t in,
                std::int64_t out, kernels::Act act);
 
+// gemm_bf16 without the staging pass or an activation: x is already bf16 bits
+// [rows, gemm_padded_in(in)] (zeros past `in`), a whole allocation on the GPU.
+void gemm_bf16_staged(float* y, std::int64_t ldy, const std::uint16_t* x,
+                      const std::uint16_t* weight, const float* bias, std::int64_t rows,
+                      std::int64_t in, std::int64_t out);
+
 }  // namespace gen3d::models::cuda

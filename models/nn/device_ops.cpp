@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "models/core/error.h"
+#include "models/kernels/conv.h"
 #include "models/kernels/fused.h"
 #include "models/kernels/key_selection.h"
 #include "models/kernels/linear.h"
@@ -157,6 +158,17 @@ class CpuOps final : public DeviceOps {
     });
   }
   const float* parameter(const Tensor& t, const DeviceCopy&) const override { return t.data(); }
+  void conv2d(const Conv2d& conv, float* y, const float* x, i64 batch, i64 h,
+              i64 w) const override {
+    conv(y, x, batch, h, w);
+  }
+  void group_norm(const GroupNorm& norm, float* y, const float* x, i64 batch, i64 pixels,
+                  bool silu) const override {
+    norm(y, x, batch, pixels, silu);
+  }
+  void upsample_nearest2x(float* y, const float* x, i64 batch, i64 h, i64 w, i64 c) const override {
+    kernels::upsample_nearest2x(y, x, batch, h, w, c);
+  }
 };
 
 const CpuOps kCpuOps;

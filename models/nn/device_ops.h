@@ -19,7 +19,9 @@
 
 namespace gen3d::models::nn {
 
+struct Conv2d;
 class DeviceCopy;
+struct GroupNorm;
 struct LayerNorm;
 struct Linear;
 struct RMSNorm;
@@ -101,6 +103,20 @@ class DeviceOps {
   virtual const float* parameter(const Tensor& t, const DeviceCopy& slot) const = 0;
   // Waits until every operation issued so far has finished (a no-op on the CPU).
   virtual void synchronize() const {}
+
+  // Convolutional networks: NHWC maps.
+  // y (batch, conv.out_h(h), conv.out_w(w), cout) = the layer's convolution of x (batch, h, w,
+  // cin) plus its bias, as Conv2d does (on a device: bf16 operands, float32 accumulation, like
+  // the CPU's bf16 convolution); y must not alias x.
+  virtual void conv2d(const Conv2d& conv, float* y, const float* x, i64 batch, i64 h,
+                      i64 w) const = 0;
+  // y (batch, pixels, channels) = the layer's GroupNorm of x, then SiLU when `silu`; y may
+  // alias x.
+  virtual void group_norm(const GroupNorm& norm, float* y, const float* x, i64 batch, i64 pixels,
+                          bool silu) const = 0;
+  // y (batch, 2h, 2w, c) = nearest-neighbour ×2 upsampling of x (batch, h, w, c).
+  virtual void upsample_nearest2x(float* y, const float* x, i64 batch, i64 h, i64 w,
+                                  i64 c) const = 0;
 
   // ---- The device's own timeline, for a trace ------------------------------------------------
   // A stretch of device work: the operation kind ("linear", "attention", ...) and when the device

@@ -102,6 +102,7 @@ void GroupNorm::load(ParamSource& p, const std::string& name, i64 num_channels, 
   eps = epsilon;
   weight = p.take(name + ".weight", {num_channels});
   bias = p.take(name + ".bias", {num_channels});
+  device_copy = DeviceCopy();
 }
 
 void GroupNorm::operator()(float* y, const float* x, i64 batch, i64 pixels, bool silu) const {
@@ -116,6 +117,7 @@ void Conv2d::load_padded(ParamSource& p, const std::string& name, i64 cout, i64 
 void Conv2d::load(ParamSource& p, const std::string& name, i64 cout, i64 cin, i64 k,
                   kernels::ConvGeometry g) {
   geometry = g;
+  device_copy = DeviceCopy();
   const Tensor w = p.take(name + ".weight", {cout, cin, k, k});
   const Tensor b = p.take(name + ".bias", {cout});
   if (w.empty()) {  // a shape recorder: nothing to pack

@@ -99,6 +99,7 @@ struct RMSNorm {
 // nn.GroupNorm(groups, channels) over NHWC maps, optionally fused with SiLU.
 struct GroupNorm {
   Tensor weight, bias;  // [channels]
+  DeviceCopy device_copy;
   i64 channels = 0, groups = 0;
   float eps = 1e-5f;
 
@@ -112,6 +113,7 @@ struct GroupNorm {
 struct Conv2d {
   kernels::ConvWeight weight;
   kernels::ConvGeometry geometry;
+  DeviceCopy device_copy;
 
   void load(ParamSource& p, const std::string& name, i64 cout, i64 cin, i64 k,
             kernels::ConvGeometry g);

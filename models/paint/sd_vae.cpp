@@ -19,6 +19,7 @@
 #include "models/kernels/elementwise.h"
 #include "models/kernels/linear.h"
 #include "models/nn/config_reader.h"
+#include "models/nn/device_ops.h"
 #include "models/nn/layers.h"
 #include "models/nn/weight_files.h"
 
@@ -32,14 +33,16 @@ namespace K = kernels;
 
 constexpr float kEps = 1e-6f;  // every GroupNorm of the SD VAE
 
-using kernels::add_inplace;
 using kernels::parallel_chunks;
+using Ops = nn::DeviceOps;
 
-// A single-image feature map (1, h, w, c).
+// A single-image feature map (1, h, w, c) on the device the network runs on.
 struct Map {
   Tensor t;
   i64 h = 0, w = 0, c = 0;
-  static Map make(i64 h, i64 w, i64 c) { return {Tensor(Shape{1, h, w, c}), h, w, c}; }
+  static Map make(i64 h, i64 w, i64 c, Device d = Device::kCpu) {
+    return {Tensor(Shape{1, h, w, c}, d), h, w, c};
+  }
   float* data() { return t.data(); }
   const float* data() const { return t.data(); }
   i64 pixels() const { return h * w; }
@@ -51,10 +54,16 @@ using nn::GroupNorm;
 using nn::Linear;
 using nn::ParamSource;
 
+// `m` on `d`: itself when it is there, else a copy.
+Map to_device(Map m, Device d) {
+  if (m.t.device() == d) return m;
+  return {m.t.to(d), m.h, m.w, m.c};
+}
+
 // A convolution of one image's map.
-Map apply(const Conv2d& conv, const Map& x) {
-  Map y = Map::make(conv.out_h(x.h), conv.out_w(x.w), conv.weight.cout);
-  conv(y.data(), x.data(), 1, x.h, x.w);
+Map apply(const Ops& k, const Conv2d& conv, const Map& x) {
+  Map y = Map::make(conv.out_h(x.h), conv.out_w(x.w), conv.weight.cout, k.device());
+  k.conv2d(conv, y.data(), x.data(), 1, x.h, x.w);  // [1, oh, ow, cout]
   return y;
 }
 
@@ -71,21 +80,21 @@ struct Resnet {
     has_shortcut = cin != cout;
     if (has_shortcut) shortcut.load(p, name + ".conv_shortcut", cout, cin, 1, {});
   }
-  Map operator()(const Map& x) const {
+  Map operator()(const Ops& k, const Map& x) const {
     Map h;
     {
-      Map t = Map::make(x.h, x.w, x.c);
-      norm1(t.data(), x.data(), 1, x.pixels(), true);
-      h = apply(conv1, t);
+      Map t = Map::make(x.h, x.w, x.c, k.device());
+      k.group_norm(norm1, t.data(), x.data(), 1, x.pixels(), true);  // [1, h, w, cin]
+      h = apply(k, conv1, t);                                        // [1, h, w, cout]
     }
-    norm2(h.data(), h.data(), 1, h.pixels(), true);
-    Map y = apply(conv2, h);
+    k.group_norm(norm2, h.data(), h.data(), 1, h.pixels(), true);
+    Map y = apply(k, conv2, h);  // [1, h, w, cout]
     h = Map{};
     if (has_shortcut) {
-      const Map s = apply(shortcut, x);
-      add_inplace(y.data(), s.data(), y.numel());
+      const Map s = apply(k, shortcut, x);  // [1, h, w, cout]
+      k.add(y.data(), s.data(), y.numel());
     } else {
-      add_inplace(y.data(), x.data(), y.numel());
+      k.add(y.data(), x.data(), y.numel());
     }
     return y;
   }
@@ -115,15 +124,16 @@ struct Attention {
     qkv.set(p, std::move(w), std::move(b), c, 3 * c);
     out.load(p, name + (old ? ".proj_attn" : ".to_out.0"), c, c);
   }
-  void apply_inplace(Map& x) const {
+  void apply_inplace(const Ops& k, Map& x) const {
     const i64 L = x.pixels();
-    std::vector<float> qkv_rows(static_cast<std::size_t>(L * 3 * c));
+    const Device d = k.device();
+    Tensor qkv_rows(Shape{L, 3 * c}, d);  // [L, 3C]: q | k | v
     {
-      std::vector<float> h(static_cast<std::size_t>(L * c));
-      norm(h.data(), x.data(), 1, L, false);
-      qkv(qkv_rows.data(), h.data(), L);
+      Tensor h(Shape{L, c}, d);
+      k.group_norm(norm, h.data(), x.data(), 1, L, false);
+      k.linear(qkv, qkv_rows.data(), 3 * c, h.data(), c, L);
     }
-    std::vector<float> o(static_cast<std::size_t>(L * c));
+    Tensor o(Shape{L, c}, d);  // [L, C]
     K::AttentionShape s;
     s.batch = 1;
     s.heads = 1;
@@ -132,13 +142,13 @@ struct Attention {
     s.head_dim = c;
     s.bf16 = qkv.bf16();
     const i64 ts = 3 * c;
-    K::attention(K::HeadsOut{o.data(), L * c, c, c}, K::HeadsView{qkv_rows.data(), L * ts, ts, c},
-                 K::HeadsView{qkv_rows.data() + c, L * ts, ts, c},
-                 K::HeadsView{qkv_rows.data() + 2 * c, L * ts, ts, c}, s);
-    qkv_rows = {};
-    std::vector<float> proj(static_cast<std::size_t>(L * c));
-    out(proj.data(), o.data(), L);
-    add_inplace(x.data(), proj.data(), L * c);
+    k.attention(K::HeadsOut{o.data(), L * c, c, c}, K::HeadsView{qkv_rows.data(), L * ts, ts, c},
+                K::HeadsView{qkv_rows.data() + c, L * ts, ts, c},
+                K::HeadsView{qkv_rows.data() + 2 * c, L * ts, ts, c}, s);
+    qkv_rows = Tensor();
+    Tensor proj(Shape{L, c}, d);  // [L, C]
+    k.linear(out, proj.data(), c, o.data(), c, L);
+    k.add(x.data(), proj.data(), L * c);
   }
 };
 
@@ -152,10 +162,10 @@ struct MidBlock {
     if (attention) attn.load(p, name + ".attentions.0", c, groups);
     r1.load(p, name + ".resnets.1", c, c, groups);
   }
-  Map operator()(const Map& x) const {
-    Map h = r0(x);
-    if (has_attn) attn.apply_inplace(h);
-    return r1(h);
+  Map operator()(const Ops& k, const Map& x) const {
+    Map h = r0(k, x);
+    if (has_attn) attn.apply_inplace(k, h);
+    return r1(k, h);
   }
 };
 
@@ -170,8 +180,10 @@ class ProbeSink {
  public:
   ProbeSink(const VaeProbe& probe, i64 batch) : probe_(probe), batch_(batch) {}
   bool on() const { return static_cast<bool>(probe_); }
-  void put(const std::string& name, i64 image, const Map& m) {
+  void put(const std::string& name, i64 image, const Map& dm) {
     if (!on()) return;
+    const Map m = to_device(
+        Map{Tensor::view(dm.data(), dm.t.shape(), dm.t.device()), dm.h, dm.w, dm.c}, Device::kCpu);
     auto it = maps_.find(name);
     if (it == maps_.end()) {
       order_.push_back(name);
@@ -284,6 +296,7 @@ SdVaeConfig SdVaeConfig::read(const std::string& path) {
 // Network
 
 struct SdVae::Impl {
+  WeightStorage storage = WeightStorage::kF32;
   // Encoder
   Conv2d enc_conv_in;
   std::vector<Level> down;
@@ -311,6 +324,14 @@ std::int64_t SdVae::num_parameters() const {
   return impl_->params;
 }
 
+void SdVae::set_device(Device device) {
+  if (device != Device::kCpu && impl_->storage != WeightStorage::kBF16)
+    throw ModelError(std::string("SD VAE: storage ") + std::string(storage_name(impl_->storage)) +
+                     " runs on the CPU only; device " + device_name(device) +
+                     " needs storage bf16");
+  device_ = device;
+}
+
 namespace {
 std::unique_ptr<SdVae::Impl> build(const SdVaeConfig& cfg, ParamSource& p);
 }  // namespace
@@ -320,6 +341,7 @@ std::unique_ptr<SdVae> SdVae::load(const SdVaeConfig& cfg, WeightMap& weights,
   cfg.validate();
   nn::CheckpointParams p(weights, storage);
   auto m = build(cfg, p);
+  m->storage = storage;
   return std::unique_ptr<SdVae>(new SdVae(cfg, std::move(m)));
 }
 
@@ -406,6 +428,7 @@ std::unique_ptr<SdVae> SdVae::load_folder(const std::string& dir, WeightStorage 
 SdVae::Posterior SdVae::encode(const Tensor& image01, const VaeProbe& probe) const {
   check_nhwc(image01, cfg_.in_channels, "encode input");
   const Impl& m = *impl_;
+  const Ops& k = nn::device_ops(device_);
   const i64 B = image01.dim(0), L = cfg_.latent_channels;
   ProbeSink sink(probe, B);
   Posterior post;
@@ -415,24 +438,26 @@ SdVae::Posterior SdVae::encode(const Tensor& image01, const VaeProbe& probe) con
       float* d = x.data();
       for (i64 i = a; i < e; ++i) d[i] = (d[i] - 0.5f) * 2.0f;
     });
-    Map h = apply(m.enc_conv_in, x);
+    x = to_device(std::move(x), device_);
+    Map h = apply(k, m.enc_conv_in, x);  // [1, H, W, C0]
     x = Map{};
     sink.put("enc.conv_in", b, h);
     for (std::size_t i = 0; i < m.down.size(); ++i) {
       const Level& lv = m.down[i];
-      for (const Resnet& r : lv.resnets) h = r(h);
-      if (lv.has_resample) h = apply(lv.resample, h);
+      for (const Resnet& r : lv.resnets) h = r(k, h);
+      if (lv.has_resample) h = apply(k, lv.resample, h);  // [1, ceil(h / 2), ceil(w / 2), C]
       sink.put("enc.down_blocks." + std::to_string(i), b, h);
     }
-    h = m.enc_mid(h);
+    h = m.enc_mid(k, h);
     sink.put("enc.mid_block", b, h);
-    m.enc_norm_out(h.data(), h.data(), 1, h.pixels(), true);
-    h = apply(m.enc_conv_out, h);
+    k.group_norm(m.enc_norm_out, h.data(), h.data(), 1, h.pixels(), true);
+    h = apply(k, m.enc_conv_out, h);  // [1, h, w, 2L]
     sink.put("enc.conv_out", b, h);
     if (m.has_quant) {
-      h = apply(m.quant_conv, h);
+      h = apply(k, m.quant_conv, h);
       sink.put("quant_conv", b, h);
     }
+    h = to_device(std::move(h), Device::kCpu);
     if (b == 0) {
       post.mean = Tensor(Shape{B, h.h, h.w, L});
       post.std = Tensor(Shape{B, h.h, h.w, L});
@@ -470,33 +495,35 @@ Tensor SdVae::encode_scaled(const Tensor& image01, const Tensor* eps) const {
 Tensor SdVae::decode(const Tensor& z, const VaeProbe& probe) const {
   check_nhwc(z, cfg_.latent_channels, "decode input");
   const Impl& m = *impl_;
+  const Ops& k = nn::device_ops(device_);
   const i64 B = z.dim(0);
   ProbeSink sink(probe, B);
   Tensor out;
   for (i64 b = 0; b < B; ++b) {
-    Map h = image_slice(z, b);
+    Map h = to_device(image_slice(z, b), device_);  // [1, h, w, L]
     if (m.has_post_quant) {
-      h = apply(m.post_quant_conv, h);
+      h = apply(k, m.post_quant_conv, h);
       sink.put("post_quant_conv", b, h);
     }
-    h = apply(m.dec_conv_in, h);
+    h = apply(k, m.dec_conv_in, h);  // [1, h, w, C_top]
     sink.put("dec.conv_in", b, h);
-    h = m.dec_mid(h);
+    h = m.dec_mid(k, h);
     sink.put("dec.mid_block", b, h);
     for (std::size_t i = 0; i < m.up.size(); ++i) {
       const Level& lv = m.up[i];
-      for (const Resnet& r : lv.resnets) h = r(h);
+      for (const Resnet& r : lv.resnets) h = r(k, h);
       if (lv.has_resample) {
-        Map u = Map::make(2 * h.h, 2 * h.w, h.c);
-        K::upsample_nearest2x(u.data(), h.data(), 1, h.h, h.w, h.c);
+        Map u = Map::make(2 * h.h, 2 * h.w, h.c, device_);  // [1, 2h, 2w, C]
+        k.upsample_nearest2x(u.data(), h.data(), 1, h.h, h.w, h.c);
         h = Map{};
-        h = apply(lv.resample, u);
+        h = apply(k, lv.resample, u);
       }
       sink.put("dec.up_blocks." + std::to_string(i), b, h);
     }
-    m.dec_norm_out(h.data(), h.data(), 1, h.pixels(), true);
-    h = apply(m.dec_conv_out, h);
+    k.group_norm(m.dec_norm_out, h.data(), h.data(), 1, h.pixels(), true);
+    h = apply(k, m.dec_conv_out, h);  // [1, H, W, out_channels]
     sink.put("dec.conv_out", b, h);
+    h = to_device(std::move(h), Device::kCpu);
     if (b == 0) out = Tensor(Shape{B, h.h, h.w, h.c});
     std::memcpy(out.data() + b * h.numel(), h.data(), static_cast<std::size_t>(h.numel()) * 4);
   }

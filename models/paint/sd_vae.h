@@ -9,7 +9,8 @@
 // conv_in, mid block, UpDecoderBlock2D levels (layers_per_block + 1 ResNets, then nearest ×2 +
 // conv except on the last level), GroupNorm + SiLU + conv_out. Every GroupNorm has eps 1e-6.
 // Images of a batch are processed one at a time so that full-size (512²) runs keep a few
-// hundred MB of activations.
+// hundred MB of activations. The network runs on nn::DeviceOps: the CPU by default, or the device
+// set_device names (bf16 weights).
 
 #include <cstdint>
 #include <functional>
@@ -18,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/core/device.h"
 #include "models/core/dtype.h"
 #include "models/core/tensor.h"
 
@@ -84,6 +86,12 @@ class SdVae {
   const SdVaeConfig& config() const { return cfg_; }
   std::int64_t num_parameters() const;
 
+  // Where encode and decode run (default the CPU); inputs and outputs stay host tensors. A
+  // device runs the bf16 layers (weights uploaded there once, on first use), so it needs a model
+  // loaded with WeightStorage::kBF16: other storages throw ModelError naming it.
+  void set_device(Device device);
+  Device device() const { return device_; }
+
   // Diagonal Gaussian posterior, each (B, H / downscale, W / downscale, latent_channels).
   struct Posterior {
     Tensor mean, std;
@@ -105,6 +113,7 @@ class SdVae {
   SdVae(SdVaeConfig cfg, std::unique_ptr<Impl> impl);
   SdVaeConfig cfg_;
   std::unique_ptr<Impl> impl_;
+  Device device_ = Device::kCpu;
 };
 
 }  // namespace gen3d::models

@@ -10,10 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "models/kernels/conv.h"
 #include "models/kernels/key_selection.h"
 #include "models/nn/layers.h"
+#include "models/nn/params.h"
 
 namespace gen3d::models::nn {
 namespace {
@@ -156,6 +159,42 @@ TEST(CpuDeviceOps, SelectedKeyAttentionFollowsItsDefinition) {
       }
     }
   EXPECT_EQ(checked, P * W);
+}
+
+// The convolutional operations against the scalar references of models/kernels/conv.h, on a
+// map that is not square (so h and w cannot be swapped unnoticed) and the SD VAE downsampler's
+// asymmetric padding.
+TEST(CpuDeviceOps, ConvGroupNormAndUpsampleFollowTheReferences) {
+  const i64 h = 7, w = 5, cin = 6, cout = 4;
+  RandomParams params([](const std::string& name, Tensor& t) {
+    const std::vector<float> v = randn(t.numel(), name.size());
+    std::copy(v.begin(), v.end(), t.data());
+  });
+  Conv2d conv;
+  conv.load(params, "conv", cout, cin, 3, kernels::ConvGeometry{2, 0, 1, 0, 1});
+  const std::vector<float> x = randn(h * w * cin, 3);
+  const i64 n = conv.out_h(h) * conv.out_w(w) * cout;
+  ASSERT_EQ(n, 3 * 2 * cout);  // (7 + 1 - 3) / 2 + 1 rows, (5 + 1 - 3) / 2 + 1 columns
+  std::vector<float> y(static_cast<std::size_t>(n)), r(y.size());
+  cpu().conv2d(conv, y.data(), x.data(), 1, h, w);
+  kernels::ref::conv2d(r.data(), x.data(), 1, h, w, conv.weight, conv.geometry);
+  for (i64 i = 0; i < n; ++i) EXPECT_NEAR(y[i], r[i], 1e-4f * (1.0f + std::abs(r[i]))) << i;
+
+  GroupNorm norm;
+  norm.load(params, "norm", cin, 3, 1e-6f);
+  std::vector<float> g(x.size()), gr(x.size());
+  cpu().group_norm(norm, g.data(), x.data(), 1, h * w, true);
+  kernels::ref::group_norm(gr.data(), x.data(), 1, h * w, cin, 3, 1e-6f, norm.weight.data(),
+                           norm.bias.data(), true);
+  for (std::size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], gr[i], 1e-5f) << i;
+
+  std::vector<float> u(4 * x.size());
+  cpu().upsample_nearest2x(u.data(), x.data(), 1, h, w, cin);
+  for (i64 oy = 0; oy < 2 * h; ++oy)
+    for (i64 ox = 0; ox < 2 * w; ++ox)
+      for (i64 c = 0; c < cin; ++c)
+        ASSERT_EQ(u[static_cast<std::size_t>((oy * 2 * w + ox) * cin + c)],
+                  x[static_cast<std::size_t>(((oy / 2) * w + ox / 2) * cin + c)]);
 }
 
 }  // namespace

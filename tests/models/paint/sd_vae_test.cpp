@@ -295,6 +295,31 @@ TEST_F(TinyVae, DeprecatedAttentionNamesGiveTheSameNetwork) {
   for (i64 i = 0; i < za.numel(); ++i) ASSERT_EQ(za.data()[i], zb.data()[i]);
 }
 
+// A device runs the bf16 layers: other storages are refused there, naming the storage; the CPU
+// takes every storage, and a bf16 VAE may be moved to a device and back.
+TEST_F(TinyVae, DeviceNeedsBf16Storage) {
+  const std::string dir = write_folder("device");
+  for (WeightStorage s : {WeightStorage::kF32, WeightStorage::kF16, WeightStorage::kInt8}) {
+    const auto vae = SdVae::load_folder(dir, s);
+    try {
+      vae->set_device(Device::kCuda);
+      ADD_FAILURE() << "storage " << storage_name(s) << " accepted on cuda";
+    } catch (const ModelError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("storage " + std::string(storage_name(s))), std::string::npos) << msg;
+      EXPECT_NE(msg.find("bf16"), std::string::npos) << msg;
+    }
+    EXPECT_EQ(vae->device(), Device::kCpu);
+    vae->set_device(Device::kCpu);
+  }
+  const auto vae = SdVae::load_folder(dir, WeightStorage::kBF16);
+  vae->set_device(Device::kCuda);
+  EXPECT_EQ(vae->device(), Device::kCuda);
+  vae->set_device(Device::kCpu);
+  const Tensor img = random_images(1, 8, 8, 3, 12);
+  EXPECT_EQ(vae->encode(img).mean.device(), Device::kCpu);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Scheduler config and arguments
 
