@@ -127,7 +127,8 @@ TEST(UNetCudaGolden, GpuAgreesWithTheCpuBf16PathAndWithItself) {
     for (const Tensor& t : kv) EXPECT_EQ(t.device(), Device::kCuda);
     std::vector<Tensor> kv_host;
     for (const Tensor& t : kv) kv_host.push_back(t.to(Device::kCpu));
-    for (const std::vector<Tensor>* keys : {&kv, &kv_host}) {
+    const std::vector<Tensor>* both[] = {&kv, &kv_host};
+    for (const std::vector<Tensor>* keys : both) {
       UNetCall call;
       call.text_kv = keys;
       const Tensor k = gpu.forward(s.sample, s.timesteps, s.text, call);
