@@ -539,6 +539,14 @@ class CudaOps final : public nn::DeviceOps {
     const Span span("upsample");
     cuda::upsample_nearest2x(y, x, batch, h, w, c);
   }
+  void geglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden) const override {
+    const Span span("activation");
+    cuda::geglu(g, ldg, z, ldz, rows, hidden);
+  }
+  void add_broadcast(float* y, const float* x, i64 batch, i64 rows, i64 cols) const override {
+    const Span span("add");
+    cuda::add_broadcast(y, x, batch, rows, cols);
+  }
 
  private:
   mutable std::mutex gemm_mutex_;

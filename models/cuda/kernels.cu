@@ -130,6 +130,26 @@ __global__ void swiglu_kernel(float* g, i64 ldg, const float* z, i64 ldz, i64 ro
     }
 }
 
+// g[r, c] = z[r, c] * gelu_erf(z[r, hidden + c]) (GEGLU's gate). With g == z (and ldg == ldz)
+// each thread overwrites only the value it read; the gate half is never written.
+__global__ void geglu_kernel(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, int hidden) {
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < hidden; c += gridDim.x * blockDim.x) {
+      const float gate = z[r * ldz + hidden + c];
+      g[r * ldg + c] = z[r * ldz + c] * act_fn(static_cast<int>(Act::kGeluErf), gate);
+    }
+}
+
+// y[row, c] += x[row / rows_per_item, c] over rows of `cols` values.
+__global__ void add_broadcast_kernel(float* y, const float* x, i64 total_rows, i64 rows_per_item,
+                                     int cols) {
+  for (i64 r = blockIdx.y; r < total_rows; r += gridDim.y) {
+    const float* xr = x + (r / rows_per_item) * cols;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x)
+      y[r * cols + c] += xr[c];
+  }
+}
+
 // h[b, t, c] += gate[b, c] * y[b, t, c] over rows r = b * tokens + t.
 __global__ void gated_residual_kernel(float* h, i64 hsb, const float* y, i64 ysb, i64 rows,
                                       i64 tokens, int dim, const float* gate, i64 gs) {
@@ -944,6 +964,20 @@ void swiglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden) {
   swiglu_kernel<<<grid_rows(rows, hidden), kThreads, 0, stream()>>>(g, ldg, z, ldz, rows,
                                                                     static_cast<int>(hidden));
   check_launch("swiglu");
+}
+
+void geglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden) {
+  if (rows * hidden == 0) return;
+  geglu_kernel<<<grid_rows(rows, hidden), kThreads, 0, stream()>>>(g, ldg, z, ldz, rows,
+                                                                   static_cast<int>(hidden));
+  check_launch("geglu");
+}
+
+void add_broadcast(float* y, const float* x, i64 batch, i64 rows, i64 cols) {
+  if (batch * rows * cols == 0) return;
+  add_broadcast_kernel<<<grid_rows(batch * rows, cols), kThreads, 0, stream()>>>(
+      y, x, batch * rows, rows, static_cast<int>(cols));
+  check_launch("add_broadcast");
 }
 
 void ln_modulate(float* y, i64 ysb, const float* x, i64 xsb, i64 batch, i64 tokens, i64 dim,

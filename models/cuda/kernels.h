@@ -27,6 +27,10 @@ void act_copy(kernels::Act act, float* dst, i64 ld_dst, const float* src, i64 ld
 void add(float* y, const float* x, i64 n);
 // g[r, c] = silu(z[r, c]) * z[r, hidden + c].
 void swiglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden);
+// g[r, c] = z[r, c] * gelu_erf(z[r, hidden + c]) (GEGLU's gate); g may alias z.
+void geglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden);
+// y[b, r, c] += x[b, c] for y (batch, rows, cols), x (batch, cols), both dense.
+void add_broadcast(float* y, const float* x, i64 batch, i64 rows, i64 cols);
 // y = (x - mean) * rstd * weight + bias per row (weight, bias may be null); y may alias x.
 void layer_norm(float* y, i64 ldy, const float* x, i64 ldx, i64 rows, i64 dim, const float* weight,
                 const float* bias, float eps);

@@ -13,6 +13,7 @@
 
 #include "models/core/error.h"
 #include "models/kernels/conv.h"
+#include "models/kernels/elementwise.h"
 #include "models/kernels/fused.h"
 #include "models/kernels/key_selection.h"
 #include "models/kernels/linear.h"
@@ -21,6 +22,11 @@
 namespace gen3d::models::nn {
 
 namespace {
+
+// The exact (erf) GELU in float32, as the UNet's feed-forward has always computed it.
+float gelu_erf(float x) {
+  return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+}
 
 class CpuOps final : public DeviceOps {
  public:
@@ -168,6 +174,26 @@ class CpuOps final : public DeviceOps {
   }
   void upsample_nearest2x(float* y, const float* x, i64 batch, i64 h, i64 w, i64 c) const override {
     kernels::upsample_nearest2x(y, x, batch, h, w, c);
+  }
+  // As the UNet's feed-forward computed it in place: v[c] *= gelu_erf(gate[c]).
+  void geglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden) const override {
+    tbb::parallel_for(tbb::blocked_range<i64>(0, rows, 16), [&](const tbb::blocked_range<i64>& r) {
+      for (i64 i = r.begin(); i < r.end(); ++i) {
+        const float* v = z + i * ldz;
+        const float* gate = v + hidden;
+        float* gi = g + i * ldg;
+        for (i64 c = 0; c < hidden; ++c) gi[c] = v[c] * gelu_erf(gate[c]);
+      }
+    });
+  }
+  void add_broadcast(float* y, const float* x, i64 batch, i64 rows, i64 cols) const override {
+    kernels::parallel_chunks(batch * rows, [&](i64 b, i64 e) {
+      for (i64 px = b; px < e; ++px) {
+        float* row = y + px * cols;
+        const float* add = x + (px / rows) * cols;
+        for (i64 c = 0; c < cols; ++c) row[c] += add[c];
+      }
+    });
   }
 };
 

@@ -118,6 +118,14 @@ class DeviceOps {
   virtual void upsample_nearest2x(float* y, const float* x, i64 batch, i64 h, i64 w,
                                   i64 c) const = 0;
 
+  // Diffusion UNets.
+  // g[r, c] = z[r, c] * GELU(z[r, hidden + c]) for c < hidden with the exact (erf) GELU, in
+  // float32: diffusers' GEGLU, value times GELU(gate) (row strides ldg, ldz); g may alias z.
+  virtual void geglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden) const = 0;
+  // y[b, r, c] += x[b, c] for b < batch, r < rows, c < cols: y (batch, rows, cols), x (batch,
+  // cols), dense (a ResNet block's time embedding added to every pixel of its item).
+  virtual void add_broadcast(float* y, const float* x, i64 batch, i64 rows, i64 cols) const = 0;
+
   // ---- The device's own timeline, for a trace ------------------------------------------------
   // A stretch of device work: the operation kind ("linear", "attention", ...) and when the device
   // ran it, on the host's steady_clock (the clock pipeline::Profiler records with).

@@ -18,6 +18,7 @@
 #include "models/kernels/linear.h"
 #include "models/kernels/norms.h"
 #include "models/nn/config_reader.h"
+#include "models/nn/device_ops.h"
 #include "models/nn/params.h"
 
 namespace gen3d::models {
@@ -59,8 +60,8 @@ float torch_expf(float d) {
   return d < -104.0f ? 0.0f : std::ldexp(u, static_cast<int>(q));
 }
 
-float gelu_erf(float x) {
-  return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+const nn::DeviceOps& cpu_ops() {
+  return nn::device_ops(Device::kCpu);
 }
 
 }  // namespace
@@ -93,6 +94,12 @@ AttentionLayer AttentionLayer::load(ParamSource& p, const std::string& prefix, i
 void AttentionLayer::forward_add(float* resid, float scale, const float* x, i64 batch, i64 q_len,
                                  const float* ctx, i64 ctx_batch, i64 kv_len,
                                  const RotaryTables* rope) const {
+  forward_add(cpu_ops(), resid, scale, x, batch, q_len, ctx, ctx_batch, kv_len, rope);
+}
+
+void AttentionLayer::forward_add(const nn::DeviceOps& k, float* resid, float scale, const float* x,
+                                 i64 batch, i64 q_len, const float* ctx, i64 ctx_batch, i64 kv_len,
+                                 const RotaryTables* rope) const {
   if (batch <= 0 || q_len <= 0) return;
   if (ctx_batch <= 0 || batch % ctx_batch != 0)
     throw ModelError("attention: context batch " + std::to_string(ctx_batch) +
@@ -107,10 +114,14 @@ void AttentionLayer::forward_add(float* resid, float scale, const float* x, i64 
                      std::to_string(rope->len) + ", " + std::to_string(rope->head_dim) +
                      ") do not fit a self-attention of batch " + std::to_string(batch) + ", " +
                      std::to_string(q_len) + " tokens, head_dim " + std::to_string(hd));
-  Tensor q({rows_q, C});
-  q_(q.data(), x, rows_q);
-  Tensor kv({std::max<i64>(rows_kv, 1), 2 * C});
-  kv_(kv.data(), ctx, rows_kv);
+  if (rope && k.device() != Device::kCpu)
+    throw ModelError(std::string("attention: rotary position tables (the 2.1 PBR UNet2.5D) run on "
+                                 "the CPU only, not on ") +
+                     device_name(k.device()));
+  Tensor q({rows_q, C}, k.device());
+  k.linear(q_, q.data(), C, x, C, rows_q);  // [rows_q, C]
+  Tensor kv({std::max<i64>(rows_kv, 1), 2 * C}, k.device());
+  k.linear(kv_, kv.data(), 2 * C, ctx, kv_dim_, rows_kv);  // [rows_kv, 2C] = [k | v]
   if (rope) {
     // q (rows, C) and the k half of kv (rows, 2C): every head of token t of item b rotates by
     // table row (b / per_table, t). Products and sum in float32 without contraction, as
@@ -138,33 +149,48 @@ void AttentionLayer::forward_add(float* resid, float scale, const float* x, i64 
                         }
                       });
   }
-  attend_add(resid, scale, q, kv.data(), batch, q_len, ctx_batch, kv_len);
+  attend_add(k, resid, scale, q, kv.data(), batch, q_len, ctx_batch, kv_len);
 }
 
 Tensor AttentionLayer::project_kv(const float* ctx, i64 rows) const {
-  Tensor kv({std::max<i64>(rows, 1), 2 * dim_});
-  kv_(kv.data(), ctx, rows);
+  return project_kv(cpu_ops(), ctx, rows);
+}
+
+Tensor AttentionLayer::project_kv(const nn::DeviceOps& k, const float* ctx, i64 rows) const {
+  Tensor kv({std::max<i64>(rows, 1), 2 * dim_}, k.device());
+  k.linear(kv_, kv.data(), 2 * dim_, ctx, kv_dim_, rows);  // [rows, 2C] = [k | v]
   return kv;
 }
 
 void AttentionLayer::forward_add_kv(float* resid, float scale, const float* x, i64 batch, i64 q_len,
                                     const float* kv, i64 ctx_batch, i64 kv_len) const {
+  forward_add_kv(cpu_ops(), resid, scale, x, batch, q_len, kv, ctx_batch, kv_len);
+}
+
+void AttentionLayer::forward_add_kv(const nn::DeviceOps& k, float* resid, float scale,
+                                    const float* x, i64 batch, i64 q_len, const float* kv,
+                                    i64 ctx_batch, i64 kv_len) const {
   if (batch <= 0 || q_len <= 0) return;
   if (ctx_batch <= 0 || batch % ctx_batch != 0)
     throw ModelError("attention: context batch " + std::to_string(ctx_batch) +
                      " does not divide the query batch " + std::to_string(batch));
   const i64 rows_q = batch * q_len;
-  Tensor q({rows_q, dim_});
-  q_(q.data(), x, rows_q);
-  attend_add(resid, scale, q, kv, batch, q_len, ctx_batch, kv_len);
+  Tensor q({rows_q, dim_}, k.device());
+  k.linear(q_, q.data(), dim_, x, dim_, rows_q);  // [rows_q, C]
+  attend_add(k, resid, scale, q, kv, batch, q_len, ctx_batch, kv_len);
 }
 
-void AttentionLayer::attend_add(float* resid, float scale, Tensor& q, const float* kv, i64 batch,
-                                i64 q_len, i64 ctx_batch, i64 kv_len) const {
+void AttentionLayer::attend_add(const nn::DeviceOps& k, float* resid, float scale, Tensor& q,
+                                const float* kv, i64 batch, i64 q_len, i64 ctx_batch,
+                                i64 kv_len) const {
   const i64 C = dim_;
   const i64 hd = C / heads_;
   const i64 rows_q = batch * q_len;
-  Tensor o({rows_q, C});
+  if (scale != 1.0f && k.device() != Device::kCpu)
+    throw ModelError(std::string("attention: a scaled residual (scale != 1, the UNet2.5D "
+                                 "wrappers' reference attention) runs on the CPU only, not on ") +
+                     device_name(k.device()));
+  Tensor o({rows_q, C}, k.device());
   const i64 group = batch / ctx_batch;
   kernels::AttentionShape s;
   s.heads = heads_;
@@ -174,24 +200,24 @@ void AttentionLayer::attend_add(float* resid, float scale, Tensor& q, const floa
   s.bf16 = q_.bf16();
   if (group == 1) {
     s.batch = batch;
-    kernels::attention({o.data(), q_len * C, C, hd}, {q.data(), q_len * C, C, hd},
-                       {kv, kv_len * 2 * C, 2 * C, hd}, {kv + C, kv_len * 2 * C, 2 * C, hd}, s);
+    k.attention({o.data(), q_len * C, C, hd}, {q.data(), q_len * C, C, hd},
+                {kv, kv_len * 2 * C, 2 * C, hd}, {kv + C, kv_len * 2 * C, 2 * C, hd}, s);
   } else {
     // Every query item of a group reads the same context rows (batch stride 0).
     s.batch = group;
     for (i64 g = 0; g < ctx_batch; ++g) {
       const i64 qo = g * group * q_len * C;
       const float* kb = kv + g * kv_len * 2 * C;
-      kernels::attention({o.data() + qo, q_len * C, C, hd}, {q.data() + qo, q_len * C, C, hd},
-                         {kb, 0, 2 * C, hd}, {kb + C, 0, 2 * C, hd}, s);
+      k.attention({o.data() + qo, q_len * C, C, hd}, {q.data() + qo, q_len * C, C, hd},
+                  {kb, 0, 2 * C, hd}, {kb + C, 0, 2 * C, hd}, s);
     }
   }
   // to_out into the (now free) query buffer, then the scaled residual add.
-  out_(q.data(), o.data(), rows_q);
+  k.linear(out_, q.data(), C, o.data(), C, rows_q);  // [rows_q, C]
   const float* a = q.data();
   if (scale == 1.0f) {
-    add_inplace(resid, a, rows_q * C);
-  } else {
+    k.add(resid, a, rows_q * C);
+  } else {  // on the CPU (refused above on a device)
     parallel_chunks(rows_q * C, [&](i64 b, i64 e) {
       for (i64 i = b; i < e; ++i) resid[i] += scale * a[i];
     });
@@ -199,24 +225,22 @@ void AttentionLayer::attend_add(float* resid, float scale, Tensor& q, const floa
 }
 
 void TransformerBlockLayers::feed_forward(float* out, const float* h, i64 rows) const {
+  feed_forward(cpu_ops(), out, h, rows);
+}
+
+void TransformerBlockLayers::feed_forward(const nn::DeviceOps& k, float* out, const float* h,
+                                          i64 rows) const {
   const i64 C = ff2.out;
   // GEGLU in row chunks: proj -> [value | gate], value · GELU(gate) in place over the value half,
   // then ff.net.2 into the chunk's rows of out (h's rows are consumed first, so out may be h).
   const i64 inner = 4 * C;
   const i64 chunk = std::clamp<i64>(kFeedForwardBudget / (2 * inner), 1, std::max<i64>(rows, 1));
-  Tensor buf({chunk, 2 * inner});
+  Tensor buf({chunk, 2 * inner}, k.device());
   for (i64 r0 = 0; r0 < rows; r0 += chunk) {
     const i64 n = std::min(chunk, rows - r0);
-    ff0(buf.data(), h + r0 * C, n);  // [n, 8C]
-    float* p = buf.data();
-    tbb::parallel_for(tbb::blocked_range<i64>(0, n, 16), [&](const tbb::blocked_range<i64>& r) {
-      for (i64 i = r.begin(); i < r.end(); ++i) {
-        float* v = p + i * 2 * inner;
-        const float* g = v + inner;
-        for (i64 ch = 0; ch < inner; ++ch) v[ch] *= gelu_erf(g[ch]);
-      }
-    });
-    ff2(out + r0 * C, C, buf.data(), 2 * inner, n);  // [n, C]
+    k.linear(ff0, buf.data(), 2 * inner, h + r0 * C, C, n);           // [n, 8C] = [value | gate]
+    k.geglu(buf.data(), 2 * inner, buf.data(), 2 * inner, n, inner);  // [n, 4C] (value half)
+    k.linear(ff2, out + r0 * C, C, buf.data(), 2 * inner, n);         // [n, C]
   }
 }
 
@@ -258,6 +282,7 @@ struct Block {
 
 struct UNet2DCondition::Impl {
   UNetConfig cfg;
+  Device device = Device::kCpu;  // where forward passes run
   i64 params = 0;
   Conv2d conv_in;
   Linear time1, time2;
@@ -392,13 +417,24 @@ struct UNet2DCondition::Impl {
   }
 
   // --- forward
+  // One forward pass's state: the ops of the UNet's device and the per-call inputs, on it.
   struct Run {
+    const nn::DeviceOps* k = nullptr;
     const Tensor* temb_silu = nullptr;  // (B, E)
     const float* text = nullptr;
     i64 text_batch = 1, text_len = 0;
     const TransformerHook* hook = nullptr;
     const TransformerBlockFn* block = nullptr;
-    const std::vector<Tensor>* text_kv = nullptr;  // per site, or null
+    const std::vector<Tensor>* text_kv = nullptr;  // per site (on the device), or null
+
+    Tensor buf(const Shape& s) const { return Tensor(s, k->device()); }
+    // y (B, out_h, out_w, cout) = conv(x (B, H, W, cin)).
+    Tensor conv(const Conv2d& conv, const Tensor& x) const {
+      const i64 B = x.dim(0), h = x.dim(1), w = x.dim(2);
+      Tensor y = buf({B, conv.out_h(h), conv.out_w(w), conv.weight.cout});
+      k->conv2d(conv, y.data(), x.data(), B, h, w);
+      return y;
+    }
   };
 
   template <class F>
@@ -413,32 +449,26 @@ struct UNet2DCondition::Impl {
   }
 
   Tensor resnet(const Resnet& r, const Tensor& x, const Run& run) const {
+    const nn::DeviceOps& k = *run.k;
     const i64 B = x.dim(0), H = x.dim(1), W = x.dim(2), HW = H * W;
     Tensor h;
     {
-      Tensor t({B, H, W, r.cin});
-      r.norm1(t.data(), x.data(), B, HW, true);
-      h = r.conv1(t);
+      Tensor t = run.buf({B, H, W, r.cin});
+      k.group_norm(r.norm1, t.data(), x.data(), B, HW, true);  // [B, H, W, cin]
+      h = run.conv(r.conv1, t);                                // [B, H, W, cout]
     }
-    Tensor tp({B, r.cout});
-    r.temb(tp.data(), run.temb_silu->data(), B);
-    const i64 co = r.cout;
-    parallel_chunks(B * HW, [&](i64 b, i64 e) {
-      for (i64 px = b; px < e; ++px) {
-        float* row = h.data() + px * co;
-        const float* add = tp.data() + (px / HW) * co;
-        for (i64 ch = 0; ch < co; ++ch) row[ch] += add[ch];
-      }
-    });
-    r.norm2(h.data(), h.data(), B, HW, true);
-    Tensor out = r.conv2(h);
+    Tensor tp = run.buf({B, r.cout});
+    k.linear(r.temb, tp.data(), r.cout, run.temb_silu->data(), r.temb.in, B);  // [B, cout]
+    k.add_broadcast(h.data(), tp.data(), B, HW, r.cout);                       // h[b, px] += tp[b]
+    k.group_norm(r.norm2, h.data(), h.data(), B, HW, true);
+    Tensor out = run.conv(r.conv2, h);  // [B, H, W, cout]
     if (r.has_shortcut) {
-      r.shortcut(h.data(), x.data(), B * HW);
-      add_inplace(out.data(), h.data(), out.numel());
+      k.linear(r.shortcut, h.data(), r.cout, x.data(), r.cin, B * HW);  // [B·H·W, cout]
+      k.add(out.data(), h.data(), out.numel());
     } else {
-      add_inplace(out.data(), x.data(), out.numel());
+      k.add(out.data(), x.data(), out.numel());
     }
-    if (r.out_scale != 1.0f) {
+    if (r.out_scale != 1.0f) {  // the CPU only: load() refuses it on a device
       float* o = out.data();
       const float s = r.out_scale;
       parallel_chunks(out.numel(), [&](i64 b, i64 e) {
@@ -453,53 +483,83 @@ struct UNet2DCondition::Impl {
       (*run.block)(tb.site, tb.layers, x);
       return;
     }
+    const nn::DeviceOps& k = *run.k;
     const TransformerBlockLayers& b = tb.layers;
     const i64 B = x.dim(0), L = x.dim(1), C = x.dim(2), rows = B * L;
-    Tensor h({B, L, C});
-    b.norm1(h.data(), x.data(), rows);
-    b.attn1.forward_add(x.data(), 1.0f, h.data(), B, L, h.data(), B, L);
+    Tensor h = run.buf({B, L, C});
+    k.layer_norm(b.norm1, h.data(), C, x.data(), C, rows);  // [B, L, C]
+    b.attn1.forward_add(k, x.data(), 1.0f, h.data(), B, L, h.data(), B, L);
     if (run.hook && *run.hook) (*run.hook)(tb.site, h, x);
 
-    b.norm2(h.data(), x.data(), rows);
+    k.layer_norm(b.norm2, h.data(), C, x.data(), C, rows);
     if (run.text_kv)
-      b.attn2.forward_add_kv(x.data(), 1.0f, h.data(), B, L,
+      b.attn2.forward_add_kv(k, x.data(), 1.0f, h.data(), B, L,
                              (*run.text_kv)[static_cast<std::size_t>(tb.site)].data(),
                              run.text_batch, run.text_len);
     else
-      b.attn2.forward_add(x.data(), 1.0f, h.data(), B, L, run.text, run.text_batch, run.text_len);
+      b.attn2.forward_add(k, x.data(), 1.0f, h.data(), B, L, run.text, run.text_batch,
+                          run.text_len);
 
-    b.norm3(h.data(), x.data(), rows);
-    b.feed_forward(h.data(), h.data(), rows);
-    add_inplace(x.data(), h.data(), rows * C);
+    k.layer_norm(b.norm3, h.data(), C, x.data(), C, rows);
+    b.feed_forward(k, h.data(), h.data(), rows);
+    k.add(x.data(), h.data(), rows * C);
   }
 
   Tensor transformer(const Transformer2D& t, const Tensor& x, const Run& run) const {
+    const nn::DeviceOps& k = *run.k;
     const i64 B = x.dim(0), H = x.dim(1), W = x.dim(2), C = t.c, L = H * W;
-    Tensor n({B, H, W, C});
-    t.norm(n.data(), x.data(), B, L, false);
-    Tensor hs({B, L, C});
-    t.proj_in(hs.data(), n.data(), B * L);
+    Tensor n = run.buf({B, H, W, C});
+    k.group_norm(t.norm, n.data(), x.data(), B, L, false);
+    Tensor hs = run.buf({B, L, C});
+    k.linear(t.proj_in, hs.data(), C, n.data(), C, B * L);  // [B, L, C]
     for (const TBlock& b : t.blocks) block(b, hs, run);
-    t.proj_out(n.data(), hs.data(), B * L);
-    add_inplace(n.data(), x.data(), n.numel());
+    k.linear(t.proj_out, n.data(), C, hs.data(), C, B * L);  // [B, H, W, C]
+    k.add(n.data(), x.data(), n.numel());
     return n;
   }
 
-  static Tensor concat_channels(const Tensor& a, const Tensor& b) {
+  // The sinusoidal projection (B, c0) of the timesteps, on the host.
+  Tensor sinusoid(std::span<const float> timesteps) const;
+  // time_embedding's MLP on the pass's device: (B, E).
+  Tensor time_mlp(const Tensor& proj_host, const Run& run) const {
+    const nn::DeviceOps& k = *run.k;
+    const i64 B = proj_host.dim(0), E = cfg.time_embed_dim();
+    const Tensor proj = proj_host.to(k.device());
+    Tensor hidden = run.buf({B, E});
+    k.linear(time1, hidden.data(), E, proj.data(), time1.in, B, kernels::Act::kSilu);  // [B, E]
+    Tensor out = run.buf({B, E});
+    k.linear(time2, out.data(), E, hidden.data(), E, B);  // [B, E]
+    return out;
+  }
+
+  static Tensor concat_channels(const Tensor& a, const Tensor& b, const Run& run) {
     if (a.dim(0) != b.dim(0) || a.dim(1) != b.dim(1) || a.dim(2) != b.dim(2))
       throw ModelError("UNet: up-block skip " + b.shape().str() + " does not match the hidden " +
                        a.shape().str());
     const i64 ca = a.dim(3), cb = b.dim(3), px = a.dim(0) * a.dim(1) * a.dim(2);
-    Tensor y({a.dim(0), a.dim(1), a.dim(2), ca + cb});
-    parallel_chunks(px, [&](i64 s, i64 e) {
-      for (i64 i = s; i < e; ++i) {
-        std::memcpy(y.data() + i * (ca + cb), a.data() + i * ca, sizeof(float) * ca);
-        std::memcpy(y.data() + i * (ca + cb) + ca, b.data() + i * cb, sizeof(float) * cb);
-      }
-    });
+    Tensor y = run.buf({a.dim(0), a.dim(1), a.dim(2), ca + cb});  // [B, H, W, ca + cb]
+    run.k->copy_rows(y.data(), ca + cb, a.data(), ca, px, ca);
+    run.k->copy_rows(y.data() + ca, ca + cb, b.data(), cb, px, cb);
     return y;
   }
 };
+
+namespace {
+
+// The device backends run bf16 layers: int8 weights are a CPU form; the resnets' output scale
+// is a CPU loop.
+void check_device(const UNetConfig& c, const UNetLoadOptions& opt) {
+  if (opt.device == Device::kCpu) return;
+  if (opt.storage == WeightStorage::kInt8)
+    throw ModelError(std::string("UNet2DCondition: int8 runs on the CPU only, not on ") +
+                     device_name(opt.device));
+  if (c.mid_block_scale_factor != 1.0)
+    throw ModelError(std::string("UNet2DCondition: mid_block_scale_factor != 1 runs on the CPU "
+                                 "only, not on ") +
+                     device_name(opt.device));
+}
+
+}  // namespace
 
 UNet2DCondition::UNet2DCondition(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 UNet2DCondition::UNet2DCondition(UNet2DCondition&&) noexcept = default;
@@ -515,12 +575,17 @@ std::int64_t UNet2DCondition::num_parameters() const {
 const std::vector<TransformerSite>& UNet2DCondition::transformer_sites() const {
   return impl_->sites;
 }
+Device UNet2DCondition::device() const {
+  return impl_->device;
+}
 
 UNet2DCondition UNet2DCondition::load(const UNetConfig& config, ParamSource& params,
                                       const UNetLoadOptions& opt) {
   config.validate();
+  check_device(config, opt);
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
+  impl->device = opt.device;
   const std::int64_t before = params.parameters();
   impl->build(params, opt);
   impl->params = params.parameters() - before;
@@ -535,10 +600,11 @@ UNet2DCondition UNet2DCondition::load(const UNetConfig& config, WeightMap& weigh
 
 UNet2DCondition UNet2DCondition::load(const UNetConfig& config,
                                       std::shared_ptr<const SafetensorsFile> file,
-                                      WeightStorage storage) {
+                                      WeightStorage storage, Device device) {
   WeightMap weights(std::move(file), "");
   UNetLoadOptions opt;
   opt.storage = storage;
+  opt.device = device;
   UNet2DCondition unet = load(config, weights, opt);
   weights.finish("UNet2DConditionModel");
   spdlog::info("UNet2DConditionModel: loaded {} parameters from {}", unet.num_parameters(),
@@ -556,8 +622,8 @@ std::vector<std::pair<std::string, Shape>> UNet2DCondition::expected_tensors(
   return std::move(rec.list);
 }
 
-Tensor UNet2DCondition::time_embedding(std::span<const float> timesteps) const {
-  const Impl& m = *impl_;
+Tensor UNet2DCondition::Impl::sinusoid(std::span<const float> timesteps) const {
+  const Impl& m = *this;
   const i64 B = static_cast<i64>(timesteps.size());
   const i64 c0 = m.cfg.block_out_channels[0];
   const i64 half = c0 / 2;
@@ -582,12 +648,15 @@ Tensor UNet2DCondition::time_embedding(std::span<const float> timesteps) const {
       row[half + i] = m.cfg.flip_sin_to_cos ? s : c;
     }
   }
-  const i64 E = m.cfg.time_embed_dim();
-  Tensor hidden({B, E});
-  m.time1(hidden.data(), proj.data(), B, kernels::Act::kSilu);
-  Tensor out({B, E});
-  m.time2(out.data(), hidden.data(), B);
-  return out;
+  return proj;
+}
+
+Tensor UNet2DCondition::time_embedding(std::span<const float> timesteps) const {
+  const Impl& m = *impl_;
+  Impl::Run run;
+  run.k = &nn::device_ops(m.device);
+  Tensor out = m.time_mlp(m.sinusoid(timesteps), run);
+  return out.device() == Device::kCpu ? out : out.to(Device::kCpu);
 }
 
 std::vector<Tensor> UNet2DCondition::text_kv(const Tensor& text) const {
@@ -595,10 +664,14 @@ std::vector<Tensor> UNet2DCondition::text_kv(const Tensor& text) const {
   if (text.rank() != 3 || text.dim(2) != m.cfg.cross_attention_dim)
     throw ModelError("UNet: text must be (Bt, T, " + std::to_string(m.cfg.cross_attention_dim) +
                      "), got " + text.shape().str());
+  const nn::DeviceOps& k = nn::device_ops(m.device);
+  const Tensor td = text.device() == k.device()
+                        ? Tensor::view(text.data(), text.shape(), k.device())
+                        : text.to(k.device());
   std::vector<Tensor> out(m.sites.size());
   const i64 rows = text.dim(0) * text.dim(1);
   m.for_each_block([&](const TBlock& tb) {
-    out[static_cast<std::size_t>(tb.site)] = tb.layers.attn2.project_kv(text.data(), rows);
+    out[static_cast<std::size_t>(tb.site)] = tb.layers.attn2.project_kv(k, td.data(), rows);
   });
   return out;
 }
@@ -667,36 +740,60 @@ Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> tim
                        ", " + std::to_string(W) + ", " + std::to_string(deep_c) +
                        "): run a full pass first");
   }
+  if (m.device != Device::kCpu) {
+    // The UNet2.5D wrappers' hooks take host tensors and run host code.
+    if (call.hook && *call.hook)
+      throw ModelError(std::string("MultiviewUNet on ") + device_name(m.device) +
+                       " is not implemented yet: its reference / multiview attention hooks run on "
+                       "the CPU only (load the UNet on the CPU)");
+    if (call.block && *call.block)
+      throw ModelError(std::string("PbrUNet on ") + device_name(m.device) +
+                       " is not implemented yet: its transformer block functions run on the CPU "
+                       "only (load the UNet on the CPU)");
+  }
+  Impl::Run run;
+  run.k = &nn::device_ops(m.device);
+  const nn::DeviceOps& k = *run.k;
+  // `t` on the pass's device: a view when it is there already, else a copy.
+  auto on_device = [&](const Tensor& t) {
+    return t.device() == k.device() ? Tensor::view(t.data(), t.shape(), t.device())
+                                    : t.to(k.device());
+  };
   auto probe = [&](const std::string& name, const Tensor& t) {
-    if (call.probe) call.probe(name, t);
+    if (call.probe) call.probe(name, t.device() == Device::kCpu ? t : t.to(Device::kCpu));
   };
 
-  Tensor temb = time_embedding(timesteps);
+  Tensor temb = m.time_mlp(m.sinusoid(timesteps), run);  // [B, E]
   probe("time_emb", temb);
   if (call.class_emb) {
     probe("class_emb", *call.class_emb);
-    add_inplace(temb.data(), call.class_emb->data(), temb.numel());
+    const Tensor ce = on_device(*call.class_emb);
+    k.add(temb.data(), ce.data(), temb.numel());
   }
-  Tensor temb_silu({B, E});
-  kernels::act_copy(kernels::Act::kSilu, temb_silu.data(), E, temb.data(), E, B, E);
+  Tensor temb_silu = run.buf({B, E});
+  k.act_copy(kernels::Act::kSilu, temb_silu.data(), E, temb.data(), E, B, E);  // [B, E]
 
-  Impl::Run run;
+  const Tensor text_d = on_device(text);
+  std::vector<Tensor> text_kv_d;  // call.text_kv on the device
+  if (call.text_kv) {
+    for (const Tensor& t : *call.text_kv) text_kv_d.push_back(on_device(t));
+    run.text_kv = &text_kv_d;
+  }
   run.temb_silu = &temb_silu;
-  run.text = text.data();
+  run.text = text_d.data();
   run.text_batch = text.dim(0);
   run.text_len = text.dim(1);
   run.hook = call.hook;
   run.block = call.block;
-  run.text_kv = call.text_kv;
 
   // Skip stack: conv_in's output, then every resnet/attention layer and downsampler output.
   std::vector<Tensor> skips;
   if (c.center_input_sample) {
-    Tensor s = sample.clone();
+    Tensor s = sample.device() == Device::kCpu ? sample.clone() : sample.to(Device::kCpu);
     for (float& v : s.span()) v = 2.0f * v - 1.0f;
-    skips.push_back(m.conv_in(s));
+    skips.push_back(run.conv(m.conv_in, on_device(s)));
   } else {
-    skips.push_back(m.conv_in(sample));
+    skips.push_back(run.conv(m.conv_in, on_device(sample)));  // [B, H, W, c0]
   }
   probe("conv_in", skips.back());
 
@@ -710,7 +807,7 @@ Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> tim
     }
     if (reuse) break;  // the rest of the down path is in the deep part
     if (b.has_sampler) {
-      Tensor d = b.sampler(skips.back());
+      Tensor d = run.conv(b.sampler, skips.back());  // [B, H / 2, W / 2, C]
       skips.push_back(std::move(d));
     }
     probe("down_blocks." + std::to_string(i), skips.back());
@@ -719,13 +816,13 @@ Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> tim
   Tensor h;
   if (!reuse) {
     h = m.resnet(m.mid.resnets[0], skips.back(), run);
-    for (std::size_t k = 0; k < m.mid.attentions.size(); ++k) {
-      h = m.transformer(m.mid.attentions[k], h, run);
-      h = m.resnet(m.mid.resnets[k + 1], h, run);
+    for (std::size_t j = 0; j < m.mid.attentions.size(); ++j) {
+      h = m.transformer(m.mid.attentions[j], h, run);
+      h = m.resnet(m.mid.resnets[j + 1], h, run);
     }
     probe("mid_block", h);
   } else {
-    h = call.cache->deep.clone();  // (B, H, W, deep_c)
+    h = on_device(call.cache->deep).clone();  // (B, H, W, deep_c)
   }
 
   for (std::size_t i = reuse ? m.up.size() - 1 : 0; i < m.up.size(); ++i) {
@@ -737,22 +834,23 @@ Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> tim
       } else if (reuse && static_cast<int>(j) < resume) {
         continue;
       }
-      Tensor cat = Impl::concat_channels(h, skips.back());
+      Tensor cat = Impl::concat_channels(h, skips.back(), run);
       skips.pop_back();
       h = m.resnet(b.resnets[j], cat, run);
       if (!b.attentions.empty()) h = m.transformer(b.attentions[j], h, run);
     }
     if (b.has_sampler) {
-      Tensor u({h.dim(0), 2 * h.dim(1), 2 * h.dim(2), h.dim(3)});
-      kernels::upsample_nearest2x(u.data(), h.data(), h.dim(0), h.dim(1), h.dim(2), h.dim(3));
-      h = b.sampler(u);
+      Tensor u = run.buf({h.dim(0), 2 * h.dim(1), 2 * h.dim(2), h.dim(3)});  // [B, 2H, 2W, C]
+      k.upsample_nearest2x(u.data(), h.data(), h.dim(0), h.dim(1), h.dim(2), h.dim(3));
+      h = run.conv(b.sampler, u);
     }
     probe("up_blocks." + std::to_string(i), h);
   }
   if (call.skip_output) return Tensor();
 
-  m.norm_out(h.data(), h.data(), B, H * W, true);
-  return m.conv_out(h);
+  k.group_norm(m.norm_out, h.data(), h.data(), B, H * W, true);
+  Tensor out = run.conv(m.conv_out, h);  // [B, H, W, out_channels]
+  return out.device() == Device::kCpu ? out : out.to(Device::kCpu);
 }
 
 // ---------------------------------------------------------------------------------------------

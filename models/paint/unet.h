@@ -1,7 +1,9 @@
 #pragma once
 // Stable-Diffusion-2-style UNet2DConditionModel (diffusers v0.32.2 semantics), built from the
 // diffusers unet/config.json and the diffusers state_dict names; float32 compute, NHWC feature
-// maps (golden/texmodels/README.md §1 is the recipe).
+// maps (golden/texmodels/README.md §1 is the recipe). The forward pass is written against
+// nn::DeviceOps: it runs on the device chosen at load (UNetLoadOptions::device), the CPU by
+// default.
 //
 // Feature maps are (B, H, W, C) so a map is also a (B·H·W, C) token matrix: 1×1 convolutions,
 // Linear projections and attention read it in place. Transformer blocks expose a hook after
@@ -18,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/core/device.h"
 #include "models/core/dtype.h"
 #include "models/core/tensor.h"
 #include "models/nn/layers.h"
@@ -26,6 +29,9 @@ namespace gen3d::models {
 
 class SafetensorsFile;
 class WeightMap;
+namespace nn {
+class DeviceOps;
+}
 
 // The diffusers UNet2DConditionModel config keys this runtime implements. Keys that change the
 // network in ways not implemented here (class / addition embeddings, dual cross-attention,
@@ -89,7 +95,8 @@ struct RotaryTables {
 };
 
 // A diffusers Attention (to_q / to_k / to_v without bias, to_out.0 with bias), multi-head with
-// head_dim = dim / heads.
+// head_dim = dim / heads. The calls without a DeviceOps run on the CPU; with one, every pointer
+// is on that device (rotary tables and scale != 1 on the CPU only).
 class AttentionLayer {
  public:
   AttentionLayer() = default;
@@ -107,16 +114,23 @@ class AttentionLayer {
   void forward_add(float* resid, float scale, const float* x, std::int64_t batch,
                    std::int64_t q_len, const float* ctx, std::int64_t ctx_batch,
                    std::int64_t kv_len, const RotaryTables* rope = nullptr) const;
+  void forward_add(const nn::DeviceOps& ops, float* resid, float scale, const float* x,
+                   std::int64_t batch, std::int64_t q_len, const float* ctx, std::int64_t ctx_batch,
+                   std::int64_t kv_len, const RotaryTables* rope = nullptr) const;
 
   // The keys and values of a context (rows, kv_dim) -> (rows, 2·dim), [to_k | to_v] per row: a
   // context that does not change between calls (a prompt, reference features) is projected once.
   Tensor project_kv(const float* ctx, std::int64_t rows) const;
+  Tensor project_kv(const nn::DeviceOps& ops, const float* ctx, std::int64_t rows) const;
   // forward_add with the context already projected: kv (ctx_batch·kv_len, 2·dim) from
   // project_kv. Bit-identical to forward_add on the same context when kv was projected with the
   // same row count as forward_add would (ctx_batch·kv_len rows in one call).
   void forward_add_kv(float* resid, float scale, const float* x, std::int64_t batch,
                       std::int64_t q_len, const float* kv, std::int64_t ctx_batch,
                       std::int64_t kv_len) const;
+  void forward_add_kv(const nn::DeviceOps& ops, float* resid, float scale, const float* x,
+                      std::int64_t batch, std::int64_t q_len, const float* kv,
+                      std::int64_t ctx_batch, std::int64_t kv_len) const;
 
   std::int64_t dim() const { return dim_; }
   int heads() const { return heads_; }
@@ -124,8 +138,9 @@ class AttentionLayer {
  private:
   // Attention of the projected queries q (batch·q_len, dim; reused as scratch) over kv, to_out,
   // then resid += scale · out.
-  void attend_add(float* resid, float scale, Tensor& q, const float* kv, std::int64_t batch,
-                  std::int64_t q_len, std::int64_t ctx_batch, std::int64_t kv_len) const;
+  void attend_add(const nn::DeviceOps& ops, float* resid, float scale, Tensor& q, const float* kv,
+                  std::int64_t batch, std::int64_t q_len, std::int64_t ctx_batch,
+                  std::int64_t kv_len) const;
 
   std::int64_t dim_ = 0, kv_dim_ = 0;
   int heads_ = 1;
@@ -144,7 +159,7 @@ struct TransformerSite {
 
 // Called inside transformer block `site` right after attn1's residual: h = norm1(x) (the input
 // of attn1), x = the block's running state; both (batch, L, C) token matrices of the block's
-// batch. The hook may add to x in place.
+// batch. The hook may add to x in place. CPU UNets only.
 using TransformerHook = std::function<void(int site, const Tensor& h, Tensor& x)>;
 
 // The layers of one BasicTransformerBlock (diffusers attention.py), for a wrapper that runs the
@@ -155,12 +170,15 @@ struct TransformerBlockLayers {
   nn::Linear ff0;  // ff.net.0.proj: C -> 8C, [value | gate] of the GEGLU
   nn::Linear ff2;  // ff.net.2: 4C -> C
 
-  // out (rows, C) = ff(h (rows, C)), in row chunks; out may equal h.
+  // out (rows, C) = ff(h (rows, C)), in row chunks; out may equal h. With `ops`, out and h are
+  // on its device.
   void feed_forward(float* out, const float* h, std::int64_t rows) const;
+  void feed_forward(const nn::DeviceOps& ops, float* out, const float* h, std::int64_t rows) const;
 };
 
 // Replaces the body of transformer block `site`: x (batch, L, C) is the block's running state,
-// updated in place (the UNet applies proj_in before and proj_out after, as always).
+// updated in place (the UNet applies proj_in before and proj_out after, as always). CPU UNets
+// only.
 using TransformerBlockFn =
     std::function<void(int site, const TransformerBlockLayers& layers, Tensor& x)>;
 
@@ -171,6 +189,11 @@ struct UNetLoadOptions {
   // UNet2.5D wraps every block and its state_dict reads "...transformer_blocks.k.transformer.
   // attn1...".
   std::string block_infix;
+  // Where forward passes run. On a device the layers run in bf16 (weights uploaded there once,
+  // on first use; int8 storage and mid_block_scale_factor != 1 are refused), inputs and outputs
+  // are host tensors, and transformer hooks and block functions (the UNet2.5D wrappers) are
+  // refused: they run on the CPU only.
+  Device device = Device::kCpu;
 };
 
 // DeepCache (Ma et al., "DeepCache: Accelerating Diffusion Models for Free", CVPR 2024): the
@@ -182,7 +205,8 @@ struct UNetLoadOptions {
 struct UNetFeatureCache {
   int shallow_layers = 1;  // 1 .. layers_per_block
   Tensor deep;             // (B, H, W, C): stored by the last full pass (C of level 0, or of
-                           // level 1 when shallow_layers = layers_per_block)
+                           // level 1 when shallow_layers = layers_per_block), on the UNet's
+                           // device
 };
 
 // Everything forward() can be asked for beyond the plain call.
@@ -191,7 +215,8 @@ struct UNetCall {
   const TransformerHook* hook = nullptr;      // see TransformerHook
   const TransformerBlockFn* block = nullptr;  // see TransformerBlockFn (then hook is not called)
   // Per transformer site, attn2's keys and values of `text` (text_kv(text)): the prompt is
-  // projected once per generation instead of once per call. Bit-identical results.
+  // projected once per generation instead of once per call. Bit-identical results. Host tensors
+  // on a device UNet are copied there at each call.
   const std::vector<Tensor>* text_kv = nullptr;
   // With a cache: a full pass stores the deep features; with reuse_deep the pass runs the shallow
   // layers only on cache->deep (which must come from a pass of the same batch and size).
@@ -211,7 +236,8 @@ class UNet2DCondition {
                               const UNetLoadOptions& opt = {});
   // A standalone diffusers UNet checkpoint: every tensor must be claimed (strict).
   static UNet2DCondition load(const UNetConfig& config, std::shared_ptr<const SafetensorsFile> file,
-                              WeightStorage storage = WeightStorage::kF32);
+                              WeightStorage storage = WeightStorage::kF32,
+                              Device device = Device::kCpu);
   // The tensors load() claims, in order, with their shapes.
   static std::vector<std::pair<std::string, Shape>> expected_tensors(
       const UNetConfig& config, const UNetLoadOptions& opt = {});
@@ -223,20 +249,22 @@ class UNet2DCondition {
   const UNetConfig& config() const;
   std::int64_t num_parameters() const;
   const std::vector<TransformerSite>& transformer_sites() const;
+  Device device() const;  // where forward passes run
 
   // sample (B, H, W, in_channels) NHWC, timesteps (B) float, text (Bt, T, cross_attention_dim)
   // with Bt dividing B (sample item b reads text item b / (B / Bt)) -> (B, H, W, out_channels).
-  // H and W must be divisible by 2^(levels − 1).
+  // H and W must be divisible by 2^(levels − 1). The inputs may be on the host or on the UNet's
+  // device; the output and the probes' tensors are on the host.
   Tensor forward(const Tensor& sample, std::span<const float> timesteps, const Tensor& text,
                  const UNetProbe& probe = {}) const;
   Tensor forward(const Tensor& sample, std::span<const float> timesteps, const Tensor& text,
                  const UNetCall& call) const;
 
-  // The sinusoidal projection + time_embedding MLP: (B) -> (B, time_embed_dim).
+  // The sinusoidal projection + time_embedding MLP: (B) -> (B, time_embed_dim), on the host.
   Tensor time_embedding(std::span<const float> timesteps) const;
 
   // attn2's keys and values of text (Bt, T, cross_attention_dim) for every transformer site, in
-  // site order: (Bt·T, 2·channels) each (UNetCall::text_kv).
+  // site order: (Bt·T, 2·channels) each (UNetCall::text_kv), on the UNet's device.
   std::vector<Tensor> text_kv(const Tensor& text) const;
 
  private:

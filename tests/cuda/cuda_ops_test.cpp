@@ -389,6 +389,41 @@ TEST(CudaOps, SwigluAndParameters) {
   EXPECT_EQ(nn::device_ops(Device::kCpu).parameter(p, slot), p.data());
 }
 
+// The UNets' GEGLU gate (strided and in place) and per-item broadcast add against the CPU.
+TEST(CudaOps, GegluAndBroadcastAdd) {
+  GEN3D_REQUIRE_GPU();
+  const i64 rows = 53, hidden = 300, ldz = 2 * hidden + 3, ldg = hidden + 1;
+  const Tensor z = random({rows * ldz}, 31);
+  Tensor g_cpu = poisoned({rows * ldg});
+  nn::device_ops(Device::kCpu).geglu(g_cpu.data(), ldg, z.data(), ldz, rows, hidden);
+  const Tensor zd = z.to(Device::kCuda);
+  Tensor gd = poisoned({rows * ldg}).to(Device::kCuda);
+  gpu().geglu(gd.data(), ldg, zd.data(), ldz, rows, hidden);
+  const Tensor g_gpu = gd.to(Device::kCpu);
+  Tensor zi = z.to(Device::kCuda);  // in place over the value half
+  gpu().geglu(zi.data(), ldz, zi.data(), ldz, rows, hidden);
+  const Tensor z_gpu = zi.to(Device::kCpu);
+  for (i64 r = 0; r < rows; ++r) {
+    for (i64 c = 0; c < hidden; ++c) {
+      const float want = g_cpu.data()[r * ldg + c];
+      ASSERT_NEAR(g_gpu.data()[r * ldg + c], want, 1e-5 * (1 + std::abs(want)));
+      ASSERT_EQ(z_gpu.data()[r * ldz + c], g_gpu.data()[r * ldg + c]);
+      ASSERT_EQ(z_gpu.data()[r * ldz + hidden + c], z.data()[r * ldz + hidden + c]);
+    }
+    ASSERT_TRUE(std::isnan(g_gpu.data()[r * ldg + hidden]));
+  }
+
+  const i64 batch = 3, n = 1000, cols = 321;
+  const Tensor x = random({batch, cols}, 32), y0 = random({batch, n, cols}, 33);
+  Tensor y_cpu = y0.clone();
+  nn::device_ops(Device::kCpu).add_broadcast(y_cpu.data(), x.data(), batch, n, cols);
+  const Tensor xd = x.to(Device::kCuda);
+  Tensor yd = y0.to(Device::kCuda);
+  gpu().add_broadcast(yd.data(), xd.data(), batch, n, cols);
+  const Tensor y_gpu = yd.to(Device::kCpu);
+  for (i64 i = 0; i < y_cpu.numel(); ++i) ASSERT_EQ(y_gpu.data()[i], y_cpu.data()[i]) << i;
+}
+
 // The VAE's Fourier features: float32 products, double sin and cos rounded to float on both.
 TEST(CudaOps, FourierFeatures) {
   GEN3D_REQUIRE_GPU();

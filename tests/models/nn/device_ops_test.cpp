@@ -1,7 +1,8 @@
 // The CPU's device operations that have no older caller to be checked through: the mixture of
-// experts' gather and weighted scatter-add, the float32 router product, RMSNorm rows, and
+// experts' gather and weighted scatter-add, the float32 router product, RMSNorm rows,
 // FlashVDM's selected-key attention against a plain double-precision computation of its
-// definition. (They are also the twins the GPU's versions are tested against.)
+// definition, and the UNets' GEGLU gate and per-item broadcast add. (They are also the twins the
+// GPU's versions are tested against.)
 
 #include "models/nn/device_ops.h"
 
@@ -195,6 +196,41 @@ TEST(CpuDeviceOps, ConvGroupNormAndUpsampleFollowTheReferences) {
       for (i64 c = 0; c < cin; ++c)
         ASSERT_EQ(u[static_cast<std::size_t>((oy * 2 * w + ox) * cin + c)],
                   x[static_cast<std::size_t>(((oy / 2) * w + ox / 2) * cin + c)]);
+}
+
+// The UNets' GEGLU gate (value times the exact GELU of the gate, strided rows, in place too) and
+// the per-item broadcast add.
+TEST(CpuDeviceOps, GegluAndBroadcastAdd) {
+  const i64 rows = 37, hidden = 11, ldz = 2 * hidden + 3, ldg = hidden + 2;
+  const std::vector<float> z = randn(rows * ldz, 21);
+  std::vector<float> g(static_cast<std::size_t>(rows * ldg), -7.0f);
+  cpu().geglu(g.data(), ldg, z.data(), ldz, rows, hidden);
+  std::vector<float> in_place = z;
+  cpu().geglu(in_place.data(), ldz, in_place.data(), ldz, rows, hidden);
+  for (i64 r = 0; r < rows; ++r) {
+    for (i64 c = 0; c < hidden; ++c) {
+      const double v = z[static_cast<std::size_t>(r * ldz + c)];
+      const double x = z[static_cast<std::size_t>(r * ldz + hidden + c)];
+      const double want = v * 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+      EXPECT_NEAR(g[static_cast<std::size_t>(r * ldg + c)], want, 1e-5 * (1 + std::abs(want)));
+      EXPECT_EQ(in_place[static_cast<std::size_t>(r * ldz + c)],
+                g[static_cast<std::size_t>(r * ldg + c)]);
+      EXPECT_EQ(in_place[static_cast<std::size_t>(r * ldz + hidden + c)], x);  // gate kept
+    }
+    EXPECT_EQ(g[static_cast<std::size_t>(r * ldg + hidden)], -7.0f);  // past the row
+  }
+
+  const i64 batch = 3, n = 5, cols = 7;
+  const std::vector<float> x = randn(batch * cols, 22);
+  const std::vector<float> y0 = randn(batch * n * cols, 23);
+  std::vector<float> y = y0;
+  cpu().add_broadcast(y.data(), x.data(), batch, n, cols);
+  for (i64 b = 0; b < batch; ++b)
+    for (i64 r = 0; r < n; ++r)
+      for (i64 c = 0; c < cols; ++c) {
+        const auto i = static_cast<std::size_t>((b * n + r) * cols + c);
+        EXPECT_EQ(y[i], y0[i] + x[static_cast<std::size_t>(b * cols + c)]);
+      }
 }
 
 }  // namespace

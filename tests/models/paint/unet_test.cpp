@@ -411,5 +411,58 @@ TEST(UNetForward, FeatureCacheReusesTheDeepFeatures) {
   EXPECT_THROW(unet.forward(x, t, text, reuse), ModelError);
 }
 
+// A UNet loaded for a device refuses, by name, what runs on the CPU only: int8 storage and a
+// resnet output scale at load, the UNet2.5D wrappers' hooks and block functions at forward
+// (before anything runs there, so no GPU is needed to check it).
+TEST(UNetDevice, RefusesCpuOnlyFormsByName) {
+  const UNetConfig c = tiny();
+  const std::string dir = test::temp_dir("unet_device");
+  const std::string path =
+      write_file(dir, "w.safetensors", random_weights(UNet2DCondition::expected_tensors(c), 41));
+  EXPECT_NE(load_error([&] {
+              UNet2DCondition::load(c, SafetensorsFile::open(path), WeightStorage::kInt8,
+                                    Device::kCuda);
+            }).find("int8 runs on the CPU only, not on cuda"),
+            std::string::npos);
+  const UNetConfig scaled = UNetConfig::parse(with("mid_block_scale_factor", "2"), "scaled");
+  EXPECT_NE(load_error([&] {
+              UNet2DCondition::load(scaled, SafetensorsFile::open(path), WeightStorage::kBF16,
+                                    Device::kCuda);
+            }).find("mid_block_scale_factor != 1 runs on the CPU only, not on cuda"),
+            std::string::npos);
+
+  const UNet2DCondition cpu = UNet2DCondition::load(c, SafetensorsFile::open(path));
+  EXPECT_EQ(cpu.device(), Device::kCpu);
+  const UNet2DCondition gpu =
+      UNet2DCondition::load(c, SafetensorsFile::open(path), WeightStorage::kBF16, Device::kCuda);
+  EXPECT_EQ(gpu.device(), Device::kCuda);
+  const Tensor x = random_tensor({1, 8, 8, 4}, 42);
+  const Tensor text = random_tensor({1, 5, 12}, 43);
+  const std::vector<float> t = {500.0f};
+  const TransformerHook hook = [](int, const Tensor&, Tensor&) {};
+  const TransformerBlockFn block = [](int, const TransformerBlockLayers&, Tensor&) {};
+  UNetCall with_hook, with_block;
+  with_hook.hook = &hook;
+  with_block.block = &block;
+  EXPECT_NE(load_error([&] {
+              (void)gpu.forward(x, t, text, with_hook);
+            }).find("MultiviewUNet on cuda is not implemented yet"),
+            std::string::npos);
+  EXPECT_NE(load_error([&] {
+              (void)gpu.forward(x, t, text, with_block);
+            }).find("PbrUNet on cuda is not implemented yet"),
+            std::string::npos);
+  // On the CPU the hook runs at every transformer site.
+  int calls = 0;
+  const TransformerHook count = [&](int, const Tensor& h, Tensor&) {
+    EXPECT_EQ(h.device(), Device::kCpu);
+    ++calls;
+  };
+  UNetCall counted;
+  counted.hook = &count;
+  (void)cpu.forward(x, t, text, counted);
+  EXPECT_EQ(calls, static_cast<int>(cpu.transformer_sites().size()));
+}
+
 }  // namespace
 }  // namespace gen3d::models
