@@ -131,6 +131,10 @@ Tensor Tensor::to(Device device) const {
   return t;
 }
 
+Tensor Tensor::on(Device device) const {
+  return device == device_ ? view(data_, shape_, device_) : to(device);
+}
+
 Tensor Tensor::slice0(std::int64_t begin, std::int64_t end) {
   if (shape_.rank() < 1 || begin < 0 || end < begin || end > shape_[0])
     throw ModelError("slice0(" + std::to_string(begin) + ", " + std::to_string(end) +

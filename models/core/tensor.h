@@ -75,6 +75,8 @@ class Tensor {
   Device device() const { return device_; }
   // An owning copy on `device` (a deep copy even when already there).
   Tensor to(Device device) const;
+  // This tensor readable on `device`: a view of it when it lives there already, else a copy.
+  Tensor on(Device device) const;
   // View of rows [begin, end) along dim 0.
   Tensor slice0(std::int64_t begin, std::int64_t end);
 

@@ -714,6 +714,18 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// The tiled kernel's dynamic shared memory in bytes, allowed for it once per process.
+template <int D, bool kGrouped>
+int flash_smem_bytes() {
+  static const int bytes = [] {
+    check(cudaFuncSetAttribute(attention_flash_kernel<D, kGrouped>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, FlashSmem<D>::bytes),
+          "attention: shared memory size");
+    return FlashSmem<D>::bytes;
+  }();
+  return bytes;
+}
+
 void pack_heads(__nv_bfloat16* dst, const float* src, i64 bs, i64 ts, i64 hs, i64 batch, i64 heads,
                 i64 len, i64 padded, int d) {
   const bool vec = aligned16(src) && bs % 4 == 0 && ts % 4 == 0 && hs % 4 == 0;
@@ -738,14 +750,7 @@ void launch_flash(const AttnArgs& a, i64 batch) {
   pack_heads(vb, a.v, a.v_bs, a.v_ts, a.v_hs, batch, a.heads, a.lk, lkp, D);
   check_launch("attention: packing q, k, v");
   span.emplace("attention");
-  const int bytes = FlashSmem<D>::bytes;
-  static const bool configured = [&] {
-    check(cudaFuncSetAttribute(attention_flash_kernel<D, false>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-          "attention: shared memory size");
-    return true;
-  }();
-  (void)configured;
+  const int bytes = flash_smem_bytes<D, false>();
   const dim3 grid(static_cast<unsigned>(lqp / kBM), static_cast<unsigned>(a.heads),
                   static_cast<unsigned>(batch));
   attention_flash_kernel<D, false>
@@ -896,14 +901,7 @@ void launch_grouped_flash(const AttnArgs& a, const int* idx, const i64* offsets,
       rows);
   check_launch("selected-key attention: packing");
   span.emplace("attention");
-  const int bytes = FlashSmem<D>::bytes;
-  static const bool configured = [&] {
-    check(cudaFuncSetAttribute(attention_flash_kernel<D, true>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-          "selected-key attention: shared memory size");
-    return true;
-  }();
-  (void)configured;
+  const int bytes = flash_smem_bytes<D, true>();
   AttnArgs g = a;
   g.lk = top_k;
   const dim3 grid(static_cast<unsigned>(tiles.size()), static_cast<unsigned>(a.heads), 1);

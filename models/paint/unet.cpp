@@ -755,10 +755,7 @@ Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> tim
   run.k = &nn::device_ops(m.device);
   const nn::DeviceOps& k = *run.k;
   // `t` on the pass's device: a view when it is there already, else a copy.
-  auto on_device = [&](const Tensor& t) {
-    return t.device() == k.device() ? Tensor::view(t.data(), t.shape(), t.device())
-                                    : t.to(k.device());
-  };
+  auto on_device = [&](const Tensor& t) { return t.on(k.device()); };
   auto probe = [&](const std::string& name, const Tensor& t) {
     if (call.probe) call.probe(name, t.device() == Device::kCpu ? t : t.to(Device::kCpu));
   };

@@ -466,9 +466,7 @@ Tensor Dinov2Model::forward(const Tensor& pixel_values, const TraceFn* trace) co
     if (trace) (*trace)(name, v);
   };
   // A host tensor where the pass runs: itself on the CPU, a copy on a device.
-  auto on_device = [dev](const Tensor& t) {
-    return dev == Device::kCpu ? Tensor::view(t.data(), t.shape()) : t.to(dev);
-  };
+  auto on_device = [dev](const Tensor& t) { return t.on(dev); };
 
   // Patch embedding: im2col rows [B, N, ch P P] (column order ch, ky, kx like the conv weight).
   const i64 K = ch * P * P;

@@ -235,15 +235,8 @@ class Hunyuan3DDiT::Pass final : public DiTPass {
     if (trace_) (*trace_)(name, v.device() == Device::kCpu ? v : v.to(Device::kCpu));
   }
   Tensor buf(const Shape& s) const { return Tensor(s, k_.device()); }
-  // `t` on the pass's device: a view when it is there already, else a copy.
-  Tensor on_device(const Tensor& t) const {
-    return t.device() == k_.device() ? Tensor::view(t.data(), t.shape(), t.device())
-                                     : t.to(k_.device());
-  }
-  // `t` readable on the host: a view, or a copy from the device.
-  static Tensor host(const Tensor& t) {
-    return t.device() == Device::kCpu ? Tensor::view(t.data(), t.shape()) : t.to(Device::kCpu);
-  }
+  Tensor on_device(const Tensor& t) const { return t.on(k_.device()); }
+  static Tensor host(const Tensor& t) { return t.on(Device::kCpu); }
   void ensure_context();
   void double_block(std::size_t bi, BranchHook* hook);
   void single_block(std::size_t bi, BranchHook* hook);

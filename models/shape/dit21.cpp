@@ -276,15 +276,8 @@ class HunyuanDiTPlain::Pass final : public DiTPass {
     if (trace_) (*trace_)(name, v.device() == Device::kCpu ? v : v.to(Device::kCpu));
   }
   Tensor buf(const Shape& s) const { return Tensor(s, k_.device()); }
-  // `t` on the pass's device: a view when it is there already, else a copy.
-  Tensor on_device(const Tensor& t) const {
-    return t.device() == k_.device() ? Tensor::view(t.data(), t.shape(), t.device())
-                                     : t.to(k_.device());
-  }
-  // `t` readable on the host: a view, or a copy from the device.
-  static Tensor host(const Tensor& t) {
-    return t.device() == Device::kCpu ? Tensor::view(t.data(), t.shape()) : t.to(Device::kCpu);
-  }
+  Tensor on_device(const Tensor& t) const { return t.on(k_.device()); }
+  static Tensor host(const Tensor& t) { return t.on(Device::kCpu); }
   // `t` as an owning host tensor (moved when it is on the host already).
   static Tensor to_host(Tensor t) {
     return t.device() == Device::kCpu ? std::move(t) : t.to(Device::kCpu);

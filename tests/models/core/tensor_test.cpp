@@ -83,5 +83,19 @@ TEST(Tensor, DevicesAndTheMissingBackend) {
   }
 }
 
+// on(): a view when the tensor lives on that device already (no copy), else a copy; a device
+// this process has no backend for is refused by name.
+TEST(Tensor, OnIsAViewWhereTheDataIsAlready) {
+  Tensor t({2, 3});
+  t.data()[4] = 7.0f;
+  const Tensor v = t.on(Device::kCpu);
+  EXPECT_EQ(v.data(), t.data());
+  EXPECT_TRUE(v.is_view());
+  EXPECT_EQ(v.shape(), t.shape());
+  if (!has_device_memory(Device::kCuda)) {
+    EXPECT_THROW((void)t.on(Device::kCuda), ModelError);
+  }
+}
+
 }  // namespace
 }  // namespace gen3d::models
