@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU, each part switched by an environment variable (1 runs it):
-#   TESTS (1)   the cuda-labelled tests;
+#   TESTS (1)   the cuda-labelled tests (failing ones again under compute-sanitizer, SANITIZE=1);
 #   DIT (0)     `gen3d bench dit --device cuda` at the official 2.0 DiT size beside PyTorch (eager
 #               and torch.compile, bf16, the same shapes and random weights;
 #               bench/dit_torch_bench.py) on the same card;
@@ -29,6 +29,15 @@ if [ "${TESTS:-1}" = 1 ]; then
   timeout 180 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d_cuda_tests" --gtest_color=no 2>&1 |
     tee "$out/cuda_tests.log"
   tests_rc=${PIPESTATUS[0]}
+  # A failing test runs again under compute-sanitizer (where the machine has it), which names a
+  # bad memory access by kernel and address.
+  failed=$(grep -oP '^\[  FAILED  \] \K[A-Za-z0-9_./]+' "$out/cuda_tests.log" | sort -u | paste -sd:)
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  if [ -n "$failed" ] && [ -n "$sanitizer" ] && [ "${SANITIZE:-1}" = 1 ]; then
+    timeout 150 env LD_LIBRARY_PATH="$libs" "$sanitizer" --tool memcheck \
+      "$root/bin/gen3d_cuda_tests" --gtest_color=no --gtest_filter="$failed" 2>&1 |
+      tail -60 | tee "$out/cuda_tests_sanitizer.log"
+  fi
 else
   : > "$out/cuda_tests.log"; tests_rc=skipped
 fi

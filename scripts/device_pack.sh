@@ -16,5 +16,5 @@ for b in "$stage"/bin/*; do ldd "$b" | awk '/=>/ {print $3}'; done | sort -u |
   grep -v -E '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcuda|libcublas|libcublasLt|libcudart)\.so' |
   grep -v -E '/ld-linux' | xargs -r -I{} cp -L {} "$stage/lib/"
 mkdir -p .device
-tar -cJf .device/gen3d-device.tar.xz -C "$stage" bin lib
+tar -cf - -C "$stage" bin lib | xz -9e -T2 > .device/gen3d-device.tar.xz
 ls -l .device/gen3d-device.tar.xz

@@ -77,7 +77,11 @@ template <typename T>
 T* upload(const T* host, std::size_t n, const char* what) {
   T* p = nullptr;
   check(cudaMalloc(&p, n * sizeof(T)), what);
-  check(cudaMemcpy(p, host, n * sizeof(T), cudaMemcpyHostToDevice), what);
+  // On the backend's stream, which does not wait for the legacy default stream: a plain
+  // cudaMemcpy from pageable memory may return before its last DMA lands, and a kernel on
+  // g_stream would not wait for it. Synchronised because `host` may be freed at return.
+  check(cudaMemcpyAsync(p, host, n * sizeof(T), cudaMemcpyHostToDevice, g_stream), what);
+  check(cudaStreamSynchronize(g_stream), what);
   return p;
 }
 

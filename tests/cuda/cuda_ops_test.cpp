@@ -304,11 +304,14 @@ TEST(CudaOps, KeySelectionMatchesTheDoubleReference) {
     ASSERT_EQ(
         cudaMemcpy(offsets_d, offsets.data(), offsets.size() * sizeof(i64), cudaMemcpyHostToDevice),
         cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the copy's last DMA, before g_stream reads
     int* idx_d = nullptr;
     ASSERT_EQ(cudaMalloc(&idx_d, static_cast<std::size_t>(G * heads * top_k) * sizeof(int)),
               cudaSuccess);
     cuda::select_keys(idx_d, {qd.data(), 0, W, D}, {kvd.data(), 0, ldk, 2 * D}, offsets_d, G, heads,
                       D, N, top_k, stride);
+    // The kernel ran on the backend's non-blocking stream, which cudaMemcpy does not wait for.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<int> idx(static_cast<std::size_t>(G * heads * top_k));
     ASSERT_EQ(cudaMemcpy(idx.data(), idx_d, idx.size() * sizeof(int), cudaMemcpyDeviceToHost),
               cudaSuccess);
