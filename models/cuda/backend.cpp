@@ -451,6 +451,15 @@ class CudaOps final : public nn::DeviceOps {
     const Span span("add");
     cuda::add(y, x, n);
   }
+  void add_scaled(float* y, const float* x, float s, i64 n) const override {
+    const Span span("add");
+    cuda::add_scaled(y, x, s, n);
+  }
+  void rotate_pairs(float* x, i64 ld, i64 rows, i64 len, i64 heads, i64 head_dim, const float* cos,
+                    const float* sin, i64 per_table) const override {
+    const Span span("rotary");
+    cuda::rotate_pairs(x, ld, rows, len, heads, head_dim, cos, sin, per_table);
+  }
   void copy_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
                  i64 cols) const override {
     if (rows * cols == 0) return;

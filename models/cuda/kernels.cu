@@ -121,6 +121,34 @@ __global__ void add_kernel(float* y, const float* x, i64 n) {
     y[i] += x[i];
 }
 
+// Without contraction, as the CPU computes it.
+__global__ void add_scaled_kernel(float* y, const float* x, float s, i64 n) {
+  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<i64>(gridDim.x) * blockDim.x)
+    y[i] = __fadd_rn(y[i], __fmul_rn(s, x[i]));
+}
+
+// One thread per (row, pair of a head); products and sums rounded apart, as on the CPU.
+__global__ void rotate_pairs_kernel(float* x, i64 ld, i64 rows, i64 len, int heads, int hd,
+                                    const float* cs_all, const float* sn_all, i64 per_table) {
+  const int half = hd / 2;
+  const i64 total = rows * heads * half;
+  for (i64 j = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; j < total;
+       j += static_cast<i64>(gridDim.x) * blockDim.x) {
+    const i64 row = j / (static_cast<i64>(heads) * half);
+    const int rem = static_cast<int>(j - row * heads * half);
+    const int h = rem / half, i = 2 * (rem - h * half);
+    const i64 b = row / len, t = row - b * len;
+    const i64 off = ((b / per_table) * len + t) * hd + i;
+    float* e = x + row * ld + static_cast<i64>(h) * hd + i;
+    const float a = e[0], bb = e[1];
+    const float p0 = __fmul_rn(a, cs_all[off]), r0 = __fmul_rn(-bb, sn_all[off]);
+    const float p1 = __fmul_rn(bb, cs_all[off + 1]), r1 = __fmul_rn(a, sn_all[off + 1]);
+    e[0] = __fadd_rn(p0, r0);
+    e[1] = __fadd_rn(p1, r1);
+  }
+}
+
 // g[r, c] = silu(z[r, c]) * z[r, hidden + c] (SwiGLU's gate).
 __global__ void swiglu_kernel(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, int hidden) {
   for (i64 r = blockIdx.y; r < rows; r += gridDim.y)
@@ -955,6 +983,21 @@ void add(float* y, const float* x, i64 n) {
   if (n == 0) return;
   add_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(y, x, n);
   check_launch("add");
+}
+
+void add_scaled(float* y, const float* x, float s, i64 n) {
+  if (n == 0) return;
+  add_scaled_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(y, x, s, n);
+  check_launch("add_scaled");
+}
+
+void rotate_pairs(float* x, i64 ld, i64 rows, i64 len, i64 heads, i64 head_dim, const float* cos,
+                  const float* sin, i64 per_table) {
+  const i64 total = rows * heads * (head_dim / 2);
+  if (total == 0) return;
+  rotate_pairs_kernel<<<blocks_for(total), kThreads, 0, stream()>>>(
+      x, ld, rows, len, static_cast<int>(heads), static_cast<int>(head_dim), cos, sin, per_table);
+  check_launch("rotate_pairs");
 }
 
 void swiglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden) {

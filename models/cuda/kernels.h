@@ -25,6 +25,11 @@ void bias_act(float* y, i64 ldy, i64 rows, i64 cols, const float* bias, kernels:
 void act_copy(kernels::Act act, float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
               i64 cols);
 void add(float* y, const float* x, i64 n);
+// y[i] += s * x[i], the product and the sum rounded apart.
+void add_scaled(float* y, const float* x, float s, i64 n);
+// nn::DeviceOps::rotate_pairs.
+void rotate_pairs(float* x, i64 ld, i64 rows, i64 len, i64 heads, i64 head_dim, const float* cos,
+                  const float* sin, i64 per_table);
 // g[r, c] = silu(z[r, c]) * z[r, hidden + c].
 void swiglu(float* g, i64 ldg, const float* z, i64 ldz, i64 rows, i64 hidden);
 // g[r, c] = z[r, c] * gelu_erf(z[r, hidden + c]) (GEGLU's gate); g may alias z.

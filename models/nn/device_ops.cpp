@@ -101,6 +101,32 @@ class CpuOps final : public DeviceOps {
                         for (i64 i = r.begin(); i < r.end(); ++i) y[i] += x[i];
                       });
   }
+  void add_scaled(float* y, const float* x, float s, i64 n) const override {
+    kernels::parallel_chunks(n, [&](i64 b, i64 e) {
+      for (i64 i = b; i < e; ++i) y[i] += s * x[i];
+    });
+  }
+  void rotate_pairs(float* x, i64 ld, i64 rows, i64 len, i64 heads, i64 hd, const float* cs_all,
+                    const float* sn_all, i64 per_table) const override {
+    tbb::parallel_for(tbb::blocked_range<i64>(0, rows, 64), [&](const tbb::blocked_range<i64>& r) {
+      for (i64 row = r.begin(); row < r.end(); ++row) {
+        const i64 b = row / len, t = row % len;
+        const i64 off = ((b / per_table) * len + t) * hd;
+        const float* cs = cs_all + off;
+        const float* sn = sn_all + off;
+        for (i64 h = 0; h < heads; ++h) {
+          float* e = x + row * ld + h * hd;
+          for (i64 i = 0; i + 1 < hd; i += 2) {
+            const float a = e[i], bb = e[i + 1];
+            const float p0 = a * cs[i], r0 = -bb * sn[i];
+            const float p1 = bb * cs[i + 1], r1 = a * sn[i + 1];
+            e[i] = p0 + r0;
+            e[i + 1] = p1 + r1;
+          }
+        }
+      }
+    });
+  }
   void copy_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,
                  i64 cols) const override {
     for (i64 r = 0; r < rows; ++r) std::copy_n(src + r * ld_src, cols, dst + r * ld_dst);

@@ -66,6 +66,15 @@ class DeviceOps {
                         i64 rows, i64 cols) const = 0;
   // y[i] += x[i]
   virtual void add(float* y, const float* x, i64 n) const = 0;
+  // y[i] += s * x[i] (one product, then the sum; the UNet2.5D wrappers' scaled branches)
+  virtual void add_scaled(float* y, const float* x, float s, i64 n) const = 0;
+  // Rotary position embedding in place over rows (batch · len) of x (row stride ld) with `heads`
+  // heads of head_dim each: elements (2i, 2i+1) of every head of token t of item b rotate by
+  // row ((b / per_table) · len + t) of cos and sin (head_dim each), as
+  // y[2i] = x[2i]·cos[2i] − x[2i+1]·sin[2i], y[2i+1] = x[2i+1]·cos[2i+1] + x[2i]·sin[2i+1], each
+  // product and sum rounded on its own. Tables on this device.
+  virtual void rotate_pairs(float* x, i64 ld, i64 rows, i64 len, i64 heads, i64 head_dim,
+                            const float* cos, const float* sin, i64 per_table) const = 0;
   // dst[r, 0..cols) = src[r, 0..cols) for `rows` rows (row strides in floats), both on this
   // device.
   virtual void copy_rows(float* dst, i64 ld_dst, const float* src, i64 ld_src, i64 rows,

@@ -1,8 +1,6 @@
 #include "models/paint/unet.h"
 
 #include <spdlog/spdlog.h>
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <cmath>
@@ -114,40 +112,16 @@ void AttentionLayer::forward_add(const nn::DeviceOps& k, float* resid, float sca
                      std::to_string(rope->len) + ", " + std::to_string(rope->head_dim) +
                      ") do not fit a self-attention of batch " + std::to_string(batch) + ", " +
                      std::to_string(q_len) + " tokens, head_dim " + std::to_string(hd));
-  if (rope && k.device() != Device::kCpu)
-    throw ModelError(std::string("attention: rotary position tables (the 2.1 PBR UNet2.5D) run on "
-                                 "the CPU only, not on ") +
-                     device_name(k.device()));
   Tensor q({rows_q, C}, k.device());
   k.linear(q_, q.data(), C, x, C, rows_q);  // [rows_q, C]
   Tensor kv({std::max<i64>(rows_kv, 1), 2 * C}, k.device());
   k.linear(kv_, kv.data(), 2 * C, ctx, kv_dim_, rows_kv);  // [rows_kv, 2C] = [k | v]
   if (rope) {
     // q (rows, C) and the k half of kv (rows, 2C): every head of token t of item b rotates by
-    // table row (b / per_table, t). Products and sum in float32 without contraction, as
-    // x.float() * cos + x_rotated.float() * sin.
+    // table row (b / per_table, t), as x.float() * cos + x_rotated.float() * sin.
     const i64 per_table = batch / rope->batch;
-    tbb::parallel_for(tbb::blocked_range<i64>(0, rows_q, 64),
-                      [&](const tbb::blocked_range<i64>& r) {
-                        for (i64 row = r.begin(); row < r.end(); ++row) {
-                          const i64 b = row / q_len, t = row % q_len;
-                          const i64 off = ((b / per_table) * rope->len + t) * hd;
-                          const float* cs = rope->cos + off;
-                          const float* sn = rope->sin + off;
-                          for (float* v : {q.data() + row * C, kv.data() + row * 2 * C}) {
-                            for (int h = 0; h < heads_; ++h) {
-                              float* e = v + h * hd;
-                              for (i64 i = 0; i + 1 < hd; i += 2) {
-                                const float a = e[i], bb = e[i + 1];
-                                const float p0 = a * cs[i], r0 = -bb * sn[i];
-                                const float p1 = bb * cs[i + 1], r1 = a * sn[i + 1];
-                                e[i] = p0 + r0;
-                                e[i + 1] = p1 + r1;
-                              }
-                            }
-                          }
-                        }
-                      });
+    k.rotate_pairs(q.data(), C, rows_q, q_len, heads_, hd, rope->cos, rope->sin, per_table);
+    k.rotate_pairs(kv.data(), 2 * C, rows_q, q_len, heads_, hd, rope->cos, rope->sin, per_table);
   }
   attend_add(k, resid, scale, q, kv.data(), batch, q_len, ctx_batch, kv_len);
 }
@@ -186,10 +160,6 @@ void AttentionLayer::attend_add(const nn::DeviceOps& k, float* resid, float scal
   const i64 C = dim_;
   const i64 hd = C / heads_;
   const i64 rows_q = batch * q_len;
-  if (scale != 1.0f && k.device() != Device::kCpu)
-    throw ModelError(std::string("attention: a scaled residual (scale != 1, the UNet2.5D "
-                                 "wrappers' reference attention) runs on the CPU only, not on ") +
-                     device_name(k.device()));
   Tensor o({rows_q, C}, k.device());
   const i64 group = batch / ctx_batch;
   kernels::AttentionShape s;
@@ -214,14 +184,10 @@ void AttentionLayer::attend_add(const nn::DeviceOps& k, float* resid, float scal
   }
   // to_out into the (now free) query buffer, then the scaled residual add.
   k.linear(out_, q.data(), C, o.data(), C, rows_q);  // [rows_q, C]
-  const float* a = q.data();
-  if (scale == 1.0f) {
-    k.add(resid, a, rows_q * C);
-  } else {  // on the CPU (refused above on a device)
-    parallel_chunks(rows_q * C, [&](i64 b, i64 e) {
-      for (i64 i = b; i < e; ++i) resid[i] += scale * a[i];
-    });
-  }
+  if (scale == 1.0f)
+    k.add(resid, q.data(), rows_q * C);
+  else
+    k.add_scaled(resid, q.data(), scale, rows_q * C);
 }
 
 void TransformerBlockLayers::feed_forward(float* out, const float* h, i64 rows) const {
@@ -739,17 +705,6 @@ Tensor UNet2DCondition::forward(const Tensor& sample, std::span<const float> tim
                        " do not fit this pass (" + std::to_string(B) + ", " + std::to_string(H) +
                        ", " + std::to_string(W) + ", " + std::to_string(deep_c) +
                        "): run a full pass first");
-  }
-  if (m.device != Device::kCpu) {
-    // The UNet2.5D wrappers' hooks take host tensors and run host code.
-    if (call.hook && *call.hook)
-      throw ModelError(std::string("MultiviewUNet on ") + device_name(m.device) +
-                       " is not implemented yet: its reference / multiview attention hooks run on "
-                       "the CPU only (load the UNet on the CPU)");
-    if (call.block && *call.block)
-      throw ModelError(std::string("PbrUNet on ") + device_name(m.device) +
-                       " is not implemented yet: its transformer block functions run on the CPU "
-                       "only (load the UNet on the CPU)");
   }
   Impl::Run run;
   run.k = &nn::device_ops(m.device);

@@ -96,7 +96,7 @@ struct RotaryTables {
 
 // A diffusers Attention (to_q / to_k / to_v without bias, to_out.0 with bias), multi-head with
 // head_dim = dim / heads. The calls without a DeviceOps run on the CPU; with one, every pointer
-// is on that device (rotary tables and scale != 1 on the CPU only).
+// is on that device, rotary tables included.
 class AttentionLayer {
  public:
   AttentionLayer() = default;
@@ -159,7 +159,7 @@ struct TransformerSite {
 
 // Called inside transformer block `site` right after attn1's residual: h = norm1(x) (the input
 // of attn1), x = the block's running state; both (batch, L, C) token matrices of the block's
-// batch. The hook may add to x in place. CPU UNets only.
+// batch, on the UNet's device. The hook may add to x in place.
 using TransformerHook = std::function<void(int site, const Tensor& h, Tensor& x)>;
 
 // The layers of one BasicTransformerBlock (diffusers attention.py), for a wrapper that runs the
@@ -177,8 +177,8 @@ struct TransformerBlockLayers {
 };
 
 // Replaces the body of transformer block `site`: x (batch, L, C) is the block's running state,
-// updated in place (the UNet applies proj_in before and proj_out after, as always). CPU UNets
-// only.
+// updated in place (the UNet applies proj_in before and proj_out after, as always), on the
+// UNet's device.
 using TransformerBlockFn =
     std::function<void(int site, const TransformerBlockLayers& layers, Tensor& x)>;
 
@@ -191,8 +191,7 @@ struct UNetLoadOptions {
   std::string block_infix;
   // Where forward passes run. On a device the layers run in bf16 (weights uploaded there once,
   // on first use; int8 storage and mid_block_scale_factor != 1 are refused), inputs and outputs
-  // are host tensors, and transformer hooks and block functions (the UNet2.5D wrappers) are
-  // refused: they run on the CPU only.
+  // are host tensors, and transformer hooks and block functions get tensors on the device.
   Device device = Device::kCpu;
 };
 

@@ -427,6 +427,39 @@ TEST(CudaOps, GegluAndBroadcastAdd) {
   for (i64 i = 0; i < y_cpu.numel(); ++i) ASSERT_EQ(y_gpu.data()[i], y_cpu.data()[i]) << i;
 }
 
+// The UNet2.5D wrappers' scaled residual and the 2.1 paint UNet's rotary tables: each product
+// and sum rounded on its own on both sides, so the GPU gives the CPU's bits.
+TEST(CudaOps, ScaledAddAndRotaryPairs) {
+  GEN3D_REQUIRE_GPU();
+  const i64 n = 100003;
+  const Tensor x = random({n}, 41), y0 = random({n}, 42);
+  Tensor y_cpu = y0.clone();
+  nn::device_ops(Device::kCpu).add_scaled(y_cpu.data(), x.data(), 0.37f, n);
+  const Tensor xd = x.to(Device::kCuda);
+  Tensor yd = y0.to(Device::kCuda);
+  gpu().add_scaled(yd.data(), xd.data(), 0.37f, n);
+  const Tensor y_gpu = yd.to(Device::kCpu);
+  for (i64 i = 0; i < n; ++i) ASSERT_EQ(y_gpu.data()[i], y_cpu.data()[i]) << i;
+
+  // 4 items sharing 2 tables (per_table 2), 3 heads of 16, rows padded to a stride of 50.
+  const i64 items = 4, len = 37, heads = 3, hd = 16, ld = 50, rows = items * len;
+  const Tensor cs = random({2, len, hd}, 43), sn = random({2, len, hd}, 44);
+  const Tensor v0 = random({rows, ld}, 45);
+  Tensor v_cpu = v0.clone();
+  nn::device_ops(Device::kCpu)
+      .rotate_pairs(v_cpu.data(), ld, rows, len, heads, hd, cs.data(), sn.data(), 2);
+  const Tensor csd = cs.to(Device::kCuda), snd = sn.to(Device::kCuda);
+  Tensor vd = v0.to(Device::kCuda);
+  gpu().rotate_pairs(vd.data(), ld, rows, len, heads, hd, csd.data(), snd.data(), 2);
+  const Tensor v_gpu = vd.to(Device::kCpu);
+  i64 changed = 0;
+  for (i64 i = 0; i < v_cpu.numel(); ++i) {
+    ASSERT_EQ(v_gpu.data()[i], v_cpu.data()[i]) << i;
+    changed += v_cpu.data()[i] != v0.data()[i];
+  }
+  EXPECT_EQ(changed, rows * heads * hd);  // the padding past heads · hd is left alone
+}
+
 // The VAE's Fourier features: float32 products, double sin and cos rounded to float on both.
 TEST(CudaOps, FourierFeatures) {
   GEN3D_REQUIRE_GPU();
