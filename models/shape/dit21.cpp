@@ -191,9 +191,6 @@ void check_options(const DiT21Options& opt) {
   if (opt.device != Device::kCpu && opt.storage == WeightStorage::kInt8)
     throw ModelError(std::string("HunyuanDiTPlain: int8 weights run on the CPU only, not on ") +
                      device_name(opt.device));
-  if (opt.device != Device::kCpu)
-    spdlog::warn("HunyuanDiTPlain on {} is unverified: its GPU tests have not yet run on a GPU",
-                 device_name(opt.device));
 }
 
 }  // namespace
