@@ -617,6 +617,7 @@ void PbrUNet::project(PbrCondition& cond, const Tensor& text,
                       std::span<const float> ref_scale) const {
   const i64 B = static_cast<i64>(ref_scale.size());
   if (B <= 0) throw ModelError("PBR UNet2.5D: projections need one ref_scale per batch item");
+  if (text.device() != Device::kCpu) throw ModelError("PBR UNet2.5D: text must be a host tensor");
   check_dino(cond.dino, B, base_.cross_attention_dim);
   bool uses_ref = false;
   for (float s : ref_scale) uses_ref = uses_ref || s != 0.0f;
@@ -664,6 +665,10 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
                         const UNetProbe& probe) const {
   const i64 cin = base_.in_channels;
   constexpr i64 M = kMaterials;
+  // The inputs are put together on the host (the UNet uploads the result).
+  for (const Tensor* t : {&sample, &normals, &positions, &text})
+    if (t->device() != Device::kCpu)
+      throw ModelError("PBR UNet2.5D: sample, normals, positions and text must be host tensors");
   if (sample.rank() != 4 || sample.dim(3) != cin)
     throw ModelError("PBR UNet2.5D: sample must be (B·2·N, h, w, " + std::to_string(cin) +
                      "), got " + sample.shape().str());
