@@ -23,7 +23,9 @@ cublas=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||
 libs="$root/lib:$(dirname "$cublas")"
 run() { LD_LIBRARY_PATH="$libs" "$@"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
-export GEN3D_GOLDEN_DIR=$PWD/tests/data/golden GEN3D_LOG_LEVEL=warn
+# The golden sets of this tree, whatever source path the packed binaries were built in.
+export GEN3D_GOLDEN_DIR=$PWD/tests/data/golden GEN3D_GOLDEN_H21_DIR=$PWD/tests/data/golden/hunyuan3d-2.1 \
+  GEN3D_LOG_LEVEL=warn
 
 if [ "${TESTS:-1}" = 1 ]; then
   timeout 180 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d_cuda_tests" --gtest_color=no 2>&1 |

@@ -32,10 +32,10 @@ constexpr float kBackground = 1.0f;
 class ViewsFromPbrModel final : public pipeline::Stage {
  public:
   StageContract contract() const override {
-    return StageContract("views_from_pbr_model",
-                         "Hunyuan3D-Paint-v2-1's PBR multiview diffusion (PBR UNet2.5D + SD VAE + "
-                         "DINOv2) paints an albedo and a metallic-roughness image of every view.")
-        .model_class()
+    StageContract c("views_from_pbr_model",
+                    "Hunyuan3D-Paint-v2-1's PBR multiview diffusion (PBR UNet2.5D + SD VAE + "
+                    "DINOv2) paints an albedo and a metallic-roughness image of every view.");
+    c.model_class()
         .reads_files("model")
         .reads_files("dino_model")
         .input<render::ViewSet>("views")
@@ -67,8 +67,11 @@ class ViewsFromPbrModel final : public pipeline::Stage {
         .keys_by("precision", resolved_precision)
         .param<int>("view_size", 512, Range{64, 4096},
                     "the network's view size (multiple of 64; official 512)");
+    add_device_param(c);  // the UNet, VAE and DINOv2; the sampler stays on the host
+    return c;
   }
   void check(const pipeline::ParamMap& p, std::vector<std::string>& problems) const override {
+    check_device(p, problems);
     const auto folder = [&](const char* key, const char* what) {
       const auto& dir = std::get<std::string>(p.at(key));
       if (dir.empty())
@@ -84,12 +87,14 @@ class ViewsFromPbrModel final : public pipeline::Stage {
   }
   void run(StageContext& ctx) const override {
     auto views = ctx.in<render::ViewSet>("views");
+    const models::Device device = node_device(ctx);
     std::shared_ptr<const models::PbrPaintModel> model;
     {
       auto span = ctx.span("load model");
       model = models::shared_pbr_paint_model(
           ctx.param<std::string>("model"), ctx.param<std::string>("dino_model"),
-          models::storage_for(models::parse_precision(ctx.param<std::string>("precision"))));
+          models::storage_for(models::parse_precision(ctx.param<std::string>("precision"))),
+          device);
     }
     const models::PbrPaintInputs inputs = paint_inputs(ctx, views->size());
     models::PbrPaintOptions options;
@@ -107,9 +112,11 @@ class ViewsFromPbrModel final : public pipeline::Stage {
       step_span = ctx.span(s.index + 1 < s.total ? "step " + std::to_string(s.index + 1)
                                                  : std::string("decode"));
     };
+    std::optional<DeviceTrace> device_trace(std::in_place, ctx, device);  // the GPU's work
     const models::PbrPaintResult painted =
         models::paint_pbr_views(*model, inputs, options, observer);
     step_span.reset();
+    device_trace.reset();
 
     ctx.gauge("multiview.model_steps", options.steps);
     auto albedo = to_images(ctx, painted.albedo, views->size());

@@ -254,18 +254,37 @@ std::string find_dino_weights(const std::string& dir) {
                    " has no weights (looked for model.safetensors, pytorch_model.bin)");
 }
 
+namespace {
+
+// On a device the networks compute in bf16 and the SD VAE takes bf16 weights only: kept in bf16.
+WeightStorage storage_on(Device device, WeightStorage storage) {
+  if (device == Device::kCpu) return storage;
+  if (storage == WeightStorage::kInt8)
+    throw ModelError(std::string("PBR paint: int8 weights run on the CPU only, not on ") +
+                     device_name(device));
+  return WeightStorage::kBF16;
+}
+
+}  // namespace
+
 std::shared_ptr<const PbrPaintModel> load_pbr_paint_model(const std::string& dir,
                                                           const std::string& dino_dir,
-                                                          WeightStorage storage) {
+                                                          WeightStorage storage, Device device) {
   if (!fs::is_directory(dir)) throw ModelError("PBR paint model folder not found: " + dir);
   if (!fs::is_directory(dino_dir)) throw ModelError("DINOv2 folder not found: " + dino_dir);
+  storage = storage_on(device, storage);
   auto m = std::make_shared<PbrPaintModel>();
   m->dir = dir;
   m->dino_dir = dino_dir;
+  m->device = device;
   const fs::path root(dir);
   m->scheduler = SchedulerConfig::read((root / "scheduler" / "scheduler_config.json").string());
-  m->vae = SdVae::load_folder((root / "vae").string(), storage);
-  m->unet = PbrUNet::load_folder((root / "unet").string(), storage);
+  {
+    std::unique_ptr<SdVae> vae = SdVae::load_folder((root / "vae").string(), storage);
+    vae->set_device(device);
+    m->vae = std::move(vae);
+  }
+  m->unet = PbrUNet::load_folder((root / "unet").string(), storage, device);
   const fs::path dino_cfg = fs::path(dino_dir) / "config.json";
   if (!fs::is_regular_file(dino_cfg))
     throw ModelError("DINOv2 config not found: " + dino_cfg.string());
@@ -275,7 +294,7 @@ std::shared_ptr<const PbrPaintModel> load_pbr_paint_model(const std::string& dir
       fs::is_regular_file(pre))
     m->dino_preprocess = DinoPreprocess::parse(read_text(pre), pre.string());
   m->dino = std::make_shared<const Dinov2Model>(
-      Dinov2Model::load(dc, find_dino_weights(dino_dir), Dinov2Options{storage}));
+      Dinov2Model::load(dc, find_dino_weights(dino_dir), Dinov2Options{storage, device}));
   // The widths must chain: VAE latents feed the UNet, DINO tokens its image projection.
   const SdVaeConfig& vc = m->vae->config();
   if (vc.latent_channels != m->unet->config().in_channels)
@@ -287,20 +306,22 @@ std::shared_ptr<const PbrPaintModel> load_pbr_paint_model(const std::string& dir
                      " has hidden_size " + std::to_string(m->dino->config().hidden_size) +
                      ", the UNet's image_proj_model_dino takes " +
                      std::to_string(m->unet->dino_dim()));
-  spdlog::info("PBR paint model {} (DINOv2 {}): networks in {}", dir, dino_dir,
+  spdlog::info("PBR paint model {} (DINOv2 {}): networks in {} on {}", dir, dino_dir,
                storage == WeightStorage::kBF16
                    ? std::string("bf16")
-                   : "fp32 (" + std::string(storage_name(storage)) + " weights)");
+                   : "fp32 (" + std::string(storage_name(storage)) + " weights)",
+               device_name(device));
   return m;
 }
 
 std::shared_ptr<const PbrPaintModel> shared_pbr_paint_model(const std::string& dir,
                                                             const std::string& dino_dir,
-                                                            WeightStorage storage) {
+                                                            WeightStorage storage, Device device) {
+  storage = storage_on(device, storage);
   return nn::shared_model<PbrPaintModel>(
       nn::canonical_path(dir) + "|" + nn::canonical_path(dino_dir) + "|" +
-          std::string(storage_name(storage)),
-      [&] { return *load_pbr_paint_model(dir, dino_dir, storage); });
+          std::string(storage_name(storage)) + "|" + device_name(device),
+      [&] { return *load_pbr_paint_model(dir, dino_dir, storage, device); });
 }
 
 void pbr_cfg_combine(const Tensor& raw, float guidance, Tensor& out) {

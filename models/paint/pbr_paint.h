@@ -24,6 +24,7 @@
 #include <string>
 
 #include "image/image.h"
+#include "models/core/device.h"
 #include "models/core/dtype.h"
 #include "models/core/tensor.h"
 #include "models/paint/diffusion_scheduler.h"
@@ -71,17 +72,20 @@ struct PbrPaintModel {
   std::shared_ptr<const Dinov2Model> dino;
   DinoPreprocess dino_preprocess;  // the folder's preprocessor_config.json, else the defaults
   SchedulerConfig scheduler;
+  Device device = Device::kCpu;  // where the three networks run
 };
 
 // Strict: a missing file or a missing / mis-shaped / unexpected tensor is a ModelError naming it.
 // `storage`: in-memory dtype of every network's weights (kBF16: the bf16 precision mode).
+// `device`: where the UNet, the VAE and DINOv2 run; a device runs them in bf16, so their weights
+// are kept in bf16 there whatever `storage` says (int8 is refused). The sampler stays on the host.
 std::shared_ptr<const PbrPaintModel> load_pbr_paint_model(
     const std::string& dir, const std::string& dino_dir,
-    WeightStorage storage = WeightStorage::kF32);
-// The same, shared per process (a folder pair loads once per storage).
+    WeightStorage storage = WeightStorage::kF32, Device device = Device::kCpu);
+// The same, shared per process (a folder pair loads once per storage and device).
 std::shared_ptr<const PbrPaintModel> shared_pbr_paint_model(
     const std::string& dir, const std::string& dino_dir,
-    WeightStorage storage = WeightStorage::kF32);
+    WeightStorage storage = WeightStorage::kF32, Device device = Device::kCpu);
 
 // The DINOv2 weights file of a transformers folder: model.safetensors, else pytorch_model.bin.
 std::string find_dino_weights(const std::string& dir);

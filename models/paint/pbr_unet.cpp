@@ -14,7 +14,7 @@
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
 #include "models/kernels/attention.h"
-#include "models/kernels/elementwise.h"
+#include "models/nn/device_ops.h"
 #include "models/nn/init.h"
 #include "models/nn/params.h"
 #include "models/nn/weight_files.h"
@@ -24,8 +24,6 @@ namespace gen3d::models {
 namespace {
 
 using i64 = std::int64_t;
-using kernels::add_inplace;
-using kernels::parallel_chunks;
 
 constexpr float kLayerNormEps = 1e-5f;  // ImageProjModel's nn.LayerNorm default
 constexpr float kRopeTheta = 10000.0f;
@@ -33,9 +31,10 @@ constexpr float kRopeTheta = 10000.0f;
 constexpr int kPositionLevels = 4;
 
 // Every official UNet2.5D block is wrapped (Basic2p5DTransformerBlock.transformer).
-UNetLoadOptions wrapped() {
+UNetLoadOptions wrapped(Device device) {
   UNetLoadOptions o;
   o.block_infix = "transformer.";
+  o.device = device;
   return o;
 }
 
@@ -49,15 +48,19 @@ float round_half(float v) {
   return half_to_float(float_to_half(v));
 }
 
-// y[i] += s · a[i] over n values (s = 1: a plain add, as torch's 1.0 * a + y).
-void add_scaled(float* y, float s, const float* a, i64 n) {
-  if (s == 1.0f) {
-    add_inplace(y, a, n);
-    return;
-  }
-  parallel_chunks(n, [&](i64 b, i64 e) {
-    for (i64 i = b; i < e; ++i) y[i] += s * a[i];
-  });
+// y[i] += s · a[i] over n values on the ops' device (s = 1: a plain add, as torch's 1.0 * a + y).
+void add_scaled(const nn::DeviceOps& k, float* y, float s, const float* a, i64 n) {
+  if (s == 1.0f)
+    k.add(y, a, n);
+  else
+    k.add_scaled(y, a, s, n);
+}
+
+// Host probes: a device tensor is copied back first.
+const Tensor& on_host(const Tensor& t, Tensor& keep) {
+  if (t.device() == Device::kCpu) return t;
+  keep = t.to(Device::kCpu);
+  return keep;
 }
 
 // Official RotaryEmbedding.get_1d_rotary_pos_embed in float32: f_i = 1 / theta^(2i / dim)
@@ -279,26 +282,27 @@ struct RefAttention {
   }
 
   // The keys and values of a context ref (kv_len, C): (kv_len, 3C) = [k | v_albedo | v_mr].
-  Tensor project_kv(const float* ref, i64 kv_len) const {
-    Tensor kv({std::max<i64>(kv_len, 1), 3 * dim});
-    kvv(kv.data(), ref, kv_len);  // [kv_len, k | v_albedo | v_mr]
+  // Pointers and the result on the ops' device, as in the calls below.
+  Tensor project_kv(const nn::DeviceOps& k, const float* ref, i64 kv_len) const {
+    Tensor kv({std::max<i64>(kv_len, 1), 3 * dim}, k.device());
+    k.linear(kvv, kv.data(), 3 * dim, ref, dim, kv_len);  // [kv_len, k | v_albedo | v_mr]
     return kv;
   }
 
   // dst[m] (q_len, C) += scale · output of material m, queries x (q_len, C), context ref
   // (kv_len, C).
-  void forward_add(float* const dst[PbrUNet::kMaterials], float scale, const float* x, i64 q_len,
-                   const float* ref, i64 kv_len) const {
-    const Tensor kv = project_kv(ref, kv_len);
-    forward_add_kv(dst, scale, x, q_len, kv.data(), kv_len);
+  void forward_add(const nn::DeviceOps& k, float* const dst[PbrUNet::kMaterials], float scale,
+                   const float* x, i64 q_len, const float* ref, i64 kv_len) const {
+    const Tensor kv = project_kv(k, ref, kv_len);
+    forward_add_kv(k, dst, scale, x, q_len, kv.data(), kv_len);
   }
 
   // forward_add with the context already projected (kv from project_kv, kv_len rows).
-  void forward_add_kv(float* const dst[PbrUNet::kMaterials], float scale, const float* x, i64 q_len,
-                      const float* kv, i64 kv_len) const {
+  void forward_add_kv(const nn::DeviceOps& k, float* const dst[PbrUNet::kMaterials], float scale,
+                      const float* x, i64 q_len, const float* kv, i64 kv_len) const {
     const i64 C = dim, D = C / heads;
-    Tensor qs({q_len, C});
-    q(qs.data(), x, q_len);  // [q_len, C]
+    Tensor qs({q_len, C}, k.device());
+    k.linear(q, qs.data(), C, x, C, q_len);  // [q_len, C]
     kernels::AttentionShape s;
     s.batch = 1;
     s.heads = heads;
@@ -306,13 +310,13 @@ struct RefAttention {
     s.kv_len = kv_len;
     s.head_dim = D;
     s.bf16 = q.bf16();
-    Tensor o({q_len, C}), y({q_len, C});
+    Tensor o({q_len, C}, k.device()), y({q_len, C}, k.device());
     for (int m = 0; m < PbrUNet::kMaterials; ++m) {
       // Head n reads value columns C + 2nD + m·D of kv.
-      kernels::attention({o.data(), 0, C, D}, {qs.data(), 0, C, D}, {kv, 0, 3 * C, D},
-                         {kv + C + m * D, 0, 3 * C, 2 * D}, s);  // [q_len, C]
-      out[m](y.data(), o.data(), q_len);                         // [q_len, C]
-      add_scaled(dst[m], scale, y.data(), q_len * C);
+      k.attention({o.data(), 0, C, D}, {qs.data(), 0, C, D}, {kv, 0, 3 * C, D},
+                  {kv + C + m * D, 0, 3 * C, 2 * D}, s);  // [q_len, C]
+      k.linear(out[m], y.data(), C, o.data(), C, q_len);  // [q_len, C]
+      add_scaled(k, dst[m], scale, y.data(), q_len * C);
     }
   }
 };
@@ -329,10 +333,11 @@ struct PbrUNet::Site {
 // Builds the network from two parameter sources (main "unet.", reference "unet_dual.").
 struct PbrUNet::Builder {
   static std::unique_ptr<PbrUNet> build(const UNetConfig& base, nn::ParamSource& main,
-                                        nn::ParamSource& dual, i64 text_tokens, i64 dino_dim) {
+                                        nn::ParamSource& dual, i64 text_tokens, i64 dino_dim,
+                                        Device device) {
     base.validate();
-    UNet2DCondition m = UNet2DCondition::load(main_config(base), main, wrapped());
-    UNet2DCondition d = UNet2DCondition::load(base, dual, wrapped());
+    UNet2DCondition m = UNet2DCondition::load(main_config(base), main, wrapped(device));
+    UNet2DCondition d = UNet2DCondition::load(base, dual, wrapped(device));
     auto net = std::make_unique<PbrUNet>(base, std::move(m), std::move(d));
     const i64 D = base.cross_attention_dim;
     const i64 before = main.parameters();
@@ -366,7 +371,7 @@ std::int64_t PbrUNet::num_parameters() const {
 
 std::unique_ptr<PbrUNet> PbrUNet::load(const UNetConfig& base,
                                        std::shared_ptr<const SafetensorsFile> file,
-                                       WeightStorage storage) {
+                                       WeightStorage storage, Device device) {
   WeightMap wm(file, "unet.");
   WeightMap wd(file, "unet_dual.");
   // The learned prompts' token count and the DINO width are the checkpoint's (77 and 1536
@@ -377,36 +382,38 @@ std::unique_ptr<PbrUNet> PbrUNet::load(const UNetConfig& base,
   if (const TensorInfo* t = wm.info("image_proj_model_dino.proj.weight"); t && t->shape.size() == 2)
     dino_dim = t->shape[1];
   nn::CheckpointParams sm(wm, storage), sd(wd, storage);
-  std::unique_ptr<PbrUNet> net = Builder::build(base, sm, sd, tokens, dino_dim);
+  std::unique_ptr<PbrUNet> net = Builder::build(base, sm, sd, tokens, dino_dim, device);
 
   check_unet25d_weights(*file, wm, wd, "PBR UNet2.5D");
-  spdlog::info("PBR UNet2.5D: loaded {} parameters from {}", net->num_parameters(), file->path());
+  spdlog::info("PBR UNet2.5D: loaded {} parameters from {} ({})", net->num_parameters(),
+               file->path(), device_name(device));
   return net;
 }
 
 std::unique_ptr<PbrUNet> PbrUNet::load(const UNetConfig& base, const std::string& path,
-                                       WeightStorage storage) {
-  return load(base, SafetensorsFile::open(path), storage);
+                                       WeightStorage storage, Device device) {
+  return load(base, SafetensorsFile::open(path), storage, device);
 }
 
-std::unique_ptr<PbrUNet> PbrUNet::load_folder(const std::string& dir, WeightStorage storage) {
+std::unique_ptr<PbrUNet> PbrUNet::load_folder(const std::string& dir, WeightStorage storage,
+                                              Device device) {
   const UNetConfig base = UNetConfig::read((std::filesystem::path(dir) / "config.json").string());
-  return load(base, nn::find_weights(dir, "diffusion_pytorch_model"), storage);
+  return load(base, nn::find_weights(dir, "diffusion_pytorch_model"), storage, device);
 }
 
 std::unique_ptr<PbrUNet> PbrUNet::random(const UNetConfig& base, std::uint64_t seed,
                                          i64 text_tokens, i64 dino_dim, WeightStorage storage,
-                                         float scale) {
+                                         float scale, Device device) {
   nn::RandomParams main(nn::uniform_init(seed, scale), storage),
       dual(nn::uniform_init(seed ^ 0x5DEECE66Dull, scale), storage);
-  return Builder::build(base, main, dual, text_tokens, dino_dim);
+  return Builder::build(base, main, dual, text_tokens, dino_dim, device);
 }
 
 std::vector<std::pair<std::string, Shape>> PbrUNet::expected_tensors(const UNetConfig& base,
                                                                      i64 text_tokens,
                                                                      i64 dino_dim) {
   nn::ShapeRecorder rm("unet."), rd("unet_dual.");
-  Builder::build(base, rm, rd, text_tokens, dino_dim);
+  Builder::build(base, rm, rd, text_tokens, dino_dim, Device::kCpu);
   std::vector<std::pair<std::string, Shape>> all = std::move(rm.list);
   all.insert(all.end(), rd.list.begin(), rd.list.end());
   return all;
@@ -428,9 +435,11 @@ Tensor PbrUNet::project_dino(const Tensor& dino_hidden) const {
   const i64 B = dino_hidden.dim(0), T = dino_hidden.dim(1);
   // modules.py ImageProjModel: proj per token -> reshape (B·T, 4, D) -> LayerNorm ->
   // "(b nt) n c -> b (nt n) c", which is the same memory.
-  Tensor y({B, T * kDinoTokens, D});
-  dino_proj_(y.data(), dino_hidden.data(), B * T);      // [B·T, 4D]
-  dino_norm_(y.data(), y.data(), B * T * kDinoTokens);  // [B, 4T, D]
+  const nn::DeviceOps& k = nn::device_ops(device());
+  const Tensor x = dino_hidden.on(k.device());
+  Tensor y({B, T * kDinoTokens, D}, k.device());
+  k.linear(dino_proj_, y.data(), kDinoTokens * D, x.data(), din, B * T);    // [B·T, 4D]
+  k.layer_norm(dino_norm_, y.data(), D, y.data(), D, B * T * kDinoTokens);  // [B, 4T, D]
   return y;
 }
 
@@ -446,7 +455,28 @@ RefFeatures PbrUNet::reference_features(const Tensor& ref_latents, int num_ref,
   const i64 T = text_ref_.dim(0), D = text_ref_.dim(1);
   Tensor text({1, T, D});
   std::memcpy(text.data(), text_ref_.data(), sizeof(float) * static_cast<std::size_t>(T * D));
-  return record_reference_features(dual_, ref_latents, num_ref, text, probe);
+  // The hook's states are on the reference UNet's device; they are copied there, "(b n) l c ->
+  // b (n l) c" being the same memory.
+  const i64 rows = ref_latents.dim(0);
+  RefFeatures out;
+  out.batch = rows / num_ref;
+  out.num_ref = num_ref;
+  const auto& sites = dual_.transformer_sites();
+  const TransformerHook hook = [&](int site, const Tensor& h, Tensor&) {
+    const i64 L = h.dim(1), C = h.dim(2);
+    const nn::DeviceOps& k = nn::device_ops(h.device());
+    Tensor t({out.batch, num_ref * L, C}, h.device());
+    k.copy_rows(t.data(), C, h.data(), C, rows * L, C);  // [B, N_ref·L, C]
+    out.layers[sites[static_cast<std::size_t>(site)].name] = std::move(t);
+  };
+  const std::vector<float> t0(static_cast<std::size_t>(rows), 0.0f);
+  UNetCall call;
+  call.hook = &hook;
+  call.skip_output = !probe;  // the features only, unless the output is probed too
+  call.probe = probe;
+  const Tensor y = dual_.forward(ref_latents, t0, text, call);
+  if (probe) probe("conv_out", y);
+  return out;
 }
 
 void PbrUNet::prepare_positions(PbrCondition& cond, const HalfPositionMaps& maps,
@@ -460,8 +490,14 @@ void PbrUNet::prepare_positions(PbrCondition& cond, const HalfPositionMaps& maps
   for (VoxelLevel& v : pbr_multires_voxel_indices(maps, latent_size)) {
     PbrCondition::Level lv;
     const i64 len = maps.views * v.grid * v.grid;  // (B, N·g², 3)
-    for (i64 hd : head_dims)
-      lv.rope.emplace(hd, pbr_rope_tables(v.voxels, maps.batch, len, hd, v.voxel_resolution));
+    for (i64 hd : head_dims) {
+      RopeTables t = pbr_rope_tables(v.voxels, maps.batch, len, hd, v.voxel_resolution);
+      if (device() != Device::kCpu) {  // uploaded once per generation
+        t.cos = t.cos.to(device());
+        t.sin = t.sin.to(device());
+      }
+      lv.rope.emplace(hd, std::move(t));
+    }
     lv.voxels = std::move(v);
     cond.levels.emplace(len, std::move(lv));
   }
@@ -581,6 +617,7 @@ void PbrUNet::project(PbrCondition& cond, const Tensor& text,
                       std::span<const float> ref_scale) const {
   const i64 B = static_cast<i64>(ref_scale.size());
   if (B <= 0) throw ModelError("PBR UNet2.5D: projections need one ref_scale per batch item");
+  if (text.device() != Device::kCpu) throw ModelError("PBR UNet2.5D: text must be a host tensor");
   check_dino(cond.dino, B, base_.cross_attention_dim);
   bool uses_ref = false;
   for (float s : ref_scale) uses_ref = uses_ref || s != 0.0f;
@@ -596,20 +633,23 @@ void PbrUNet::project(PbrCondition& cond, const Tensor& text,
   // Each with the row count forward() projects it with, so the bits are the same: the prompt
   // rows of all B·2 items in one GEMM (attn2), every DINO row in one (attn_dino), and each
   // reference item alone (attn_refview).
+  // All on the UNet's device (the prompt's rows are uploaded by text_kv).
+  const nn::DeviceOps& k = nn::device_ops(device());
   p.text_kv = main_.text_kv(text_rows(text, B));
   p.ref_kv.resize(sites.size());
   p.dino_kv.resize(sites.size());
+  const Tensor dino = cond.dino.on(k.device());
   for (std::size_t s = 0; s < sites.size(); ++s) {
-    p.dino_kv[s] = sites_[s].attn_dino.project_kv(cond.dino.data(), p.dino_batch * p.dino_len);
+    p.dino_kv[s] = sites_[s].attn_dino.project_kv(k, dino.data(), p.dino_batch * p.dino_len);
     p.ref_kv[s].resize(static_cast<std::size_t>(p.ref_batch));
     if (!ref_of[s]) continue;
-    const Tensor& rf = *ref_of[s];
+    const Tensor rf = ref_of[s]->on(k.device());
     const i64 kv_len = rf.dim(1), C = rf.dim(2);
     for (i64 b = 0; b < B; ++b) {
       if (ref_scale[static_cast<std::size_t>(b)] == 0.0f) continue;
       const i64 rb = p.ref_batch == 1 ? 0 : b;
       Tensor& t = p.ref_kv[s][static_cast<std::size_t>(rb)];
-      if (t.empty()) t = sites_[s].attn_refview.project_kv(rf.data() + rb * kv_len * C, kv_len);
+      if (t.empty()) t = sites_[s].attn_refview.project_kv(k, rf.data() + rb * kv_len * C, kv_len);
     }
   }
   spdlog::debug(
@@ -625,6 +665,10 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
                         const UNetProbe& probe) const {
   const i64 cin = base_.in_channels;
   constexpr i64 M = kMaterials;
+  // The inputs are put together on the host (the UNet uploads the result).
+  for (const Tensor* t : {&sample, &normals, &positions, &text})
+    if (t->device() != Device::kCpu)
+      throw ModelError("PBR UNet2.5D: sample, normals, positions and text must be host tensors");
   if (sample.rank() != 4 || sample.dim(3) != cin)
     throw ModelError("PBR UNet2.5D: sample must be (B·2·N, h, w, " + std::to_string(cin) +
                      "), got " + sample.shape().str());
@@ -690,12 +734,23 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
   // encoder_hidden_states per (b, material) item; the UNet's rows read item row / N.
   const i64 T = text.dim(2);
   const Tensor prompt = text_rows(text, B);  // [B·2, T, D]
+  // What the blocks read, on the UNet's device (views where it is there already: the condition's
+  // tensors come from this UNet).
+  const Device dev = device();
+  const Tensor prompt_d = kv ? Tensor() : prompt.on(dev);
+  const Tensor dino_d = kv ? Tensor() : cond.dino.on(dev);
+  auto host_probe = [&](const std::string& name, const Tensor& t) {
+    Tensor keep;
+    probe(name, on_host(t, keep));
+  };
 
-  // Basic2p5DTransformerBlock.forward (modules.py), mode "r".
+  // Basic2p5DTransformerBlock.forward (modules.py), mode "r". xs and every buffer here are on
+  // the UNet's device.
   TransformerBlockFn block = [&](int site, const TransformerBlockLayers& l, Tensor& xs) {
     const std::size_t si = static_cast<std::size_t>(site);
     const Site& st = sites_[si];
     const std::string& path = sites[si].path;
+    const nn::DeviceOps& k = nn::device_ops(xs.device());
     const i64 L = xs.dim(1), C = xs.dim(2);
     const i64 item = M * N * L * C;  // one batch item's values
     const i64 n_all = rows * L * C;
@@ -707,17 +762,17 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
         run(xs.data(), scale);
         return;
       }
-      Tensor t({rows, L, C});
+      Tensor t({rows, L, C}, k.device());
       run(t.data(), [](i64) { return 1.0f; });
-      probe(name, t);
+      host_probe(name, t);
       for (i64 b = 0; b < B; ++b)
-        add_scaled(xs.data() + b * item, scale(b), t.data() + b * item, item);
+        add_scaled(k, xs.data() + b * item, scale(b), t.data() + b * item, item);
     };
     const auto unit = [](i64) { return 1.0f; };
 
-    Tensor h({rows, L, C});
-    l.norm1(h.data(), xs.data(), rows * L);  // [rows, L, C]
-    if (probe) probe(path + ".transformer.norm1", h);
+    Tensor h({rows, L, C}, k.device());
+    k.layer_norm(l.norm1, h.data(), C, xs.data(), C, rows * L);  // [rows, L, C]
+    if (probe) host_probe(path + ".transformer.norm1", h);
 
     // 1. MDA self-attention within each view, per material (SelfAttnProcessor2_0).
     branch(path + ".transformer.attn1", unit, [&](float* dst, const std::function<float(i64)>& s) {
@@ -725,7 +780,8 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
         for (i64 m = 0; m < M; ++m) {
           const i64 off = (b * M + m) * N * L * C;
           const AttentionLayer& a = m == 0 ? l.attn1 : st.attn1_mr;
-          a.forward_add(dst + off, s(b), h.data() + off, N, L, h.data() + off, N, L);  // [N, L, C]
+          a.forward_add(k, dst + off, s(b), h.data() + off, N, L, h.data() + off, N,
+                        L);  // [N, L, C]
         }
     });
 
@@ -738,13 +794,13 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
           const i64 rb = ref_batch == 1 ? 0 : b;
           float* outs[M] = {dst + b * item, dst + b * item + N * L * C};
           if (kv) {
-            const Tensor& rkv = kv->ref_kv[si][static_cast<std::size_t>(rb)];
-            st.attn_refview.forward_add_kv(outs, s(b), h.data() + b * item, N * L, rkv.data(),
+            const Tensor rkv = kv->ref_kv[si][static_cast<std::size_t>(rb)].on(k.device());
+            st.attn_refview.forward_add_kv(k, outs, s(b), h.data() + b * item, N * L, rkv.data(),
                                            rkv.dim(0));  // [2, N·L, C]
           } else {
-            const Tensor& rf = *ref_of[si];
+            const Tensor rf = ref_of[si]->on(k.device());
             const i64 kv_len = rf.dim(1);
-            st.attn_refview.forward_add(outs, s(b), h.data() + b * item, N * L,
+            st.attn_refview.forward_add(k, outs, s(b), h.data() + b * item, N * L,
                                         rf.data() + rb * kv_len * C, kv_len);  // [2, N·L, C]
           }
         }
@@ -756,48 +812,56 @@ Tensor PbrUNet::forward(const Tensor& sample, const Tensor& normals, const Tenso
     if (N > 1) {
       const RotaryTables* rope = nullptr;
       RotaryTables rt;
+      Tensor cos_d, sin_d;  // the tables on the device (views when prepare_positions put them)
       if (auto it = cond.levels.find(N * L); it != cond.levels.end()) {
         auto jt = it->second.rope.find(C / sites[si].heads);
         if (jt == it->second.rope.end())
           throw ModelError("PBR UNet2.5D: no RoPE tables for head_dim " +
                            std::to_string(C / sites[si].heads));
+        cos_d = jt->second.cos.on(k.device());
+        sin_d = jt->second.sin.on(k.device());
         rt = jt->second.view();
+        rt.cos = cos_d.data();
+        rt.sin = sin_d.data();
         rope = &rt;
       }
       branch(
           path + ".attn_multiview", [&](i64) { return mva_scale; },
           [&](float* dst, const std::function<float(i64)>& s) {
             // Every item has the same scale here.
-            st.attn_multiview.forward_add(dst, s(0), h.data(), B * M, N * L, h.data(), B * M, N * L,
-                                          rope);  // [B·2, N·L, C]
+            st.attn_multiview.forward_add(k, dst, s(0), h.data(), B * M, N * L, h.data(), B * M,
+                                          N * L, rope);  // [B·2, N·L, C]
           });
     }
 
     // 4. Text cross-attention per material, then DINO cross-attention from the same norm2 output.
-    l.norm2(h.data(), xs.data(), rows * L);  // [rows, L, C]
+    k.layer_norm(l.norm2, h.data(), C, xs.data(), C, rows * L);  // [rows, L, C]
     branch(path + ".transformer.attn2", unit, [&](float* dst, const std::function<float(i64)>&) {
       // [rows, L, C] += attn2(h, the text of the row's (b, material) item)
-      if (kv)
-        l.attn2.forward_add_kv(dst, 1.0f, h.data(), rows, L, kv->text_kv[si].data(), B * M, T);
-      else
-        l.attn2.forward_add(dst, 1.0f, h.data(), rows, L, prompt.data(), B * M, T);
+      if (kv) {
+        const Tensor tkv = kv->text_kv[si].on(k.device());
+        l.attn2.forward_add_kv(k, dst, 1.0f, h.data(), rows, L, tkv.data(), B * M, T);
+      } else {
+        l.attn2.forward_add(k, dst, 1.0f, h.data(), rows, L, prompt_d.data(), B * M, T);
+      }
     });
     branch(path + ".attn_dino", unit, [&](float* dst, const std::function<float(i64)>&) {
       // [rows, L, C] += attn_dino(h, DINO row b of the row's item, or the one shared row)
-      if (kv)
-        st.attn_dino.forward_add_kv(dst, 1.0f, h.data(), rows, L, kv->dino_kv[si].data(), Bd,
-                                    dino_len);
-      else
-        st.attn_dino.forward_add(dst, 1.0f, h.data(), rows, L, cond.dino.data(), Bd, dino_len);
+      if (kv) {
+        const Tensor dkv = kv->dino_kv[si].on(k.device());
+        st.attn_dino.forward_add_kv(k, dst, 1.0f, h.data(), rows, L, dkv.data(), Bd, dino_len);
+      } else {
+        st.attn_dino.forward_add(k, dst, 1.0f, h.data(), rows, L, dino_d.data(), Bd, dino_len);
+      }
     });
 
     // 5. Feed-forward.
-    l.norm3(h.data(), xs.data(), rows * L);  // [rows, L, C]
-    if (probe) probe(path + ".transformer.norm3", h);
-    l.feed_forward(h.data(), h.data(), rows * L);  // [rows, L, C]
-    if (probe) probe(path + ".transformer.ff", h);
-    add_inplace(xs.data(), h.data(), n_all);  // [rows, L, C]
-    if (probe) probe(path, xs);
+    k.layer_norm(l.norm3, h.data(), C, xs.data(), C, rows * L);  // [rows, L, C]
+    if (probe) host_probe(path + ".transformer.norm3", h);
+    l.feed_forward(k, h.data(), h.data(), rows * L);  // [rows, L, C]
+    if (probe) host_probe(path + ".transformer.ff", h);
+    k.add(xs.data(), h.data(), n_all);  // [rows, L, C]
+    if (probe) host_probe(path, xs);
   };
 
   const std::vector<float> ts(static_cast<std::size_t>(rows), timestep);

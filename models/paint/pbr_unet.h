@@ -14,6 +14,11 @@
 //   x += ff(norm3(x)).
 // hunyuan3d-2.1/ARCHITECTURE.md §b and paint21/README.md are the recipe. Latents are NHWC; the
 // batch is (B, 2 materials, N views) flattened, row = (b·2 + m)·N + n.
+//
+// The network runs on the device chosen at load (the CPU by default): on a device every layer
+// runs there in bf16 (nn::DeviceOps), forward() takes and returns host tensors, and what a
+// condition caches for a generation (reference features, projected DINO tokens, RoPE tables,
+// projected keys / values) lives on that device, uploaded once.
 
 #include <cstdint>
 #include <map>
@@ -23,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/core/device.h"
 #include "models/core/dtype.h"
 #include "models/core/tensor.h"
 #include "models/paint/mvunet.h"
@@ -69,7 +75,7 @@ std::vector<VoxelLevel> pbr_multires_voxel_indices(const HalfPositionMaps& maps,
 // columns of 1-D tables over 0..voxel_resolution−1, theta 10000, each frequency repeated for the
 // pair (2i, 2i+1).
 struct RopeTables {
-  Tensor cos, sin;  // (batch, len, head_dim)
+  Tensor cos, sin;  // (batch, len, head_dim); on the UNet's device inside a PbrCondition
   RotaryTables view() const;
 };
 RopeTables pbr_rope_tables(std::span<const std::int32_t> voxels, std::int64_t batch,
@@ -85,6 +91,7 @@ struct PbrProjections {
   std::vector<float> ref_scale;  // (B): the reference scales they were projected for
   std::int64_t ref_batch = 0;    // reference items (1: shared by every batch item, or B)
   std::int64_t dino_batch = 0, dino_len = 0;  // DINO rows (1 or B) and tokens per row (4·T_dino)
+  // The tensors below are on the UNet's device (text stays on the host).
   // [site][reference item] (N_ref·L, 3·C) = [k | v_albedo | v_mr] per token; empty where no
   // batch item reads it (ref_scale 0).
   std::vector<std::vector<Tensor>> ref_kv;
@@ -101,11 +108,12 @@ struct PbrProjections {
 // keys / values of the reference features, the prompt and the DINO tokens; once they are there
 // forward() reads them instead of `ref` and `dino` (which the caller may then release).
 struct PbrCondition {
+  // Built by PbrUNet on its device; host tensors set by a caller are copied there at each use.
   RefFeatures ref;  // reference UNet features, batch 1 (shared) or B
   Tensor dino;      // (1 or B, 4·T_dino, cross_attention_dim) projected DINO tokens
   struct Level {
     VoxelLevel voxels;                        // (position batch, N·grid², 3)
-    std::map<std::int64_t, RopeTables> rope;  // by head_dim
+    std::map<std::int64_t, RopeTables> rope;  // by head_dim, on the UNet's device
   };
   std::map<std::int64_t, Level> levels;  // by multiview sequence length N·grid²
   std::int64_t position_batch = 0;
@@ -126,29 +134,34 @@ class PbrUNet {
   // is the diffusers unet/config.json (the reference UNet's in_channels; the main UNet reads
   // 3 · in_channels). T and the DINO width come from the checkpoint. Strict: every missing,
   // mis-shaped or unexpected tensor is listed in one ModelError.
+  // `device`: where forward passes run (UNetLoadOptions::device of both UNets).
   static std::unique_ptr<PbrUNet> load(const UNetConfig& base,
                                        std::shared_ptr<const SafetensorsFile> file,
-                                       WeightStorage storage = WeightStorage::kF32);
+                                       WeightStorage storage = WeightStorage::kF32,
+                                       Device device = Device::kCpu);
   static std::unique_ptr<PbrUNet> load(const UNetConfig& base, const std::string& path,
-                                       WeightStorage storage = WeightStorage::kF32);
+                                       WeightStorage storage = WeightStorage::kF32,
+                                       Device device = Device::kCpu);
   // A diffusers-style folder (hunyuan3d-paintpbr-v2-1/unet): dir/config.json and the state_dict
   // in diffusion_pytorch_model.safetensors, .fp16.safetensors or .bin (the official folder ships
   // a torch.save .bin, read natively).
   static std::unique_ptr<PbrUNet> load_folder(const std::string& dir,
-                                              WeightStorage storage = WeightStorage::kF32);
+                                              WeightStorage storage = WeightStorage::kF32,
+                                              Device device = Device::kCpu);
   // Random weights of the right shapes (benchmarks, tests): uniform in ±scale (norm scales 1,
   // biases 0).
   static std::unique_ptr<PbrUNet> random(const UNetConfig& base, std::uint64_t seed,
                                          std::int64_t text_tokens = 77,
                                          std::int64_t dino_dim = 1536,
                                          WeightStorage storage = WeightStorage::kF32,
-                                         float scale = 0.02f);
+                                         float scale = 0.02f, Device device = Device::kCpu);
   // The tensors load() expects ("unet." / "unet_dual." prefixed), with shapes.
   static std::vector<std::pair<std::string, Shape>> expected_tensors(const UNetConfig& base,
                                                                      std::int64_t text_tokens = 77,
                                                                      std::int64_t dino_dim = 1536);
 
   const UNetConfig& config() const { return base_; }
+  Device device() const { return main_.device(); }  // where forward passes run
   std::int64_t num_parameters() const;
   const UNet2DCondition& main_unet() const { return main_; }
   const UNet2DCondition& reference_unet() const { return dual_; }
@@ -161,17 +174,19 @@ class PbrUNet {
   Tensor learned_prompt() const;
 
   // image_proj_model_dino: (B, T_dino, dino_dim) -> (B, 4·T_dino, D) (Linear to 4 tokens per
-  // input token, LayerNorm).
+  // input token, LayerNorm). The input on the host or the device; the result on the device.
   Tensor project_dino(const Tensor& dino_hidden) const;
 
   // Runs the reference UNet at timestep 0 on ref_latents (B·N_ref, h, w, in_channels) with
-  // learned_text_ref() and records every block's post-norm1 states (B, N_ref·L, C).
+  // learned_text_ref() and records every block's post-norm1 states (B, N_ref·L, C), kept on the
+  // device.
   RefFeatures reference_features(const Tensor& ref_latents, int num_ref,
                                  const UNetProbe& probe = {}) const;
 
   // Voxel indices and RoPE tables of the position maps for latents of latent_size² and
   // `num_views` views (grids {s, s/2, s/4, s/8}, voxel resolutions {8s, 4s, 2s, s}, official
-  // UNet2p5DConditionModel.forward), one table per head dim of the main UNet's blocks.
+  // UNet2p5DConditionModel.forward), one table per head dim of the main UNet's blocks, built on
+  // the host and uploaded to the device once.
   void prepare_positions(PbrCondition& cond, const HalfPositionMaps& maps,
                          std::int64_t latent_size) const;
 
@@ -182,12 +197,13 @@ class PbrUNet {
 
   // Projects what every step of a generation with this prompt (B or 1, 2, T, D) and these
   // ref_scale values (B) shares (PbrProjections) into cond.projected, from cond.ref and
-  // cond.dino. forward() with the same text and ref_scale then reuses them; with another text or
-  // ref_scale it throws ModelError.
+  // cond.dino, on the device. `text` is a host tensor. forward() with the same text and ref_scale
+  // then reuses them; with another text or ref_scale it throws ModelError.
   void project(PbrCondition& cond, const Tensor& text, std::span<const float> ref_scale) const;
 
   // sample (B·2·N, h, w, in_channels), row (b·2 + m)·N + n; normals / positions latents
-  // (B·N or N, h, w, in_channels) shared by both materials; text (B or 1, 2, T, D) per material;
+  // (B·N or N, h, w, in_channels) shared by both materials; text (B or 1, 2, T, D) per material
+  // (all host tensors; so is the result);
   // ref_scale (B) (0 skips the reference branch of that item) -> noise prediction
   // (B·2·N, h, w, out_channels). The probe also sees every transformer block's output (named by
   // its state_dict path) and its branch outputs before their residual adds ("<path>.transformer.

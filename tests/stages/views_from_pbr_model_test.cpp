@@ -255,5 +255,51 @@ TEST(ViewsFromPbrModelFolder, ParamsAreCheckedBeforeAnythingLoads) {
   EXPECT_NE(problem(f.dir, f.dino_dir, 72).find("multiple of 64"), std::string::npos);
 }
 
+// The device is a checked choice: cuda with a bf16 precision passes validation (what happens next
+// depends on the machine: without a CUDA backend or GPU the run names the device), cuda with fp32
+// is a config error, and an unknown device name is refused when the parameter is set.
+TEST(ViewsFromPbrModelFolder, DeviceIsCheckedBeforeAnythingLoads) {
+  const TinyPaint21Folder& f = tiny_folder();
+  {
+    pipeline::StageRunner r = runner("views_from_pbr_model");
+    small_job(r, f, "bf16");
+    r.param("device", "cuda");
+    try {
+      r.run();
+    } catch (const pipeline::ConfigError& e) {
+      ADD_FAILURE() << "device cuda with bf16 failed validation: " << e.what();
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("device cuda"), std::string::npos) << e.what();
+    }
+  }
+  {
+    pipeline::StageRunner r = runner("views_from_pbr_model");
+    small_job(r, f, "fp32");
+    r.param("device", "cuda");
+    try {
+      r.run();
+      ADD_FAILURE() << "device cuda with fp32 passed validation";
+    } catch (const pipeline::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("device cuda runs the network in bf16"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  pipeline::StageRunner r = runner("views_from_pbr_model");
+  try {
+    r.param("device", "gpu");
+    ADD_FAILURE() << "device gpu was accepted";
+  } catch (const pipeline::ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("/params/device"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("gpu"), std::string::npos) << msg;
+  }
+  // The default stays the CPU.
+  const pipeline::StageContract c = stage_registry().find("views_from_pbr_model")->contract();
+  const pipeline::ParamSpec* device = c.find_param("device");
+  ASSERT_TRUE(device && device->default_value);
+  EXPECT_EQ(std::get<std::string>(*device->default_value), "cpu");
+}
+
 }  // namespace
 }  // namespace gen3d::test
