@@ -105,41 +105,46 @@ class RemoveBackground final : public pipeline::Stage {
 class Delight final : public pipeline::Stage {
  public:
   StageContract contract() const override {
-    return StageContract(
-               "delight",
-               "Remove shading and highlights from the reference image. method model: the "
-               "learned delighter (hunyuan3d-delight-v2-0: InstructPix2Pix UNet, Euler-ancestral, "
-               "then the reference's colour re-matching), RGB on white at `size`. method "
-               "classical: shading estimate + highlight inpainting + the same colour re-matching "
-               "(OpenCV; an approximation, not the learned delighter).")
-        .model_class()
-        .reads_files("model")
-        .input<image::Image>("image")
-        .output<image::Image>("image")
-        .choice("method", "classical", {"classical", "none", "model"},
-                "classical (OpenCV), none (pass through) or model (the learned network)")
-        .param<double>("strength", 0.8, Range{0.0, 1.0},
-                       "classical: how much of the shading to divide out")
-        .param<std::string>("model", "",
-                            "model: the delight model folder (diffusers layout: unet/, vae/, "
-                            "scheduler/, text_encoder/, tokenizer/)")
-        .param<int>("steps", 50, Range{1, 1000}, "model: Euler-ancestral steps")
-        .param<double>("guidance", 1.0, Range{0.0, 100.0},
-                       "model: text guidance (the official 1.0 means no guidance: one UNet pass "
-                       "per step)")
-        .param<double>("image_guidance", 1.5, Range{0.0, 100.0},
-                       "model: image guidance (only used when guidance > 1)")
-        .param<int>("seed", 42, Range{0, 2147483647}, "model: noise seed")
-        .choice(
-            "precision", "auto", {"auto", "fp32", "bf16"},
-            "model: network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
-            "accumulation) or fp32; auto: bf16 where the CPU has AVX512-BF16 or AMX")
-        .keys_by("precision", resolved_precision)
-        .param<int>("size", 512, Range{16, 4096},
-                    "model: working size (multiple of 8; the official 512)");
+    StageContract c =
+        StageContract(
+            "delight",
+            "Remove shading and highlights from the reference image. method model: the "
+            "learned delighter (hunyuan3d-delight-v2-0: InstructPix2Pix UNet, Euler-ancestral, "
+            "then the reference's colour re-matching), RGB on white at `size`. method "
+            "classical: shading estimate + highlight inpainting + the same colour re-matching "
+            "(OpenCV; an approximation, not the learned delighter).")
+            .model_class()
+            .reads_files("model")
+            .input<image::Image>("image")
+            .output<image::Image>("image")
+            .choice("method", "classical", {"classical", "none", "model"},
+                    "classical (OpenCV), none (pass through) or model (the learned network)")
+            .param<double>("strength", 0.8, Range{0.0, 1.0},
+                           "classical: how much of the shading to divide out")
+            .param<std::string>("model", "",
+                                "model: the delight model folder (diffusers layout: unet/, vae/, "
+                                "scheduler/, text_encoder/, tokenizer/)")
+            .param<int>("steps", 50, Range{1, 1000}, "model: Euler-ancestral steps")
+            .param<double>(
+                "guidance", 1.0, Range{0.0, 100.0},
+                "model: text guidance (the official 1.0 means no guidance: one UNet pass "
+                "per step)")
+            .param<double>("image_guidance", 1.5, Range{0.0, 100.0},
+                           "model: image guidance (only used when guidance > 1)")
+            .param<int>("seed", 42, Range{0, 2147483647}, "model: noise seed")
+            .choice(
+                "precision", "auto", {"auto", "fp32", "bf16"},
+                "model: network precision: bf16 (bf16 weights and GEMM / convolution operands, "
+                "float32 accumulation) or fp32; auto: bf16 where the CPU has AVX512-BF16 or AMX")
+            .keys_by("precision", resolved_precision)
+            .param<int>("size", 512, Range{16, 4096},
+                        "model: working size (multiple of 8; the official 512)");
+    add_device_param(c);  // model: where the UNet and the VAE run
+    return c;
   }
   void check(const pipeline::ParamMap& params, std::vector<std::string>& problems) const override {
     if (std::get<std::string>(params.at("method")) != "model") return;
+    check_device(params, problems);
     const auto& dir = std::get<std::string>(params.at("model"));
     if (dir.empty())
       problems.push_back("method 'model' needs \"model\": the delight model folder");
@@ -169,12 +174,14 @@ class Delight final : public pipeline::Stage {
 
  private:
   static image::Image run_model(StageContext& ctx, const image::Image& image) {
+    const models::Device device = node_device(ctx);
     std::shared_ptr<const models::DelightModel> model;
     {
       auto span = ctx.span("load model");
       model = models::shared_delight_model(
           ctx.param<std::string>("model"),
-          models::storage_for(models::parse_precision(ctx.param<std::string>("precision"))));
+          models::storage_for(models::parse_precision(ctx.param<std::string>("precision"))),
+          device);
     }
     const int size = ctx.param<int>("size");
     const image::Image input =
@@ -190,6 +197,8 @@ class Delight final : public pipeline::Stage {
     opt.seed = static_cast<std::uint64_t>(ctx.param<int>("seed"));
     // Spans: encode (VAE) + step 0, one per step, decode.
     std::optional<pipeline::Profiler::Span> step_span = ctx.span("encode + step 0");
+    std::optional<DeviceTrace> device_trace;  // the GPU's work, in a trace
+    device_trace.emplace(ctx, device);
     const auto observer = [&](int i, int n) {
       step_span->end();
       ctx.throw_if_cancelled();
@@ -197,6 +206,7 @@ class Delight final : public pipeline::Stage {
       step_span = ctx.span(i + 1 < n ? "step " + std::to_string(i + 1) : std::string("decode"));
     };
     const models::Tensor out = models::delight_network(*model, x, opt, observer);
+    device_trace.reset();
     step_span.reset();
 
     image::Image net(size, size, 3);

@@ -33,39 +33,46 @@ constexpr float kMapBackground = 1.0f;
 class ViewsFromModel final : public pipeline::Stage {
  public:
   StageContract contract() const override {
-    return StageContract("views_from_model",
-                         "Hunyuan3D-Paint's multiview diffusion (UNet2.5D + SD VAE) paints every "
-                         "view from the normal and position maps and the reference image.")
-        .model_class()
-        .reads_files("model")
-        .input<render::ViewSet>("views")
-        .input<image::Image>("image", "the (delit) reference image")
-        .input<ImageList>("normals", "the normal maps it is conditioned on, one per view")
-        .input<ImageList>("positions", "the position maps, one per view")
-        .output<ImageList>("images", "RGB, one per view")
-        .param<int>("resolution", 2048, Range{16, 16384}, "view image size")
-        .param<std::string>("model", "",
-                            "the paint model folder (diffusers layout: unet/ with the UNet2.5D, "
-                            "vae/, scheduler/)")
-        .param<bool>("turbo", false,
-                     "LCM with the 10 official timesteps and no guidance (a turbo model folder)")
-        .param<int>("steps", 30, Range{1, 1000}, "Euler-ancestral steps")
-        .param<double>("guidance", 2.0, Range{0.0, 100.0},
-                       "classifier-free guidance (<= 1: conditional pass only)")
-        .param<int>("seed", 0, Range{0, 2147483647}, "noise seed")
-        .param<int>("cache_interval", 1, Range{1, 10},
-                    "DeepCache on the Euler steps: every N-th step runs the whole UNet, the steps "
-                    "between reuse its deep features (1: off, exact; an approximation above)")
-        .choice(
-            "precision", "auto", {"auto", "fp32", "bf16"},
-            "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
-            "accumulation, norms and state) or fp32; auto: bf16 where the CPU has AVX512-BF16 or "
-            "AMX")
-        .keys_by("precision", resolved_precision)
-        .param<int>("view_size", 512, Range{16, 4096},
-                    "the network's view size (multiple of 8; official 512)");
+    StageContract c =
+        StageContract("views_from_model",
+                      "Hunyuan3D-Paint's multiview diffusion (UNet2.5D + SD VAE) paints every "
+                      "view from the normal and position maps and the reference image.")
+            .model_class()
+            .reads_files("model")
+            .input<render::ViewSet>("views")
+            .input<image::Image>("image", "the (delit) reference image")
+            .input<ImageList>("normals", "the normal maps it is conditioned on, one per view")
+            .input<ImageList>("positions", "the position maps, one per view")
+            .output<ImageList>("images", "RGB, one per view")
+            .param<int>("resolution", 2048, Range{16, 16384}, "view image size")
+            .param<std::string>(
+                "model", "",
+                "the paint model folder (diffusers layout: unet/ with the UNet2.5D, "
+                "vae/, scheduler/)")
+            .param<bool>(
+                "turbo", false,
+                "LCM with the 10 official timesteps and no guidance (a turbo model folder)")
+            .param<int>("steps", 30, Range{1, 1000}, "Euler-ancestral steps")
+            .param<double>("guidance", 2.0, Range{0.0, 100.0},
+                           "classifier-free guidance (<= 1: conditional pass only)")
+            .param<int>("seed", 0, Range{0, 2147483647}, "noise seed")
+            .param<int>(
+                "cache_interval", 1, Range{1, 10},
+                "DeepCache on the Euler steps: every N-th step runs the whole UNet, the steps "
+                "between reuse its deep features (1: off, exact; an approximation above)")
+            .choice(
+                "precision", "auto", {"auto", "fp32", "bf16"},
+                "network precision: bf16 (bf16 weights and GEMM / convolution operands, float32 "
+                "accumulation, norms and state) or fp32; auto: bf16 where the CPU has AVX512-BF16 "
+                "or AMX")
+            .keys_by("precision", resolved_precision)
+            .param<int>("view_size", 512, Range{16, 4096},
+                        "the network's view size (multiple of 8; official 512)");
+    add_device_param(c);
+    return c;
   }
   void check(const pipeline::ParamMap& p, std::vector<std::string>& problems) const override {
+    check_device(p, problems);
     const auto& dir = std::get<std::string>(p.at("model"));
     if (dir.empty())
       problems.push_back("views_from_model needs \"model\": the paint model folder");
@@ -78,12 +85,14 @@ class ViewsFromModel final : public pipeline::Stage {
   }
   void run(StageContext& ctx) const override {
     auto views = ctx.in<render::ViewSet>("views");
+    const models::Device device = node_device(ctx);
     std::shared_ptr<const models::PaintModel> model;
     {
       auto span = ctx.span("load model");
       model = models::shared_paint_model(
           ctx.param<std::string>("model"),
-          models::storage_for(models::parse_precision(ctx.param<std::string>("precision"))));
+          models::storage_for(models::parse_precision(ctx.param<std::string>("precision"))),
+          device);
     }
     const models::PaintInputs inputs = paint_inputs(ctx, *views);
     models::PaintOptions options;
@@ -95,6 +104,8 @@ class ViewsFromModel final : public pipeline::Stage {
     const int total = options.turbo ? 10 : options.steps;
     // Spans: encode (VAE + reference UNet), one per step, decode.
     std::optional<pipeline::Profiler::Span> step_span = ctx.span("encode + step 0");
+    std::optional<DeviceTrace> device_trace;  // the GPU's work, in a trace
+    device_trace.emplace(ctx, device);
     const auto observer = [&](const models::PaintStep& s) {
       step_span->end();
       ctx.throw_if_cancelled();
@@ -104,6 +115,7 @@ class ViewsFromModel final : public pipeline::Stage {
                                                : std::string("decode"));
     };
     const models::Tensor painted = models::paint_views(*model, inputs, options, nullptr, observer);
+    device_trace.reset();
     step_span.reset();
 
     const int size = ctx.param<int>("resolution");

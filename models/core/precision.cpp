@@ -66,4 +66,15 @@ WeightStorage storage_for(Precision p, WeightStorage fp32_storage) {
   }
 }
 
+WeightStorage storage_on(Device device, WeightStorage storage, const std::string& what) {
+  if (device == Device::kCpu || storage == WeightStorage::kBF16) return storage;
+  if (storage == WeightStorage::kInt8)
+    throw ModelError(what + ": int8 runs on the CPU only, not on " + device_name(device));
+  // The device rounds every weight to bf16 anyway (and the SD VAE runs there from bf16 storage
+  // only): bf16 on the host is the same network at half the memory.
+  spdlog::info("{}: {} runs the networks in bf16: {} weights kept as bf16", what,
+               device_name(device), storage_name(storage));
+  return WeightStorage::kBF16;
+}
+
 }  // namespace gen3d::models

@@ -6,8 +6,10 @@
 // DINOv2), which run W8A8 with int32 accumulation (WeightStorage::kInt8). auto: bf16 where the CPU
 // has AVX512-BF16 or AMX, fp32 elsewhere, decided at run time (the binary stays portable).
 
+#include <string>
 #include <string_view>
 
+#include "models/core/device.h"
 #include "models/core/dtype.h"
 
 namespace gen3d::models {
@@ -22,5 +24,8 @@ Precision resolve_precision(Precision p);
 // The Linear weight storage of a precision (kAuto resolved); `fp32_storage` is what fp32 keeps
 // (kF32, or kF16 to halve float32 weights with half rounding).
 WeightStorage storage_for(Precision p, WeightStorage fp32_storage = WeightStorage::kF32);
+// The storage a network that runs on `device` keeps: `storage` on the CPU; on a device, which
+// runs bf16 layers, kBF16 for f32 / f16 (logged, naming `what`) and a ModelError for int8.
+WeightStorage storage_on(Device device, WeightStorage storage, const std::string& what);
 
 }  // namespace gen3d::models

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "models/core/error.h"
+#include "models/core/precision.h"
 #include "models/core/safetensors.h"
 #include "models/nn/init.h"
 #include "models/nn/model_cache.h"
@@ -28,13 +29,16 @@ using i64 = std::int64_t;
 }  // namespace
 
 std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir,
-                                                       WeightStorage storage) {
+                                                       WeightStorage storage, Device device) {
   if (!fs::is_directory(dir)) throw ModelError("delight model folder not found: " + dir);
+  storage = storage_on(device, storage, "delight model " + dir);
   const fs::path root(dir);
   auto m = std::make_shared<DelightModel>();
   m->dir = dir;
   m->scheduler = SchedulerConfig::read((root / "scheduler" / "scheduler_config.json").string());
-  m->vae = SdVae::load_folder((root / "vae").string(), storage);
+  std::unique_ptr<SdVae> vae = SdVae::load_folder((root / "vae").string(), storage);
+  vae->set_device(device);
+  m->vae = std::move(vae);
   {
     const UNetConfig cfg = UNetConfig::read((root / "unet" / "config.json").string());
     if (cfg.in_channels != 8)
@@ -45,7 +49,7 @@ std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir,
         UNet2DCondition::load(cfg,
                               SafetensorsFile::open(nn::find_weights((root / "unet").string(),
                                                                      "diffusion_pytorch_model")),
-                              storage));
+                              storage, device));
   }
   {
     const auto text = ClipTextEncoder::load_folder((root / "text_encoder").string(), storage);
@@ -56,18 +60,22 @@ std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir,
     throw ModelError(dir + ": text encoder width " + std::to_string(m->empty_prompt.dim(2)) +
                      " does not match the UNet's cross_attention_dim " +
                      std::to_string(m->unet->config().cross_attention_dim));
-  spdlog::info("delight model {}: networks in {}", dir,
+  spdlog::info("delight model {}: networks in {} on {}", dir,
                storage == WeightStorage::kBF16
                    ? std::string("bf16")
-                   : "fp32 (" + std::string(storage_name(storage)) + " weights)");
+                   : "fp32 (" + std::string(storage_name(storage)) + " weights)",
+               device_name(device));
   return m;
 }
 
 std::shared_ptr<const DelightModel> shared_delight_model(const std::string& dir,
-                                                         WeightStorage storage) {
-  return nn::shared_model<DelightModel>(
-      nn::canonical_path(dir) + "|" + std::string(storage_name(storage)),
-      [&] { return *load_delight_model(dir, storage); });
+                                                         WeightStorage storage, Device device) {
+  // Keyed by what loads: f32 and bf16 requests for a device share one bf16 model.
+  storage = storage_on(device, storage, "delight model " + dir);
+  return nn::shared_model<DelightModel>(nn::canonical_path(dir) + "|" +
+                                            std::string(storage_name(storage)) + "|" +
+                                            device_name(device),
+                                        [&] { return *load_delight_model(dir, storage, device); });
 }
 
 Tensor delight_network(const DelightModel& model, const Tensor& image,

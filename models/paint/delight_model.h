@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "models/core/device.h"
 #include "models/core/dtype.h"
 #include "models/core/tensor.h"
 #include "models/paint/diffusion_scheduler.h"
@@ -35,10 +36,15 @@ struct DelightModel {
 };
 
 // `storage`: in-memory dtype of the UNet's, VAE's and text encoder's weights (kBF16: bf16).
+// `device`: where the UNet and the VAE run (the text encoder, run once at load, and the sampler
+// stay on the host). A device runs them in bf16: f32 / f16 storage is kept as bf16 (logged),
+// int8 is refused. Shared per process by folder, storage and device.
 std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir,
-                                                       WeightStorage storage = WeightStorage::kF32);
+                                                       WeightStorage storage = WeightStorage::kF32,
+                                                       Device device = Device::kCpu);
 std::shared_ptr<const DelightModel> shared_delight_model(
-    const std::string& dir, WeightStorage storage = WeightStorage::kF32);
+    const std::string& dir, WeightStorage storage = WeightStorage::kF32,
+    Device device = Device::kCpu);
 
 struct DelightModelOptions {
   int steps = 50;

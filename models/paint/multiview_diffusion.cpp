@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "models/core/error.h"
+#include "models/core/precision.h"
 #include "models/nn/init.h"
 #include "models/nn/model_cache.h"
 #include "models/nn/weight_files.h"
@@ -73,26 +74,34 @@ void check_images(const Tensor& t, const char* what, std::int64_t n, std::int64_
 
 }  // namespace
 
-std::shared_ptr<const PaintModel> load_paint_model(const std::string& dir, WeightStorage storage) {
+std::shared_ptr<const PaintModel> load_paint_model(const std::string& dir, WeightStorage storage,
+                                                   Device device) {
   if (!fs::is_directory(dir)) throw ModelError("paint model folder not found: " + dir);
+  storage = storage_on(device, storage, "paint model " + dir);
   auto m = std::make_shared<PaintModel>();
   m->dir = dir;
   const fs::path root(dir);
   m->scheduler = SchedulerConfig::read((root / "scheduler" / "scheduler_config.json").string());
-  m->vae = SdVae::load_folder((root / "vae").string(), storage);
-  m->unet = MultiviewUNet::load_folder((root / "unet").string(), storage);
-  spdlog::info("paint model {}: networks in {}", dir,
+  std::unique_ptr<SdVae> vae = SdVae::load_folder((root / "vae").string(), storage);
+  vae->set_device(device);
+  m->vae = std::move(vae);
+  m->unet = MultiviewUNet::load_folder((root / "unet").string(), storage, device);
+  spdlog::info("paint model {}: networks in {} on {}", dir,
                storage == WeightStorage::kBF16
                    ? std::string("bf16")
-                   : "fp32 (" + std::string(storage_name(storage)) + " weights)");
+                   : "fp32 (" + std::string(storage_name(storage)) + " weights)",
+               device_name(device));
   return m;
 }
 
-std::shared_ptr<const PaintModel> shared_paint_model(const std::string& dir,
-                                                     WeightStorage storage) {
-  return nn::shared_model<PaintModel>(
-      nn::canonical_path(dir) + "|" + std::string(storage_name(storage)),
-      [&] { return *load_paint_model(dir, storage); });
+std::shared_ptr<const PaintModel> shared_paint_model(const std::string& dir, WeightStorage storage,
+                                                     Device device) {
+  // Keyed by what loads: f32 and bf16 requests for a device share one bf16 model.
+  storage = storage_on(device, storage, "paint model " + dir);
+  return nn::shared_model<PaintModel>(nn::canonical_path(dir) + "|" +
+                                          std::string(storage_name(storage)) + "|" +
+                                          device_name(device),
+                                      [&] { return *load_paint_model(dir, storage, device); });
 }
 
 Tensor paint_views(const PaintModel& model, const PaintInputs& in, const PaintOptions& opt,

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "models/core/device.h"
 #include "models/core/dtype.h"
 #include "models/core/tensor.h"
 #include "models/paint/diffusion_scheduler.h"
@@ -36,12 +37,16 @@ struct PaintModel {
 };
 
 // Loads `dir` (strict: every missing / mis-shaped / unexpected tensor is named). Shared per
-// process: the same folder loads once.
+// process: the same folder, storage and device load once.
 // `storage`: in-memory dtype of the UNet's and VAE's weights (kBF16: the bf16 precision mode).
+// `device`: where the UNet and the VAE run (the sampler stays on the host). A device runs the
+// networks in bf16: f32 / f16 storage is kept as bf16 there (logged), int8 is refused.
 std::shared_ptr<const PaintModel> shared_paint_model(const std::string& dir,
-                                                     WeightStorage storage = WeightStorage::kF32);
+                                                     WeightStorage storage = WeightStorage::kF32,
+                                                     Device device = Device::kCpu);
 std::shared_ptr<const PaintModel> load_paint_model(const std::string& dir,
-                                                   WeightStorage storage = WeightStorage::kF32);
+                                                   WeightStorage storage = WeightStorage::kF32,
+                                                   Device device = Device::kCpu);
 
 struct PaintOptions {
   bool turbo = false;      // LCM, 10 steps, no CFG

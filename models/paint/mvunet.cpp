@@ -9,6 +9,7 @@
 
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
+#include "models/nn/device_ops.h"
 #include "models/nn/init.h"
 #include "models/nn/weight_files.h"
 
@@ -18,10 +19,13 @@ namespace {
 
 using i64 = std::int64_t;
 
-// Every official UNet2.5D block is wrapped (Basic2p5DTransformerBlock.transformer).
-UNetLoadOptions wrapped() {
+// Every official UNet2.5D block is wrapped (Basic2p5DTransformerBlock.transformer). `storage`
+// is the parameter sources' (the UNet refuses int8 on a device by it).
+UNetLoadOptions wrapped(WeightStorage storage, Device device) {
   UNetLoadOptions o;
   o.block_infix = "transformer.";
+  o.storage = storage;
+  o.device = device;
   return o;
 }
 
@@ -36,10 +40,12 @@ UNetConfig main_config(const UNetConfig& base) {
 // Builds the network from two parameter sources (main "unet.", reference "unet_dual.").
 struct MultiviewUNet::Builder {
   static std::unique_ptr<MultiviewUNet> build(const UNetConfig& base, nn::ParamSource& main,
-                                              nn::ParamSource& dual, i64 text_tokens) {
+                                              nn::ParamSource& dual, i64 text_tokens,
+                                              WeightStorage storage, Device device) {
     base.validate();
-    UNet2DCondition m = UNet2DCondition::load(main_config(base), main, wrapped());
-    UNet2DCondition d = UNet2DCondition::load(base, dual, wrapped());
+    const UNetLoadOptions opt = wrapped(storage, device);
+    UNet2DCondition m = UNet2DCondition::load(main_config(base), main, opt);
+    UNet2DCondition d = UNet2DCondition::load(base, dual, opt);
     std::unique_ptr<MultiviewUNet> net(new MultiviewUNet(base, std::move(m), std::move(d)));
     const i64 E = base.time_embed_dim();
     const i64 D = base.cross_attention_dim;
@@ -83,11 +89,11 @@ RefFeatures record_reference_features(const UNet2DCondition& dual, const Tensor&
   out.batch = rows / num_ref;
   out.num_ref = num_ref;
   const auto& sites = dual.transformer_sites();
+  // h is on the UNet's device; the copy stays there.
   TransformerHook hook = [&](int site, const Tensor& h, Tensor&) {
     const i64 L = h.dim(1), C = h.dim(2);
-    Tensor t({out.batch, num_ref * L, C});
-    std::memcpy(t.data(), h.data(), sizeof(float) * static_cast<std::size_t>(h.numel()));
-    out.layers[sites[static_cast<std::size_t>(site)].name] = std::move(t);
+    out.layers[sites[static_cast<std::size_t>(site)].name] =
+        Tensor::view(h.data(), {out.batch, num_ref * L, C}, h.device()).clone();
   };
   const std::vector<float> t0(static_cast<std::size_t>(rows), 0.0f);
   UNetCall call;
@@ -108,7 +114,7 @@ std::int64_t MultiviewUNet::num_parameters() const {
 
 std::unique_ptr<MultiviewUNet> MultiviewUNet::load(const UNetConfig& base,
                                                    std::shared_ptr<const SafetensorsFile> file,
-                                                   WeightStorage storage) {
+                                                   WeightStorage storage, Device device) {
   WeightMap wm(file, "unet.");
   WeightMap wd(file, "unet_dual.");
   // The learned prompts' token count is the checkpoint's (77 officially).
@@ -116,38 +122,39 @@ std::unique_ptr<MultiviewUNet> MultiviewUNet::load(const UNetConfig& base,
   if (const TensorInfo* t = wm.info("learned_text_clip_gen"); t && t->shape.size() == 3)
     tokens = t->shape[1];
   nn::CheckpointParams sm(wm, storage), sd(wd, storage);
-  std::unique_ptr<MultiviewUNet> net = Builder::build(base, sm, sd, tokens);
+  std::unique_ptr<MultiviewUNet> net = Builder::build(base, sm, sd, tokens, storage, device);
 
   check_unet25d_weights(*file, wm, wd, "UNet2.5D");
-  spdlog::info("UNet2.5D: loaded {} parameters from {}", net->num_parameters(), file->path());
+  spdlog::info("UNet2.5D: loaded {} parameters from {} (runs on {})", net->num_parameters(),
+               file->path(), device_name(device));
   return net;
 }
 
 std::unique_ptr<MultiviewUNet> MultiviewUNet::random(const UNetConfig& base, std::uint64_t seed,
                                                      std::int64_t text_tokens,
-                                                     WeightStorage storage) {
+                                                     WeightStorage storage, Device device) {
   nn::RandomParams main(nn::uniform_init(seed), storage),
       dual(nn::uniform_init(seed ^ 0x5DEECE66Dull), storage);
-  return Builder::build(base, main, dual, text_tokens);
+  return Builder::build(base, main, dual, text_tokens, storage, device);
 }
 
 std::unique_ptr<MultiviewUNet> MultiviewUNet::load(const UNetConfig& base, const std::string& path,
-                                                   WeightStorage storage) {
-  return load(base, SafetensorsFile::open(path), storage);
+                                                   WeightStorage storage, Device device) {
+  return load(base, SafetensorsFile::open(path), storage, device);
 }
 
 std::unique_ptr<MultiviewUNet> MultiviewUNet::load_folder(const std::string& dir,
-                                                          WeightStorage storage) {
+                                                          WeightStorage storage, Device device) {
   namespace fs = std::filesystem;
   const fs::path root(dir);
   const UNetConfig base = UNetConfig::read((root / "config.json").string());
-  return load(base, nn::find_weights(dir, "diffusion_pytorch_model"), storage);
+  return load(base, nn::find_weights(dir, "diffusion_pytorch_model"), storage, device);
 }
 
 std::vector<std::pair<std::string, Shape>> MultiviewUNet::expected_tensors(const UNetConfig& base,
                                                                            i64 text_tokens) {
   nn::ShapeRecorder rm("unet."), rd("unet_dual.");
-  Builder::build(base, rm, rd, text_tokens);
+  Builder::build(base, rm, rd, text_tokens, WeightStorage::kF32, Device::kCpu);
   std::vector<std::pair<std::string, Shape>> all = std::move(rm.list);
   all.insert(all.end(), rd.list.begin(), rd.list.end());
   return all;
@@ -220,10 +227,10 @@ std::int64_t MultiviewUNet::prepare(const Tensor& latents, const Tensor& normals
   return B;
 }
 
-std::vector<const Tensor*> MultiviewUNet::reference_layers(const RefFeatures& ref, i64 B,
-                                                           bool uses_ref) const {
+std::vector<Tensor> MultiviewUNet::reference_layers(const RefFeatures& ref, i64 B,
+                                                    bool uses_ref) const {
   const auto& sites = main_.transformer_sites();
-  std::vector<const Tensor*> ref_of(sites.size(), nullptr);
+  std::vector<Tensor> ref_of(sites.size());
   if (!uses_ref) return ref_of;
   if (ref.batch != B)
     throw ModelError("UNet2.5D: reference features are for batch " + std::to_string(ref.batch) +
@@ -237,7 +244,7 @@ std::vector<const Tensor*> MultiviewUNet::reference_layers(const RefFeatures& re
       throw ModelError("UNet2.5D: reference features " + sites[s].name + " " + t.shape().str() +
                        " do not match (" + std::to_string(B) + ", L, " +
                        std::to_string(sites[s].channels) + ")");
-    ref_of[s] = &t;
+    ref_of[s] = t.on(main_.device());  // a view where the reference UNet shares the device
   }
   return ref_of;
 }
@@ -252,26 +259,28 @@ Tensor MultiviewUNet::forward(const Tensor& latents, const Tensor& normals, cons
   const i64 N = num_views;
   bool uses_ref = false;
   for (float s : ref_scale) uses_ref = uses_ref || s != 0.0f;
-  const std::vector<const Tensor*> ref_of = reference_layers(ref, B, uses_ref);
+  const std::vector<Tensor> ref_of = reference_layers(ref, B, uses_ref);
 
   // After attn1's residual: x += ref_scale[b] · attn_refview(h, ref tokens of item b) for each of
   // its N views, then x += attn_multiview(h of all N views as one sequence) — both from the same
-  // h = norm1(x). Rows b·N + n are contiguous per item, so the regrouping is free.
+  // h = norm1(x). Rows b·N + n are contiguous per item, so the regrouping is free. h and xs are
+  // on the UNet's device, and so are the reference features.
   TransformerHook hook = [&](int site, const Tensor& h, Tensor& xs) {
+    const nn::DeviceOps& k = nn::device_ops(xs.device());
     const std::size_t s = static_cast<std::size_t>(site);
     const i64 L = h.dim(1), C = h.dim(2);
     if (uses_ref) {
-      const Tensor& rf = *ref_of[s];
+      const Tensor& rf = ref_of[s];
       const i64 kv = rf.dim(1);
       for (i64 b = 0; b < B; ++b) {
         const float scale = ref_scale[static_cast<std::size_t>(b)];
         if (scale == 0.0f) continue;
-        attn_refview_[s].forward_add(xs.data() + b * N * L * C, scale, h.data() + b * N * L * C, N,
-                                     L, rf.data() + b * kv * C, 1, kv);
+        attn_refview_[s].forward_add(k, xs.data() + b * N * L * C, scale, h.data() + b * N * L * C,
+                                     N, L, rf.data() + b * kv * C, 1, kv);
       }
     }
     if (N > 1)
-      attn_multiview_[s].forward_add(xs.data(), 1.0f, h.data(), B, N * L, h.data(), B, N * L);
+      attn_multiview_[s].forward_add(k, xs.data(), 1.0f, h.data(), B, N * L, h.data(), B, N * L);
   };
 
   const std::vector<float> ts(static_cast<std::size_t>(x.dim(0)), timestep);
@@ -291,7 +300,8 @@ MultiviewConditions MultiviewUNet::conditions(const Tensor& text, const RefFeatu
                      text.shape().str());
   bool uses_ref = false;
   for (float s : ref_scale) uses_ref = uses_ref || s != 0.0f;
-  const std::vector<const Tensor*> ref_of = reference_layers(ref, B, uses_ref);
+  const std::vector<Tensor> ref_of = reference_layers(ref, B, uses_ref);
+  const nn::DeviceOps& k = nn::device_ops(main_.device());
   MultiviewConditions c;
   c.text = text.clone();
   c.ref_scale.assign(ref_scale.begin(), ref_scale.end());
@@ -299,14 +309,14 @@ MultiviewConditions MultiviewUNet::conditions(const Tensor& text, const RefFeatu
   c.ref_kv.resize(ref_of.size());
   for (std::size_t s = 0; s < ref_of.size(); ++s) {
     c.ref_kv[s].resize(static_cast<std::size_t>(B));
-    if (!ref_of[s]) continue;
+    if (ref_of[s].empty()) continue;
     // Item by item, as forward() projects them: the same GEMM row counts, the same bits.
-    const Tensor& rf = *ref_of[s];
+    const Tensor& rf = ref_of[s];
     const i64 kv = rf.dim(1), C = rf.dim(2);
     for (i64 b = 0; b < B; ++b)
       if (ref_scale[static_cast<std::size_t>(b)] != 0.0f)
         c.ref_kv[s][static_cast<std::size_t>(b)] =
-            attn_refview_[s].project_kv(rf.data() + b * kv * C, kv);
+            attn_refview_[s].project_kv(k, rf.data() + b * kv * C, kv);
   }
   return c;
 }
@@ -332,19 +342,29 @@ Tensor MultiviewUNet::forward(const Tensor& latents, const Tensor& normals, cons
                          std::to_string(b) + " are " + kv.shape().str());
     }
 
+  // The projected reference keys / values on the UNet's device (views when conditions() made
+  // them there).
+  std::vector<std::vector<Tensor>> ref_kv(sites.size());
+  for (std::size_t s = 0; s < sites.size(); ++s)
+    for (i64 b = 0; b < B; ++b)
+      ref_kv[s].push_back(cond.ref_scale[static_cast<std::size_t>(b)] != 0.0f
+                              ? cond.ref_kv[s][static_cast<std::size_t>(b)].on(main_.device())
+                              : Tensor());
+
   // As forward() above, with the reference tokens' keys and values already projected.
   TransformerHook hook = [&](int site, const Tensor& h, Tensor& xs) {
+    const nn::DeviceOps& k = nn::device_ops(xs.device());
     const std::size_t s = static_cast<std::size_t>(site);
     const i64 L = h.dim(1), C = h.dim(2);
     for (i64 b = 0; b < B; ++b) {
       const float scale = cond.ref_scale[static_cast<std::size_t>(b)];
       if (scale == 0.0f) continue;
-      const Tensor& kv = cond.ref_kv[s][static_cast<std::size_t>(b)];
-      attn_refview_[s].forward_add_kv(xs.data() + b * N * L * C, scale, h.data() + b * N * L * C, N,
-                                      L, kv.data(), 1, kv.dim(0));
+      const Tensor& kv = ref_kv[s][static_cast<std::size_t>(b)];
+      attn_refview_[s].forward_add_kv(k, xs.data() + b * N * L * C, scale, h.data() + b * N * L * C,
+                                      N, L, kv.data(), 1, kv.dim(0));
     }
     if (N > 1)
-      attn_multiview_[s].forward_add(xs.data(), 1.0f, h.data(), B, N * L, h.data(), B, N * L);
+      attn_multiview_[s].forward_add(k, xs.data(), 1.0f, h.data(), B, N * L, h.data(), B, N * L);
   };
 
   const std::vector<float> ts(static_cast<std::size_t>(x.dim(0)), timestep);

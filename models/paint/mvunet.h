@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/core/device.h"
 #include "models/core/dtype.h"
 #include "models/core/tensor.h"
 #include "models/paint/unet.h"
@@ -25,9 +26,10 @@ class SafetensorsFile;
 
 // The reference UNet's post-norm1 hidden states of every transformer block.
 struct RefFeatures {
-  std::map<std::string, Tensor> layers;  // down_i_j_k / mid_j_k / up_i_j_k -> (B, N_ref·L, C)
-  std::int64_t batch = 0;                // B
-  int num_ref = 0;                       // N_ref
+  // down_i_j_k / mid_j_k / up_i_j_k -> (B, N_ref·L, C), on the reference UNet's device
+  std::map<std::string, Tensor> layers;
+  std::int64_t batch = 0;  // B
+  int num_ref = 0;         // N_ref
 };
 
 class WeightMap;
@@ -36,8 +38,9 @@ class WeightMap;
 // keys and values of the reference features (attn_refview) and of the prompt (attn2). The main
 // UNet's forward then projects only its own queries and the multiview tokens. Bit-identical to
 // projecting them every step (the projections run with the same row counts).
+// The projections live on the UNet's device.
 struct MultiviewConditions {
-  Tensor text;                   // (B or 1, T, D)
+  Tensor text;                   // (B or 1, T, D), on the host
   std::vector<float> ref_scale;  // (B)
   std::vector<Tensor> text_kv;   // [site] (text rows · T, 2·C)
   std::vector<std::vector<Tensor>>
@@ -46,7 +49,7 @@ struct MultiviewConditions {
 
 // Runs the reference UNet `dual` at timestep 0 on ref_latents (B·N_ref, h, w, C) with `text` and
 // records every transformer block's norm1 output, "(b n) l c -> b (n l) c" (the same memory), by
-// layer name. With a probe the output layers run too and "conv_out" is probed.
+// layer name, on `dual`'s device. With a probe the output layers run too and "conv_out" is probed.
 RefFeatures record_reference_features(const UNet2DCondition& dual, const Tensor& ref_latents,
                                       int num_ref, const Tensor& text, const UNetProbe& probe = {});
 
@@ -68,25 +71,32 @@ class MultiviewUNet {
   // unet/config.json (in_channels of the reference UNet; the main UNet reads 3 · in_channels).
   // Strict: every missing, mis-shaped or unexpected tensor is listed in one ModelError.
   // `storage`: in-memory dtype of the Linear and convolution weights (kBF16: bf16 precision).
+  // `device`: where both UNets and the wrapper's attention branches run (UNetLoadOptions::device:
+  // bf16 on a device, int8 refused); inputs and outputs stay host tensors.
   static std::unique_ptr<MultiviewUNet> load(const UNetConfig& base,
                                              std::shared_ptr<const SafetensorsFile> file,
-                                             WeightStorage storage = WeightStorage::kF32);
+                                             WeightStorage storage = WeightStorage::kF32,
+                                             Device device = Device::kCpu);
   static std::unique_ptr<MultiviewUNet> load(const UNetConfig& base, const std::string& path,
-                                             WeightStorage storage = WeightStorage::kF32);
+                                             WeightStorage storage = WeightStorage::kF32,
+                                             Device device = Device::kCpu);
   // A diffusers-style folder: dir/config.json and the state_dict in
   // diffusion_pytorch_model.safetensors, .fp16.safetensors or .bin (the official
   // hunyuan3d-paint-v2-0/unet folder ships a torch.save .bin, read natively).
   static std::unique_ptr<MultiviewUNet> load_folder(const std::string& dir,
-                                                    WeightStorage storage = WeightStorage::kF32);
+                                                    WeightStorage storage = WeightStorage::kF32,
+                                                    Device device = Device::kCpu);
   // Random weights of the right shapes (benchmarks): uniform in ±0.02 (norm scales 1, biases 0).
   static std::unique_ptr<MultiviewUNet> random(const UNetConfig& base, std::uint64_t seed,
                                                std::int64_t text_tokens = 77,
-                                               WeightStorage storage = WeightStorage::kF32);
+                                               WeightStorage storage = WeightStorage::kF32,
+                                               Device device = Device::kCpu);
   // The tensors load() expects ("unet." / "unet_dual." prefixed), with shapes.
   static std::vector<std::pair<std::string, Shape>> expected_tensors(const UNetConfig& base,
                                                                      std::int64_t text_tokens = 77);
 
   const UNetConfig& config() const { return base_; }
+  Device device() const { return main_.device(); }  // where forward passes run
   std::int64_t num_parameters() const;
   const UNet2DCondition& main_unet() const { return main_; }
   const UNet2DCondition& reference_unet() const { return dual_; }
@@ -131,9 +141,9 @@ class MultiviewUNet {
   std::int64_t prepare(const Tensor& latents, const Tensor& normals, const Tensor& positions,
                        const Tensor& text, std::span<const int> camera_ids, std::size_t ref_scales,
                        int num_views, Tensor& x, Tensor& class_emb) const;
-  // The reference features of every site for batch B, checked (null where unused).
-  std::vector<const Tensor*> reference_layers(const RefFeatures& ref, std::int64_t B,
-                                              bool uses_ref) const;
+  // The reference features of every site for batch B, checked, on the UNet's device (a view
+  // where they are there already); empty where unused.
+  std::vector<Tensor> reference_layers(const RefFeatures& ref, std::int64_t B, bool uses_ref) const;
 
   UNetConfig base_;
   UNet2DCondition main_;

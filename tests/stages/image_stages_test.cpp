@@ -290,5 +290,28 @@ TEST(ImageStages, DelightModelNeedsItsFolder) {
   EXPECT_EQ(error({{"size", 100}}), "") << "size matters to the model only";
 }
 
+// device: cpu or cuda (the model's networks in bf16); this test binary has no CUDA backend, so
+// a valid cuda node fails at its start, naming the node and the device, before anything loads.
+TEST(ImageStages, DelightModelTakesADevice) {
+  const auto in = std::make_shared<const Image>(disc(16, 5, kOrange, true));
+  const auto error = [&](const nlohmann::json& params) {
+    return error_of([&] { run_on("delight", in, params); });
+  };
+  const std::string dir = temp_dir("image_stages_delight_device");
+  EXPECT_TRUE(
+      contains(error({{"method", "model"}, {"model", dir}, {"device", "gpu"}}), "/params/device"));
+  EXPECT_TRUE(contains(
+      error({{"method", "model"}, {"model", dir}, {"device", "cuda"}, {"precision", "fp32"}}),
+      "device cuda runs the network in bf16"));
+  for (const char* precision : {"auto", "bf16"}) {
+    const std::string e =
+        error({{"method", "model"}, {"model", dir}, {"device", "cuda"}, {"precision", precision}});
+    EXPECT_TRUE(contains(e, "device cuda")) << e;
+    EXPECT_FALSE(contains(e, "runs the network in bf16")) << e;
+  }
+  EXPECT_EQ(error({{"device", "cuda"}, {"precision", "fp32"}}), "")
+      << "the device matters to the model only";
+}
+
 }  // namespace
 }  // namespace gen3d::test

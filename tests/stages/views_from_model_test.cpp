@@ -122,6 +122,28 @@ TEST(ViewsFromModel, ParamsAreCheckedBeforeAnythingLoads) {
             std::string::npos);
 }
 
+// device: cpu (the default) or cuda, which runs the networks in bf16 (precision auto or bf16).
+// This test binary has no CUDA backend: a valid cuda node fails at its start, naming the node and
+// the device, before anything loads.
+TEST(ViewsFromModel, DeviceIsCheckedAgainstThePrecision) {
+  const std::string model = temp_dir("views_from_model_device");
+  const auto error = [&](const std::string& device, const std::string& precision) {
+    pipeline::StageRunner r = runner("views_from_model");
+    small_job(r, model);
+    return error_of([&] {
+      r.param("device", device).param("precision", precision);
+      r.run();
+    });
+  };
+  EXPECT_NE(error("gpu", "auto").find("/params/device"), std::string::npos);
+  EXPECT_NE(error("cuda", "fp32").find("device cuda runs the network in bf16"), std::string::npos);
+  for (const char* precision : {"auto", "bf16"}) {
+    const std::string e = error("cuda", precision);
+    EXPECT_NE(e.find("device cuda"), std::string::npos) << e;
+    EXPECT_EQ(e.find("runs the network in bf16"), std::string::npos) << e;
+  }
+}
+
 // cache_interval reaches the sampler: with 3 steps and interval 2, step 1 reuses the deep
 // features of step 0, so the images differ from the plain run's; interval 1 is the plain run.
 TEST(ViewsFromModel, CacheIntervalReachesTheSampler) {

@@ -34,5 +34,24 @@ TEST(Precision, UnknownNameListsTheChoices) {
   }
 }
 
+// A device runs bf16 layers: f32 / f16 storage is kept as bf16 there, int8 is refused; the CPU
+// keeps what it is asked for.
+TEST(Precision, StorageOnADevice) {
+  for (WeightStorage s :
+       {WeightStorage::kF32, WeightStorage::kF16, WeightStorage::kBF16, WeightStorage::kInt8})
+    EXPECT_EQ(storage_on(Device::kCpu, s, "net"), s);
+  EXPECT_EQ(storage_on(Device::kCuda, WeightStorage::kF32, "net"), WeightStorage::kBF16);
+  EXPECT_EQ(storage_on(Device::kCuda, WeightStorage::kF16, "net"), WeightStorage::kBF16);
+  EXPECT_EQ(storage_on(Device::kCuda, WeightStorage::kBF16, "net"), WeightStorage::kBF16);
+  try {
+    storage_on(Device::kCuda, WeightStorage::kInt8, "paint model m");
+    FAIL() << "int8 on cuda accepted";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("paint model m: int8 runs on the CPU only, not on cuda"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace gen3d::models
