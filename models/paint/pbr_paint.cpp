@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/core/error.h"
+#include "models/core/precision.h"
 #include "models/nn/config_reader.h"
 #include "models/nn/init.h"
 #include "models/nn/model_cache.h"
@@ -254,25 +255,12 @@ std::string find_dino_weights(const std::string& dir) {
                    " has no weights (looked for model.safetensors, pytorch_model.bin)");
 }
 
-namespace {
-
-// On a device the networks compute in bf16 and the SD VAE takes bf16 weights only: kept in bf16.
-WeightStorage storage_on(Device device, WeightStorage storage) {
-  if (device == Device::kCpu) return storage;
-  if (storage == WeightStorage::kInt8)
-    throw ModelError(std::string("PBR paint: int8 weights run on the CPU only, not on ") +
-                     device_name(device));
-  return WeightStorage::kBF16;
-}
-
-}  // namespace
-
 std::shared_ptr<const PbrPaintModel> load_pbr_paint_model(const std::string& dir,
                                                           const std::string& dino_dir,
                                                           WeightStorage storage, Device device) {
   if (!fs::is_directory(dir)) throw ModelError("PBR paint model folder not found: " + dir);
   if (!fs::is_directory(dino_dir)) throw ModelError("DINOv2 folder not found: " + dino_dir);
-  storage = storage_on(device, storage);
+  storage = storage_on(device, storage, "PBR paint model");
   if (device != Device::kCpu)
     spdlog::warn("PBR paint model on {} is unverified: its GPU tests have not yet run on a GPU",
                  device_name(device));
@@ -320,7 +308,7 @@ std::shared_ptr<const PbrPaintModel> load_pbr_paint_model(const std::string& dir
 std::shared_ptr<const PbrPaintModel> shared_pbr_paint_model(const std::string& dir,
                                                             const std::string& dino_dir,
                                                             WeightStorage storage, Device device) {
-  storage = storage_on(device, storage);
+  storage = storage_on(device, storage, "PBR paint model");
   return nn::shared_model<PbrPaintModel>(
       nn::canonical_path(dir) + "|" + nn::canonical_path(dino_dir) + "|" +
           std::string(storage_name(storage)) + "|" + device_name(device),

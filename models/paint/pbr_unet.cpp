@@ -455,28 +455,7 @@ RefFeatures PbrUNet::reference_features(const Tensor& ref_latents, int num_ref,
   const i64 T = text_ref_.dim(0), D = text_ref_.dim(1);
   Tensor text({1, T, D});
   std::memcpy(text.data(), text_ref_.data(), sizeof(float) * static_cast<std::size_t>(T * D));
-  // The hook's states are on the reference UNet's device; they are copied there, "(b n) l c ->
-  // b (n l) c" being the same memory.
-  const i64 rows = ref_latents.dim(0);
-  RefFeatures out;
-  out.batch = rows / num_ref;
-  out.num_ref = num_ref;
-  const auto& sites = dual_.transformer_sites();
-  const TransformerHook hook = [&](int site, const Tensor& h, Tensor&) {
-    const i64 L = h.dim(1), C = h.dim(2);
-    const nn::DeviceOps& k = nn::device_ops(h.device());
-    Tensor t({out.batch, num_ref * L, C}, h.device());
-    k.copy_rows(t.data(), C, h.data(), C, rows * L, C);  // [B, N_ref·L, C]
-    out.layers[sites[static_cast<std::size_t>(site)].name] = std::move(t);
-  };
-  const std::vector<float> t0(static_cast<std::size_t>(rows), 0.0f);
-  UNetCall call;
-  call.hook = &hook;
-  call.skip_output = !probe;  // the features only, unless the output is probed too
-  call.probe = probe;
-  const Tensor y = dual_.forward(ref_latents, t0, text, call);
-  if (probe) probe("conv_out", y);
-  return out;
+  return record_reference_features(dual_, ref_latents, num_ref, text, probe);
 }
 
 void PbrUNet::prepare_positions(PbrCondition& cond, const HalfPositionMaps& maps,
