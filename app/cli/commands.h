@@ -46,6 +46,7 @@ struct TextureOptions {
   bool turbo = false;         // --turbo: the turbo paint model
   std::string paint_version;  // --paint-version 2.0|2.1 (default: 2.1 when the folder has it)
   std::string precision;      // --precision auto|fp32|bf16: the learned networks' (with --models)
+  std::string device;         // --device cpu|cuda: where the learned networks run (with --models)
   std::string report_path;    // --report R.html
   bool dump = false;          // print the built config instead of running
 };

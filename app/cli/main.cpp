@@ -125,6 +125,11 @@ int main(int argc, char** argv) {
                    "network precision: auto (bf16 where the CPU has AVX512-BF16 or AMX, else "
                    "fp32), fp32 or bf16")
       ->check(CLI::IsMember({"auto", "fp32", "bf16"}));
+  texture_cmd
+      ->add_option("--device", tex.device,
+                   "with --models: where the networks run: cpu (default), or cuda (bf16 on a GPU; "
+                   "a gen3d built with the CUDA backend; Real-ESRGAN stays on the CPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   texture_cmd->add_flag("--turbo", tex.turbo,
                         "with --models: the turbo paint model (LCM, 10 steps, no guidance)");
   texture_cmd->add_option("--set", tex.run.sets, "override: var=value or node.param=value");

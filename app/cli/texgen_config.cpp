@@ -68,6 +68,8 @@ ReferenceImages parse_reference_images(const std::vector<std::string>& items) {
 void check_sources(const TextureOptions& o) {
   if (!o.precision.empty() && o.models_dir.empty())
     throw ConfigError("--precision sets the learned networks' precision: it needs --models DIR");
+  if (!o.device.empty() && o.models_dir.empty())
+    throw ConfigError("--device says where the learned networks run: it needs --models DIR");
   if (o.turbo && o.models_dir.empty())
     throw ConfigError("--turbo selects the turbo paint model: it needs --models DIR");
   if (!o.paint_version.empty() && o.models_dir.empty())
@@ -98,6 +100,7 @@ void set_model_vars(const TextureOptions& o, json& vars) {
   vars["paint_model"] = paint.string();
   vars["turbo"] = o.turbo;
   if (!o.precision.empty()) vars["precision"] = o.precision;
+  if (!o.device.empty()) vars["device"] = o.device;
   const fs::path delight = root / "hunyuan3d-delight-v2-0";
   if (fs::is_directory(delight)) {
     vars["delight_method"] = "model";
@@ -158,6 +161,7 @@ void set_model21_vars(const TextureOptions& o, json& vars) {
     vars["sr_model"] = sr;
   }
   if (!o.precision.empty()) vars["precision"] = o.precision;
+  if (!o.device.empty()) vars["device"] = o.device;
 }
 
 }  // namespace

@@ -77,6 +77,35 @@ TEST(TextureModels21, ModelsFolderMakesAPbrGlb) {
       << check.output;
 }
 
+// --device reaches the network nodes of the config each paint version runs (Real-ESRGAN stays on
+// the CPU); it needs --models, and only cpu or cuda are devices.
+TEST(TextureModels21, DeviceReachesThePaintNodes) {
+  const std::string root = models_root("texture_models21_device", true);
+  const std::string base =
+      "texture --mesh assets/meshes/BoxTextured.glb --image "
+      "assets/images/spider_front.png -o x.glb --dump ";
+  const auto count = [](const std::string& out, const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = out.find(what); at != std::string::npos; at = out.find(what, at + 1)) ++n;
+    return n;
+  };
+  const auto v21 = run_gen3d(base + "--models " + root + " --device cuda");
+  ASSERT_EQ(v21.exit_code, 0) << v21.output;
+  EXPECT_NE(v21.output.find("\"device\": \"cuda\""), std::string::npos) << v21.output;
+  EXPECT_EQ(count(v21.output, "\"device\": \"$device\""), 1u) << v21.output;  // the PBR node
+
+  fs::create_directories(root + "/hunyuan3d-paint-v2-0");
+  const auto v20 = run_gen3d(base + "--models " + root + " --paint-version 2.0 --device cuda");
+  ASSERT_EQ(v20.exit_code, 0) << v20.output;
+  EXPECT_NE(v20.output.find("\"device\": \"cuda\""), std::string::npos) << v20.output;
+  EXPECT_EQ(count(v20.output, "\"device\": \"$device\""), 2u) << v20.output;  // paint, delight
+
+  const auto no_models = run_gen3d(base + "--device cuda");
+  EXPECT_EQ(no_models.exit_code, 2) << no_models.output;
+  EXPECT_NE(no_models.output.find("--device"), std::string::npos) << no_models.output;
+  EXPECT_EQ(run_gen3d(base + "--models " + root + " --device tpu").exit_code, 2);
+}
+
 TEST(TextureModels21, FolderProblemsAreNamedAndNothingIsWritten) {
   const std::string root = models_root("texture_models21_bad", false);
   const std::string out = temp_dir("texture_models21_bad_out");
