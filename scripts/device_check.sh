@@ -7,7 +7,9 @@
 #   DIT21 (1)   the 2.1 DiT (mixture of experts) at its official size, gen3d only;
 #   SHAPE (1)   image -> mesh end to end (`gen3d bench shape --device cuda`: 50 steps with CFG, and
 #               5 steps without, at octree 384, FlashVDM);
-#   SHAPE21 (0) the same for the 2.1 model (50 steps with CFG).
+#   SHAPE21 (0) the same for the 2.1 model (50 steps with CFG);
+#   PAINT (0)   the networks of a turbo texture (`gen3d bench paint --device cuda`: delight, 50
+#               steps, then the turbo paint model on 6 views at 512 px).
 # The defaults fit one call of 10 minutes; a second call takes the rest, e.g.
 # TESTS=0 DIT21=0 SHAPE=0 SHAPE21=1. Runs the binaries that scripts/device_pack.sh packed into
 # .device/ (the machine needs only its driver, the CUDA runtime libraries and, for the comparison,
@@ -83,6 +85,13 @@ else
   : > "$out/bench_shape21.json"
 fi
 
+if [ "${PAINT:-0}" = 1 ]; then
+  timeout 240 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" -q bench paint --device cuda \
+    --reps "${PAINT_REPS:-3}" 2>&1 | tee "$out/bench_paint.json"
+else
+  : > "$out/bench_paint.json"
+fi
+
 python3 - "$out" "$tests_rc" <<'PY'
 import json, pathlib, re, sys
 out, rc = pathlib.Path(sys.argv[1]), sys.argv[2]
@@ -135,6 +144,16 @@ for (model, steps, g, vol, octree), js in runs.items():
     print(f"{label:36} {mid['total_s']:9.2f} {timed[0]['total_s']:7.2f} {timed[-1]['total_s']:7.2f}"
           f"  {st}; points {mid['points']}, faces {mid['faces']}, build {mid['build_s']:.0f} s,"
           f" first run {js[0]['total_s']:.2f} s")
+paint = [json.loads(l) for l in (out / "bench_paint.json").read_text(errors="replace").splitlines()
+         if l.startswith('{"bench"')]
+if paint:
+    timed = sorted(paint[1:] if len(paint) > 1 else paint, key=lambda j: j["total_s"])
+    mid = timed[len(timed) // 2]
+    print(f"\npaint networks ({mid['model']}, {mid['views']} views at {mid['size']} px, "
+          f"{mid['delight_steps']} delight steps): median {mid['total_s']:.2f} s, range "
+          f"{timed[0]['total_s']:.2f}-{timed[-1]['total_s']:.2f}; stages "
+          + " ".join(f"{k} {v:.2f}" for k, v in mid["stages"].items())
+          + f"; first run {paint[0]['total_s']:.2f} s")
 if profile:
     ops = ", ".join(f"{k} {v:.0f}" for k, v in
                     sorted(profile["gpu_ms_by_op"].items(), key=lambda kv: -kv[1]))

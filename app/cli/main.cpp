@@ -8,6 +8,7 @@
 
 #include "app/cli/batch_command.h"
 #include "app/cli/bench_dit.h"
+#include "app/cli/bench_paint.h"
 #include "app/cli/bench_shape.h"
 #include "app/cli/bench_single_image.h"
 #include "app/cli/cache_study.h"
@@ -288,6 +289,8 @@ int main(int argc, char** argv) {
   gen3d::app::cli::add_bench_dit(*bench_cmd, bench_dit);
   gen3d::app::cli::BenchShapeOptions bench_shape;
   gen3d::app::cli::add_bench_shape(*bench_cmd, bench_shape);
+  gen3d::app::cli::BenchPaintOptions bench_paint;
+  gen3d::app::cli::add_bench_paint(*bench_cmd, bench_paint);
   gen3d::app::cli::BenchSingleImageOptions bench_single;
   gen3d::app::cli::add_bench_single_image(*bench_cmd, bench_single);
 
@@ -395,6 +398,7 @@ int main(int argc, char** argv) {
     if (*check_cmd) return gen3d::app::cli::cmd_check_models(models_check);
     if (*bench_dit.command) return gen3d::app::cli::cmd_bench_dit(bench_dit);
     if (*bench_shape.command) return gen3d::app::cli::cmd_bench_shape(bench_shape);
+    if (*bench_paint.command) return gen3d::app::cli::cmd_bench_paint(bench_paint);
     if (*bench_single.command) return gen3d::app::cli::cmd_bench_single_image(bench_single);
     if (*cache_cmd.info || *cache_cmd.clear || *cache_cmd.verify)
       return gen3d::app::cli::cmd_cache(cache_cmd);

@@ -322,5 +322,36 @@ TEST(ModelsCheck, WeightsFileTensorsWithTheirSums) {
   EXPECT_NE(refused.output.find("refuses to import"), std::string::npos) << refused.output;
 }
 
+// `gen3d bench paint --tiny`: the delight and paint networks through the texture stages' entry
+// points, one JSON line per run with each part's seconds; turbo paints in 10 steps, normal in
+// 30; bad sizes and precisions are refused by name.
+TEST(BenchPaint, TinyTurboAndNormalRuns) {
+  for (const std::string mode : {"--turbo", "--normal"}) {
+    const std::size_t reps = mode == "--turbo" ? 2 : 1;
+    const auto r = run_gen3d("bench paint --tiny --size 64 --views 3 --delight-steps 2 --reps " +
+                             std::to_string(reps) + " " + mode);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::vector<json> lines;
+    std::istringstream in(r.output);
+    for (std::string line; std::getline(in, line);)
+      if (line.starts_with("{\"bench\"")) lines.push_back(json::parse(line));
+    ASSERT_EQ(lines.size(), reps) << r.output;
+    for (const json& j : lines) {
+      EXPECT_EQ(j["paint_steps"], mode == "--turbo" ? 10 : 30) << j.dump();
+      EXPECT_EQ(j["delight_steps"], 2);
+      EXPECT_EQ(j["output_shape"], "[3, 64, 64, 3]");
+      EXPECT_GT(j["stages"]["delight"].get<double>(), 0.0);
+      EXPECT_GT(j["stages"]["paint"].get<double>(), 0.0);
+      EXPECT_GT(j["parameters"]["paint_unet"].get<double>(), j["parameters"]["delight_unet"]);
+    }
+  }
+  const auto odd = run_gen3d("bench paint --tiny --size 100");
+  EXPECT_NE(odd.exit_code, 0);
+  EXPECT_NE(odd.output.find("--size 100 is not a multiple of 64"), std::string::npos) << odd.output;
+  const auto int8 = run_gen3d("bench paint --tiny --precision int8");
+  EXPECT_NE(int8.exit_code, 0);
+  EXPECT_NE(int8.output.find("bench paint"), std::string::npos) << int8.output;
+}
+
 }  // namespace
 }  // namespace gen3d::test
