@@ -4,14 +4,14 @@
 #   DIT (0)     `gen3d bench dit --device cuda` at the official 2.0 DiT size beside PyTorch (eager
 #               and torch.compile, bf16, the same shapes and random weights;
 #               bench/dit_torch_bench.py) on the same card;
-#   DIT21 (1)   the 2.1 DiT (mixture of experts) at its official size, gen3d only;
-#   SHAPE (1)   image -> mesh end to end (`gen3d bench shape --device cuda`: 50 steps with CFG, and
+#   DIT21 (0)   the 2.1 DiT (mixture of experts) at its official size, gen3d only;
+#   SHAPE (0)   image -> mesh end to end (`gen3d bench shape --device cuda`: 50 steps with CFG, and
 #               5 steps without, at octree 384, FlashVDM);
 #   SHAPE21 (0) the same for the 2.1 model (50 steps with CFG);
-#   PAINT (0)   the networks of a turbo texture (`gen3d bench paint --device cuda`: delight, 50
+#   PAINT (1)   the networks of a turbo texture (`gen3d bench paint --device cuda`: delight, 50
 #               steps, then the turbo paint model on 6 views at 512 px).
-# The defaults fit one call of 10 minutes; a second call takes the rest, e.g.
-# TESTS=0 DIT21=0 SHAPE=0 SHAPE21=1. Runs the binaries that scripts/device_pack.sh packed into
+# The defaults (the tests and the paint networks) fit one call of 5 minutes; the parts measured
+# before run on request, e.g. TESTS=0 PAINT=0 DIT=1 SHAPE=1. Runs the binaries that scripts/device_pack.sh packed into
 # .device/ (the machine needs only its driver, the CUDA runtime libraries and, for the comparison,
 # PyTorch). Logs go to $OUT (or /tmp/gen3d-device); a short table is printed last.
 set -uo pipefail
@@ -60,7 +60,7 @@ else
   : > "$out/bench_gen3d.json"; : > "$out/bench_eager.json"; : > "$out/bench_compile.json"
 fi
 
-if [ "${DIT21:-1}" = 1 ]; then
+if [ "${DIT21:-0}" = 1 ]; then
   sizes21="--arch 2.1 --hidden 2048 --heads 16 --depth 21 --moe-layers 6 --experts 8 --top-k 2
            --tokens 4096 --context-tokens 1370 --context-dim 1024 --in-channels 64 --batch 2"
   timeout 180 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" bench dit --device cuda \
@@ -70,7 +70,7 @@ else
 fi
 
 shape_reps=${SHAPE_REPS:-3}
-if [ "${SHAPE:-1}" = 1 ]; then
+if [ "${SHAPE:-0}" = 1 ]; then
   timeout 240 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" -q bench shape --device cuda \
     --volume flashvdm --steps 50,5 --guidance 5,-1 --octree 384 --reps "$shape_reps" --profile \
     2>&1 | tee "$out/bench_shape.json"
@@ -85,7 +85,7 @@ else
   : > "$out/bench_shape21.json"
 fi
 
-if [ "${PAINT:-0}" = 1 ]; then
+if [ "${PAINT:-1}" = 1 ]; then
   timeout 240 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" -q bench paint --device cuda \
     --reps "${PAINT_REPS:-3}" 2>&1 | tee "$out/bench_paint.json"
 else
