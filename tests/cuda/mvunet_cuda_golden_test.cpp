@@ -282,26 +282,10 @@ TEST(PaintCudaGolden, SamplerRunWithinTheBf16Tolerance) {
   const json& mv = cfg["mv"];
   const PaintModel model = paint_model(Device::kCuda);
   const auto rec = SafetensorsFile::open(golden_file("sampler.safetensors"));
-  PaintInputs in;
-  in.reference = read_nhwc(*rec, "in.ref_image");
-  in.normals = read_nhwc(*rec, "in.normal_images");
-  in.positions = read_nhwc(*rec, "in.position_images");
-  for (const auto& id : mv["camera_info_gen"]) in.cameras.push_back(id.get<int>());
-  PaintNoise noise;
-  noise.vae_ref = read_nhwc(*rec, "in.noise.vae_ref");
-  noise.vae_normal = read_nhwc(*rec, "in.noise.vae_normal");
-  noise.vae_position = read_nhwc(*rec, "in.noise.vae_position");
-  noise.init = read_nhwc(*rec, "in.noise.init");
+  const PaintRun run = read_paint_run(*rec, mv);
+  const PaintInputs& in = run.in;
+  const PaintNoise& noise = run.noise;
   const int steps = mv["steps"].get<int>();
-  {
-    const Tensor all = read_nhwc(*rec, "in.noise.steps");  // (steps·N, h, w, 4)
-    const std::int64_t per = all.numel() / steps;
-    for (int i = 0; i < steps; ++i) {
-      Tensor t(Shape{all.dim(0) / steps, all.dim(1), all.dim(2), all.dim(3)});
-      std::copy(all.data() + i * per, all.data() + (i + 1) * per, t.data());
-      noise.steps.push_back(std::move(t));
-    }
-  }
   bf16test::NmseCheck check("paint run on the GPU", bf16test::kUNetNmse);
   const auto add = [&](const std::string& name, const Tensor& a, const Tensor& g) {
     ASSERT_EQ(a.numel(), g.numel()) << name;

@@ -24,6 +24,7 @@
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
 #include "models/kernels/conv.h"
+#include "models/paint/paint21_golden.h"
 #include "models/paint/pbr_unet.h"
 #include "support/paths.h"
 
@@ -32,52 +33,11 @@ namespace {
 
 using json = nlohmann::json;
 using i64 = std::int64_t;
-
-std::string set_file(const std::string& name) {
-  return test::env_or("GEN3D_GOLDEN_H21_DIR",
-                      test::source_dir() + "/tests/data/golden/hunyuan3d-2.1") +
-         "/paint21/" + name;
-}
-
-Tensor to_nhwc(const Tensor& x) {
-  Tensor y(Shape{x.dim(0), x.dim(2), x.dim(3), x.dim(1)});
-  kernels::nchw_to_nhwc(y.data(), x.data(), x.dim(0), x.dim(1), x.dim(2), x.dim(3));
-  return y;
-}
-Tensor to_nchw(const Tensor& x) {
-  Tensor y(Shape{x.dim(0), x.dim(3), x.dim(1), x.dim(2)});
-  kernels::nhwc_to_nchw(y.data(), x.data(), x.dim(0), x.dim(3), x.dim(1), x.dim(2));
-  return y;
-}
+using namespace paint21_golden;
 
 // A host copy (probes and results are compared on the host).
 Tensor host(const Tensor& t) {
   return t.device() == Device::kCpu ? t.clone() : t.to(Device::kCpu);
-}
-
-// A stored (..., C, H, W) tensor with its leading dims folded into rows, as NHWC, `copies` times
-// along the rows (the CFG batch).
-Tensor rows_nhwc(const SafetensorsFile& f, const std::string& name, i64 copies = 1) {
-  const TensorInfo* info = f.find(name);
-  if (!info || info->shape.size() < 3)
-    throw ModelError("golden tensor absent or rank < 3: " + name);
-  const auto& s = info->shape;
-  const std::size_t r = s.size();
-  i64 lead = 1;
-  for (std::size_t i = 0; i + 3 < r; ++i) lead *= s[i];
-  const Tensor one = to_nhwc(f.to_f32_as(name, Shape{lead, s[r - 3], s[r - 2], s[r - 1]}));
-  Tensor all({copies * lead, s[r - 2], s[r - 1], s[r - 3]});
-  for (i64 c = 0; c < copies; ++c)
-    std::memcpy(all.data() + c * one.numel(), one.data(), sizeof(float) * one.numel());
-  return all;
-}
-
-Tensor flat(const SafetensorsFile& f, const std::string& name) {
-  const TensorInfo* info = f.find(name);
-  if (!info) throw ModelError("golden tensor absent: " + name);
-  i64 n = 1;
-  for (i64 d : info->shape) n *= d;
-  return f.to_f32_as(name, Shape{n});
 }
 
 // The stored CFG call's inputs (paint21/README.md): the inputs repeated for the ref_scale rows,
@@ -87,8 +47,7 @@ struct Golden {
   std::shared_ptr<const SafetensorsFile> fwd;
   UNetConfig base;
   std::string weights;
-  std::vector<std::uint16_t> position_bits;
-  HalfPositionMaps maps;
+  PositionMaps positions_f16;  // in.position_maps, the bits the UNet's view reads
   std::vector<float> ref_scale;
   Tensor sample, normals, positions, ref_latents, prompt, dino;
   int num_ref = 1;
@@ -108,17 +67,7 @@ struct Golden {
     base = UNetConfig::parse(cfg.at("unet").dump(), "paint21 unet");
     weights = set_file("paint21_unet.weights.fp16.safetensors");
     const SafetensorsFile& f = *fwd;
-    const TensorInfo* pi = f.find("in.position_maps");
-    if (!pi || pi->dtype != DType::kF16 || pi->shape.size() != 5)
-      throw ModelError("in.position_maps is not F16 (B, N, 3, H, W)");
-    const auto bytes = f.bytes(*pi);
-    position_bits.resize(bytes.size() / 2);
-    std::memcpy(position_bits.data(), bytes.data(), bytes.size());
-    maps.data = position_bits;
-    maps.batch = pi->shape[0];
-    maps.views = pi->shape[1];
-    maps.height = pi->shape[3];
-    maps.width = pi->shape[4];
+    positions_f16 = position_maps(f);
     const Tensor rs = f.to_f32("in.ref_scale");
     ref_scale.assign(rs.data(), rs.data() + rs.numel());
     const i64 R = rs.numel();
@@ -142,7 +91,7 @@ struct Golden {
 
   // The plain call's condition (reference features, DINO tokens, position encodings).
   PbrCondition condition(const PbrUNet& net) const {
-    return net.condition(ref_latents, num_ref, dino, maps, latent);
+    return net.condition(ref_latents, num_ref, dino, positions_f16.maps, latent);
   }
 
   Tensor forward(const PbrUNet& net, const PbrCondition& cond, const UNetProbe& probe = {}) const {
@@ -171,7 +120,7 @@ TEST(PbrUNetCudaGolden, EveryStoredTensorWithinTheBf16Tolerance) {
         dual_probes[n] = as_stored(v);
       });
   cond.dino = net->project_dino(g.dino);
-  net->prepare_positions(cond, g.maps, g.latent);
+  net->prepare_positions(cond, g.positions_f16.maps, g.latent);
   // What the condition caches lives on the GPU.
   ASSERT_FALSE(cond.ref.layers.empty());
   for (const auto& [name, t] : cond.ref.layers) EXPECT_EQ(t.device(), Device::kCuda) << name;

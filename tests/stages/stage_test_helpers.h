@@ -140,4 +140,35 @@ inline Inpainted inpaint(std::shared_ptr<const render::MergeResult> merged,
           r.output<render::InpaintReport>("report")};
 }
 
+// A picture with a gradient so every pixel differs (the networks see structure, not a constant).
+inline Image gradient(int size, int channels, float base) {
+  Image img(size, size, channels);
+  for (int y = 0; y < size; ++y)
+    for (int x = 0; x < size; ++x)
+      for (int c = 0; c < channels; ++c)
+        img.at(x, y)[c] = c == 3 ? 1.0f : base + 0.3f * (x + 2 * y + 5 * c) / (4.0f * size);
+  return img;
+}
+
+// Position maps with a white (background) border, like rendered maps.
+inline Image position_map(int size, float shift) {
+  Image img = gradient(size, 3, 0.2f + shift);
+  for (int y = 0; y < size; ++y)
+    for (int x = 0; x < size; ++x)
+      if (x < size / 8 || y < size / 8)
+        for (int c = 0; c < 3; ++c) img.at(x, y)[c] = 1.0f;
+  return img;
+}
+
+// A paint stage's inputs for two level views (front and back): the reference, and 40-px
+// normal and position maps.
+inline void two_view_paint_inputs(pipeline::StageRunner& r) {
+  r.input<render::ViewSet>("views", level_views({0, 180}));
+  r.input<Image>("image", gradient(24, 4, 0.4f));
+  r.input<stages::ImageList>("normals",
+                             stages::ImageList{gradient(40, 3, 0.3f), gradient(40, 3, 0.5f)});
+  r.input<stages::ImageList>("positions",
+                             stages::ImageList{position_map(40, 0.0f), position_map(40, 0.2f)});
+}
+
 }  // namespace gen3d::test

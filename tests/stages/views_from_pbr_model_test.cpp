@@ -38,35 +38,10 @@ const TinyPaint21Folder& tiny_folder() {
   return f;
 }
 
-// A picture with a gradient so every pixel differs (the networks see structure, not a constant).
-Image gradient(int size, int channels, float base) {
-  Image img(size, size, channels);
-  for (int y = 0; y < size; ++y)
-    for (int x = 0; x < size; ++x)
-      for (int c = 0; c < channels; ++c)
-        img.at(x, y)[c] = c == 3 ? 1.0f : base + 0.3f * (x + 2 * y + 5 * c) / (4.0f * size);
-  return img;
-}
-
-// Position maps with a white (background) border, like rendered maps.
-Image position_map(int size, float shift) {
-  Image img = gradient(size, 3, 0.2f + shift);
-  for (int y = 0; y < size; ++y)
-    for (int x = 0; x < size; ++x)
-      if (x < size / 8 || y < size / 8)
-        for (int c = 0; c < 3; ++c) img.at(x, y)[c] = 1.0f;
-  return img;
-}
-
 // Two views at 64-px network views (8 × 8 latents), two UniPC steps, 48-px outputs.
 void small_job(pipeline::StageRunner& r, const TinyPaint21Folder& f,
                const std::string& precision = "fp32", int seed = 5) {
-  r.input<render::ViewSet>("views", level_views({0, 180}));
-  r.input<Image>("image", gradient(24, 4, 0.4f));
-  r.input<stages::ImageList>("normals",
-                             stages::ImageList{gradient(40, 3, 0.3f), gradient(40, 3, 0.5f)});
-  r.input<stages::ImageList>("positions",
-                             stages::ImageList{position_map(40, 0.0f), position_map(40, 0.2f)});
+  two_view_paint_inputs(r);
   r.param("model", f.dir)
       .param("dino_model", f.dino_dir)
       .param("view_size", 64)

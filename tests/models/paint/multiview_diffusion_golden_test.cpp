@@ -61,27 +61,10 @@ TEST_P(PaintGolden, SamplerRunMatchesReference) {
   model.scheduler = SchedulerConfig::parse(cfg["scheduler_config"].dump(), "config.json");
 
   const auto rec = SafetensorsFile::open(dir + "/sampler.safetensors");
-  PaintInputs in;
-  in.reference = read_nhwc(*rec, "in.ref_image");
-  in.normals = read_nhwc(*rec, "in.normal_images");
-  in.positions = read_nhwc(*rec, "in.position_images");
-  for (const auto& id : mv["camera_info_gen"]) in.cameras.push_back(id.get<int>());
-
-  PaintNoise noise;
-  noise.vae_ref = read_nhwc(*rec, "in.noise.vae_ref");
-  noise.vae_normal = read_nhwc(*rec, "in.noise.vae_normal");
-  noise.vae_position = read_nhwc(*rec, "in.noise.vae_position");
-  noise.init = read_nhwc(*rec, "in.noise.init");
+  const PaintRun run = read_paint_run(*rec, mv);
+  const PaintInputs& in = run.in;
+  const PaintNoise& noise = run.noise;
   const int steps = mv["steps"].get<int>();
-  {
-    const Tensor all = read_nhwc(*rec, "in.noise.steps");  // (steps·N, h, w, 4)
-    const std::int64_t per = all.numel() / steps;
-    for (int i = 0; i < steps; ++i) {
-      Tensor t(Shape{all.dim(0) / steps, all.dim(1), all.dim(2), all.dim(3)});
-      std::copy(all.data() + i * per, all.data() + (i + 1) * per, t.data());
-      noise.steps.push_back(std::move(t));
-    }
-  }
 
   bf16test::NmseCheck nmse("paint run bf16", bf16test::kUNetNmse);
   // atol in fp32 mode; the bf16 tolerance (normalized MSE) in bf16 mode.

@@ -28,6 +28,7 @@
 #include "models/kernels/conv.h"
 #include "models/paint/pbr_paint.h"
 #include "models/paint/pbr_unet.h"
+#include "paint21_golden.h"
 #include "support/paths.h"
 
 namespace gen3d::models {
@@ -35,6 +36,7 @@ namespace {
 
 using json = nlohmann::json;
 using i64 = std::int64_t;
+using namespace paint21_golden;
 
 // paint21/README.md "Suggested tolerances (fp32)": inter/trace 2e-4 abs + 1e-4 rel, out 3e-4
 // abs, voxel_indices exact, rope 1e-6.
@@ -42,12 +44,6 @@ constexpr double kInterAbs = 2e-4;
 constexpr double kInterRel = 1e-4;
 constexpr double kOutAbs = 3e-4;
 constexpr double kRopeTol = 1e-6;
-
-std::string set_file(const std::string& name) {
-  return test::env_or("GEN3D_GOLDEN_H21_DIR",
-                      test::source_dir() + "/tests/data/golden/hunyuan3d-2.1") +
-         "/paint21/" + name;
-}
 
 #define REQUIRE_GOLDEN(path)                                                              \
   do {                                                                                    \
@@ -67,64 +63,6 @@ double usage(const float* a, const float* g, i64 n, double abs, double rel) {
     u = std::max(u, std::abs(static_cast<double>(a[i]) - g[i]) / (abs + rel * std::abs(g[i])));
   }
   return u;
-}
-
-Tensor to_nhwc(const Tensor& x) {
-  Tensor y(Shape{x.dim(0), x.dim(2), x.dim(3), x.dim(1)});
-  kernels::nchw_to_nhwc(y.data(), x.data(), x.dim(0), x.dim(1), x.dim(2), x.dim(3));
-  return y;
-}
-Tensor to_nchw(const Tensor& x) {
-  Tensor y(Shape{x.dim(0), x.dim(3), x.dim(1), x.dim(2)});
-  kernels::nhwc_to_nchw(y.data(), x.data(), x.dim(0), x.dim(3), x.dim(1), x.dim(2));
-  return y;
-}
-
-// A stored (..., C, H, W) tensor with its leading dims folded into rows, as NHWC; `copies`
-// repeats it along the rows (the CFG batch).
-Tensor rows_nhwc(const SafetensorsFile& f, const std::string& name, i64 copies = 1) {
-  const TensorInfo* info = f.find(name);
-  if (!info || info->shape.size() < 3)
-    throw ModelError("golden tensor absent or rank < 3: " + name);
-  const auto& s = info->shape;
-  const std::size_t r = s.size();
-  i64 lead = 1;
-  for (std::size_t i = 0; i + 3 < r; ++i) lead *= s[i];
-  const Tensor one = to_nhwc(f.to_f32_as(name, Shape{lead, s[r - 3], s[r - 2], s[r - 1]}));
-  Tensor all({copies * lead, s[r - 2], s[r - 1], s[r - 3]});
-  for (i64 c = 0; c < copies; ++c)
-    std::memcpy(all.data() + c * one.numel(), one.data(), sizeof(float) * one.numel());
-  return all;
-}
-
-struct PositionMaps {
-  std::vector<std::uint16_t> bits;
-  HalfPositionMaps maps;
-};
-
-PositionMaps position_maps(const SafetensorsFile& f) {
-  const TensorInfo* info = f.find("in.position_maps");
-  if (!info || info->dtype != DType::kF16 || info->shape.size() != 5)
-    throw ModelError("in.position_maps is not F16 (B, N, 3, H, W)");
-  PositionMaps p;
-  const auto bytes = f.bytes(*info);
-  p.bits.resize(bytes.size() / 2);
-  std::memcpy(p.bits.data(), bytes.data(), bytes.size());
-  p.maps.data = p.bits;
-  p.maps.batch = info->shape[0];
-  p.maps.views = info->shape[1];
-  p.maps.height = info->shape[3];
-  p.maps.width = info->shape[4];
-  return p;
-}
-
-// Any stored float tensor flattened (shapes of rank > 4 included).
-Tensor flat(const SafetensorsFile& f, const std::string& name) {
-  const TensorInfo* info = f.find(name);
-  if (!info) throw ModelError("golden tensor absent: " + name);
-  i64 n = 1;
-  for (i64 d : info->shape) n *= d;
-  return f.to_f32_as(name, Shape{n});
 }
 
 std::vector<std::int32_t> ints(const SafetensorsFile& f, const std::string& name) {

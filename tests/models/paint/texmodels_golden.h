@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "models/core/error.h"
 #include "models/core/safetensors.h"
 #include "models/kernels/conv.h"
+#include "models/paint/multiview_diffusion.h"
 #include "support/paths.h"
 
 namespace gen3d::models::texmodels_golden {
@@ -50,6 +52,33 @@ inline Tensor read_nhwc(const SafetensorsFile& f, const std::string& name) {
   std::int64_t lead = 1;
   for (std::size_t i = 0; i + 3 < r; ++i) lead *= s[i];
   return to_nhwc(f.to_f32_as(name, Shape{lead, s[r - 3], s[r - 2], s[r - 1]}));
+}
+
+// The recorded paint run's inputs and injected noise (sampler.safetensors, README §4b); `mv` is
+// the config's "mv" section (camera ids, steps).
+struct PaintRun {
+  PaintInputs in;
+  PaintNoise noise;
+};
+inline PaintRun read_paint_run(const SafetensorsFile& rec, const nlohmann::json& mv) {
+  PaintRun r;
+  r.in.reference = read_nhwc(rec, "in.ref_image");
+  r.in.normals = read_nhwc(rec, "in.normal_images");
+  r.in.positions = read_nhwc(rec, "in.position_images");
+  for (const auto& id : mv["camera_info_gen"]) r.in.cameras.push_back(id.get<int>());
+  r.noise.vae_ref = read_nhwc(rec, "in.noise.vae_ref");
+  r.noise.vae_normal = read_nhwc(rec, "in.noise.vae_normal");
+  r.noise.vae_position = read_nhwc(rec, "in.noise.vae_position");
+  r.noise.init = read_nhwc(rec, "in.noise.init");
+  const int steps = mv["steps"].get<int>();
+  const Tensor all = read_nhwc(rec, "in.noise.steps");  // (steps·N, h, w, 4)
+  const std::int64_t per = all.numel() / steps;
+  for (int i = 0; i < steps; ++i) {
+    Tensor t(Shape{all.dim(0) / steps, all.dim(1), all.dim(2), all.dim(3)});
+    std::copy(all.data() + i * per, all.data() + (i + 1) * per, t.data());
+    r.noise.steps.push_back(std::move(t));
+  }
+  return r;
 }
 
 // max |got − want| <= atol over equal element counts (layouts matched by the caller); NaN fails.
