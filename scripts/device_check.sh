@@ -6,10 +6,15 @@
 #               bench/dit_torch_bench.py) on the same card;
 #   DIT21 (0)   the 2.1 DiT (mixture of experts) at its official size, gen3d only;
 #   SHAPE (0)   image -> mesh end to end (`gen3d bench shape --device cuda`: 50 steps with CFG, and
-#               5 steps without, at octree 384, FlashVDM);
+#               5 steps without, at octree 384, FlashVDM; SHAPE_STEPS / SHAPE_GUIDANCE change
+#               them, SHAPE_CHUNK lists the points per decoder call, e.g. 65536,262144);
 #   SHAPE21 (0) the same for the 2.1 model (50 steps with CFG);
 #   PAINT (1)   the networks of a turbo texture (`gen3d bench paint --device cuda`: delight, 50
-#               steps, then the turbo paint model on 6 views at 512 px).
+#               steps, then the turbo paint model on 6 views at 512 px);
+#   TEXTURE (0) a turbo texture end to end: the same random networks written as model folders in
+#               the official layout (`bench paint --write-models`), then `gen3d texture --models
+#               --turbo --device cuda` on TEXTURE_MESH with TEXTURE_IMAGE (one cold process), and
+#               `gen3d batch` of TEXTURE_JOBS such jobs in one process, one and then two at a time.
 # The defaults (the tests and the paint networks) fit one call of 5 minutes; the parts measured
 # before run on request, e.g. TESTS=0 PAINT=0 DIT=1 SHAPE=1. Runs the binaries that scripts/device_pack.sh packed into
 # .device/ (the machine needs only its driver, the CUDA runtime libraries and, for the comparison,
@@ -29,6 +34,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 export GEN3D_GOLDEN_DIR=$PWD/tests/data/golden GEN3D_GOLDEN_H21_DIR=$PWD/tests/data/golden/hunyuan3d-2.1 \
   GEN3D_LOG_LEVEL=warn
 
+if [ "${TESTS:-1}" = 1 ] && [ ! -x "$root/bin/gen3d_cuda_tests" ]; then
+  echo "TESTS=1, but the pack has no test binary (packed with TESTS=0)"; exit 2
+fi
 if [ "${TESTS:-1}" = 1 ]; then
   timeout 180 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d_cuda_tests" --gtest_color=no 2>&1 |
     tee "$out/cuda_tests.log"
@@ -72,7 +80,8 @@ fi
 shape_reps=${SHAPE_REPS:-3}
 if [ "${SHAPE:-0}" = 1 ]; then
   timeout 240 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" -q bench shape --device cuda \
-    --volume flashvdm --steps 50,5 --guidance 5,-1 --octree 384 --reps "$shape_reps" --profile \
+    --volume flashvdm --steps "${SHAPE_STEPS:-50,5}" --guidance "${SHAPE_GUIDANCE:-5,-1}" \
+    --octree 384 --chunk "${SHAPE_CHUNK:-65536}" --reps "$shape_reps" --profile \
     2>&1 | tee "$out/bench_shape.json"
 else
   : > "$out/bench_shape.json"
@@ -90,6 +99,28 @@ if [ "${PAINT:-1}" = 1 ]; then
     --reps "${PAINT_REPS:-3}" 2>&1 | tee "$out/bench_paint.json"
 else
   : > "$out/bench_paint.json"
+fi
+
+if [ "${TEXTURE:-0}" = 1 ]; then
+  models=$(mktemp -d)
+  mesh=${TEXTURE_MESH:-.device/assets/1.glb} image=${TEXTURE_IMAGE:-.device/assets/demo.png}
+  timeout 240 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" bench paint --write-models "$models" \
+    2>&1 | tail -3 | tee "$out/texture_models.log"
+  timeout 150 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" texture --mesh "$mesh" \
+    --image "$image" --models "$models" --turbo --device cuda --no-cache -o "$out/cold.glb" \
+    --metrics "$out/texture_cold.json" > "$out/texture_cold.log" 2>&1
+  echo "texture (cold process) rc $?"; tail -28 "$out/texture_cold.log"
+  for i in $(seq 1 "${TEXTURE_JOBS:-3}"); do
+    printf '{"id":"t%s","mesh":"%s","image":"%s","set":{"paint_model":"%s","turbo":true,"delight_method":"model","delight_model":"%s","device":"cuda"}}\n' \
+      "$i" "$mesh" "$image" "$models/hunyuan3d-paint-v2-0-turbo" "$models/hunyuan3d-delight-v2-0"
+  done > "$out/texture_jobs.jsonl"
+  for jobs in 1 2; do
+    timeout 200 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" batch "$out/texture_jobs.jsonl" \
+      --pipeline assets/pipelines/texgen_models.json --out "$(mktemp -d)" --jobs "$jobs" \
+      --no-cache --metrics "$out/texture_batch$jobs.json" > "$out/texture_batch$jobs.log" 2>&1
+    echo "texture batch, $jobs at a time: rc $?"; tail -25 "$out/texture_batch$jobs.log"
+  done
+  rm -rf "$models"
 fi
 
 python3 - "$out" "$tests_rc" <<'PY'
@@ -132,10 +163,10 @@ for line in lines:
         if j.get("bench") == "shape-profile":
             profile = j
             continue
-        runs.setdefault((j.get("model", ""), j["steps"], j["guidance"], j["volume"], j["octree"]),
-                        []).append(j)
+        runs.setdefault((j.get("model", ""), j["steps"], j["guidance"], j["volume"], j["octree"],
+                         j.get("points_per_call", 0)), []).append(j)
 print(f"\n{'image -> mesh':36} {'median s':>9} {'min':>7} {'max':>7}  stages (median run)")
-for (model, steps, g, vol, octree), js in runs.items():
+for (model, steps, g, vol, octree, chunk), js in runs.items():
     timed = js[1:] if len(js) > 1 else js
     timed = sorted(timed, key=lambda j: j["total_s"])
     mid = timed[len(timed) // 2]
@@ -143,7 +174,8 @@ for (model, steps, g, vol, octree), js in runs.items():
     label = f"{model} {steps} steps, cfg {g}, {vol} R{octree}"
     print(f"{label:36} {mid['total_s']:9.2f} {timed[0]['total_s']:7.2f} {timed[-1]['total_s']:7.2f}"
           f"  {st}; points {mid['points']}, faces {mid['faces']}, build {mid['build_s']:.0f} s,"
-          f" first run {js[0]['total_s']:.2f} s")
+          f" first run {js[0]['total_s']:.2f} s; decoder calls {mid.get('volume_decoder_s', 0):.2f} s"
+          f" ({mid.get('volume_decoder_calls', 0)} of {mid.get('points_per_call', 0)} points)")
 paint = [json.loads(l) for l in (out / "bench_paint.json").read_text(errors="replace").splitlines()
          if l.startswith('{"bench"')]
 if paint:
@@ -154,8 +186,26 @@ if paint:
           f"{timed[0]['total_s']:.2f}-{timed[-1]['total_s']:.2f}; stages "
           + " ".join(f"{k} {v:.2f}" for k, v in mid["stages"].items())
           + f"; first run {paint[0]['total_s']:.2f} s")
+cold = out / "texture_cold.json"
+if cold.exists():
+    j = json.loads(cold.read_text())
+    print(f"\nturbo texture, one cold process: {j['wall_ms'] / 1e3:.2f} s wall, concurrency "
+          f"{j.get('concurrency', 0):.2f}; nodes: "
+          + " ".join(f"{n['id']} {n['wall_ms'] / 1e3:.2f}" for n in j.get("nodes", [])
+                     if n.get("wall_ms", 0) >= 50))
+for jobs in (1, 2):
+    f = out / f"texture_batch{jobs}.json"
+    if f.exists():
+        j = json.loads(f.read_text())
+        walls = sorted(x["wall_ms"] / 1e3 for x in j["jobs"])
+        busy = sum(j["stage_ms"].values()) / 1e3
+        print(f"turbo texture batch, {jobs} at a time: {j['done']} done in {j['wall_s']:.2f} s, "
+              f"job walls {', '.join(f'{w:.2f}' for w in walls)} s, stage time / wall "
+              f"{busy / j['wall_s']:.2f}")
 if profile:
     ops = ", ".join(f"{k} {v:.0f}" for k, v in
                     sorted(profile["gpu_ms_by_op"].items(), key=lambda kv: -kv[1]))
-    print(f"volume decode, profiled: {profile['wall_s']:.2f} s wall; GPU ms by op: {ops}")
+    print(f"volume decode, profiled: {profile['wall_s']:.2f} s wall, in the decoder's calls "
+          f"{profile.get('decoder_calls_s', 0):.2f} s ({profile.get('decoder_calls', 0)}); "
+          f"GPU ms by op: {ops}")
 PY

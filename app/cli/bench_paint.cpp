@@ -3,12 +3,15 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "models/core/tensor.h"
 #include "models/nn/init.h"
 #include "models/nn/params.h"
+#include "models/paint/clip_text.h"
 #include "models/paint/delight_model.h"
 #include "models/paint/multiview_diffusion.h"
 #include "models/paint/mvunet.h"
@@ -104,6 +108,119 @@ std::shared_ptr<const models::SdVae> random_vae(const models::SdVaeConfig& cfg,
   return vae;
 }
 
+// diffusers config.json texts of the configs above, as the loaders read them.
+nlohmann::json unet_json(const models::UNetConfig& c) {
+  return {{"_class_name", "UNet2DConditionModel"},
+          {"in_channels", c.in_channels},
+          {"out_channels", c.out_channels},
+          {"block_out_channels", c.block_out_channels},
+          {"down_block_types", c.down_block_types},
+          {"up_block_types", c.up_block_types},
+          {"layers_per_block", c.layers_per_block},
+          {"attention_head_dim", c.attention_head_dim},
+          {"transformer_layers_per_block", c.transformer_layers_per_block},
+          {"cross_attention_dim", c.cross_attention_dim},
+          {"norm_num_groups", c.norm_num_groups},
+          {"norm_eps", c.norm_eps},
+          {"use_linear_projection", c.use_linear_projection},
+          {"flip_sin_to_cos", c.flip_sin_to_cos},
+          {"freq_shift", c.freq_shift}};
+}
+
+nlohmann::json vae_json(const models::SdVaeConfig& c) {
+  return {{"_class_name", "AutoencoderKL"},
+          {"in_channels", c.in_channels},
+          {"out_channels", c.out_channels},
+          {"latent_channels", c.latent_channels},
+          {"block_out_channels", c.block_out_channels},
+          {"down_block_types", c.down_block_types},
+          {"up_block_types", c.up_block_types},
+          {"layers_per_block", c.layers_per_block},
+          {"norm_num_groups", c.norm_num_groups},
+          {"scaling_factor", c.scaling_factor}};
+}
+
+void write_json(const fs::path& path, const nlohmann::json& j) {
+  fs::create_directories(path.parent_path());
+  std::ofstream out(path);
+  out << j.dump(2) << '\n';
+  if (!out) throw std::runtime_error("bench paint: cannot write " + path.string());
+}
+
+// Seeded random values for `expected` (nn::uniform_init's recipe: ±0.02, norm scales 1, biases
+// 0), written as one fp16 safetensors file as the official folders ship them.
+void write_random_weights(const fs::path& path,
+                          const std::vector<std::pair<std::string, models::Shape>>& expected,
+                          std::uint64_t seed) {
+  fs::create_directories(path.parent_path());
+  models::nn::RandomParams rnd(models::nn::uniform_init(seed));
+  std::vector<models::Tensor> owned;
+  owned.reserve(expected.size());
+  std::vector<std::pair<std::string, const models::Tensor*>> list;
+  for (const auto& [name, shape] : expected) {
+    owned.push_back(rnd.take(name, shape));
+    list.emplace_back(name, &owned.back());
+  }
+  models::write_safetensors(path.string(), list, models::DType::kF16);
+}
+
+// unet/ vae/ scheduler/ of one diffusers pipeline folder.
+void write_pipeline_folder(const fs::path& dir, const models::UNetConfig& unet,
+                           const std::vector<std::pair<std::string, models::Shape>>& unet_tensors,
+                           const models::SdVaeConfig& vae, std::uint64_t seed) {
+  write_json(dir / "unet" / "config.json", unet_json(unet));
+  write_random_weights(dir / "unet" / "diffusion_pytorch_model.safetensors", unet_tensors, seed);
+  write_json(dir / "vae" / "config.json", vae_json(vae));
+  write_random_weights(dir / "vae" / "diffusion_pytorch_model.safetensors",
+                       models::SdVae::expected_tensors(vae), seed + 1);
+  // SD2's training schedule (the samplers take their step rules from the stages).
+  write_json(dir / "scheduler" / "scheduler_config.json", {{"num_train_timesteps", 1000},
+                                                           {"beta_start", 0.00085},
+                                                           {"beta_end", 0.012},
+                                                           {"beta_schedule", "scaled_linear"},
+                                                           {"prediction_type", "epsilon"},
+                                                           {"timestep_spacing", "leading"},
+                                                           {"steps_offset", 1}});
+}
+
+// The official folders' layout with random weights: hunyuan3d-paint-v2-0-turbo/ (or
+// hunyuan3d-paint-v2-0/) and hunyuan3d-delight-v2-0/ with its text encoder (SD2's OpenCLIP text
+// tower, 23 layers of 1024) and a tokenizer holding the empty prompt's special tokens.
+void write_model_folders(const fs::path& root, const Configs& cfg, bool turbo, bool tiny) {
+  const fs::path paint = root / (turbo ? "hunyuan3d-paint-v2-0-turbo" : "hunyuan3d-paint-v2-0");
+  write_pipeline_folder(paint, cfg.paint, models::MultiviewUNet::expected_tensors(cfg.paint),
+                        cfg.vae, 21);
+  const fs::path delight = root / "hunyuan3d-delight-v2-0";
+  write_pipeline_folder(delight, cfg.delight,
+                        models::UNet2DCondition::expected_tensors(cfg.delight), cfg.vae, 31);
+  models::ClipTextConfig text;
+  if (tiny) {
+    text.vocab_size = 8;
+    text.hidden_size = cfg.delight.cross_attention_dim;
+    text.intermediate_size = 2 * text.hidden_size;
+    text.num_hidden_layers = 1;
+    text.num_attention_heads = 2;
+  }
+  write_json(delight / "text_encoder" / "config.json",
+             {{"vocab_size", text.vocab_size},
+              {"hidden_size", text.hidden_size},
+              {"intermediate_size", text.intermediate_size},
+              {"num_hidden_layers", text.num_hidden_layers},
+              {"num_attention_heads", text.num_attention_heads},
+              {"max_position_embeddings", text.max_position_embeddings},
+              {"layer_norm_eps", text.layer_norm_eps},
+              {"hidden_act", text.hidden_act}});
+  write_random_weights(delight / "text_encoder" / "model.safetensors",
+                       models::ClipTextEncoder::expected_tensors(text), 41);
+  // CLIP's ids: BOS and EOS last in the vocabulary, "!" (0) pads as SD2's tokenizer does.
+  write_json(
+      delight / "tokenizer" / "vocab.json",
+      {{"!", 0}, {"<|startoftext|>", text.vocab_size - 2}, {"<|endoftext|>", text.vocab_size - 1}});
+  write_json(
+      delight / "tokenizer" / "special_tokens_map.json",
+      {{"bos_token", "<|startoftext|>"}, {"eos_token", "<|endoftext|>"}, {"pad_token", "!"}});
+}
+
 }  // namespace
 
 void add_bench_paint(CLI::App& bench, BenchPaintOptions& opt) {
@@ -128,6 +245,11 @@ void add_bench_paint(CLI::App& bench, BenchPaintOptions& opt) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
   c->add_flag("--tiny", opt.tiny, "tiny networks (checks the path, times nothing useful)");
+  c->add_option("--write-models", opt.write_models,
+                "instead of timing, write these networks with their random weights as model "
+                "folders in the official layout (hunyuan3d-paint-v2-0[-turbo]/, "
+                "hunyuan3d-delight-v2-0/) into this folder, for timing `gen3d texture --models` "
+                "end to end");
   c->add_option("--reps", opt.reps, "runs (the first also uploads weights to a device)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
@@ -155,6 +277,13 @@ int cmd_bench_paint(const BenchPaintOptions& opt) {
   }
   const models::WeightStorage storage = models::storage_for(precision);
   const Configs cfg = configs(opt.tiny);
+  if (!opt.write_models.empty()) {
+    const auto t0 = Clock::now();
+    write_model_folders(opt.write_models, cfg, opt.turbo, opt.tiny);
+    spdlog::info("bench paint: random model folders written to {} in {:.1f} s", opt.write_models,
+                 seconds_since(t0));
+    return 0;
+  }
 
   const auto t_build = Clock::now();
   models::PaintModel paint;

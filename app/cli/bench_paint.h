@@ -19,10 +19,11 @@ struct BenchPaintOptions {
   std::string precision = "auto";  // CPU storage: auto, fp32 or bf16 (cuda: bf16)
   bool turbo = true;               // false: the normal paint model (30 steps, guidance 2)
   int views = 6;
-  int size = 512;          // view and reference size in pixels (a multiple of 64)
-  int delight_steps = 50;  // 0 leaves the delight model out
-  bool tiny = false;       // tiny networks, for a quick check of the path
-  int reps = 1;            // runs after one build (the first also uploads weights to a device)
+  int size = 512;            // view and reference size in pixels (a multiple of 64)
+  int delight_steps = 50;    // 0 leaves the delight model out
+  bool tiny = false;         // tiny networks, for a quick check of the path
+  std::string write_models;  // non-empty: write the random networks as model folders there
+  int reps = 1;              // runs after one build (the first also uploads weights to a device)
   CLI::App* command = nullptr;
 };
 

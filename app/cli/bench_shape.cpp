@@ -52,19 +52,32 @@ class CostedSurfaceField final : public models::Field {
   explicit CostedSurfaceField(std::shared_ptr<const models::Field> decoder)
       : decoder_(std::move(decoder)), surface_(models::sphere_field(0.5, 10.0)) {}
   void evaluate(const float* xyz, i64 n, float* out) const override {
-    decoder_->evaluate(xyz, n, out);
+    timed([&] { decoder_->evaluate(xyz, n, out); });
     surface_.evaluate(xyz, n, out);
   }
   void evaluate_groups(const float* xyz, std::span<const i64> offsets,
                        const models::KeySelection& selection, float* out) const override {
-    decoder_->evaluate_groups(xyz, offsets, selection, out);
+    timed([&] { decoder_->evaluate_groups(xyz, offsets, selection, out); });
     if (!offsets.empty()) surface_.evaluate(xyz, offsets.back(), out);
   }
   i64 key_count() const override { return decoder_->key_count(); }
+  // Wall seconds inside the decoder's calls, and their number: the rest of a volume decode is
+  // its own bookkeeping on the host (and the sphere's values).
+  double decoder_s() const { return decoder_s_; }
+  i64 decoder_calls() const { return calls_; }
 
  private:
+  template <typename F>
+  void timed(F&& f) const {
+    const auto t0 = Clock::now();
+    f();
+    decoder_s_ += seconds_since(t0);
+    ++calls_;
+  }
   std::shared_ptr<const models::Field> decoder_;
   models::AnalyticField surface_;
+  mutable double decoder_s_ = 0.0;  // the decoders are called from one thread
+  mutable i64 calls_ = 0;
 };
 
 models::Tensor uniform(const models::Shape& s, std::uint64_t seed, float lo, float hi) {
@@ -260,6 +273,12 @@ void add_bench_shape(CLI::App& bench, BenchShapeOptions& opt) {
   c->add_option("--volume", opt.volume,
                 "dense, hierarchical or flashvdm (default: the model's; flashvdm for the turbos)");
   c->add_flag("--tiny", opt.tiny, "tiny networks (checks the path, times nothing useful)");
+  c->add_option("--chunk", opt.chunks,
+                "points per volume-decoder call on a device (a memory knob: the values do not "
+                "change); a comma list runs each, the profile takes the first")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1 << 12, 1 << 24));
   c->add_flag("--profile", opt.profile,
               "then profile one more volume decode on the device (GPU ms per operation)");
   c->add_option("--reps", opt.reps, "end-to-end runs (the first also uploads weights to a device)")
@@ -329,97 +348,107 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
   const models::ShapeVAEConfig& vae_cfg = model.vae;
 
   for (std::size_t run = 0; run < steps_list.size(); ++run)
-    for (int rep = 0; rep < opt.reps; ++rep) {
-      const int steps = steps_list[run];
-      const double guidance = guidance_list[guidance_list.size() == 1 ? 0 : run];
-      nlohmann::json stages, stages_cpu;
-      const auto t0 = Clock::now();
-      const double c0 = cpu_seconds();
-      auto timed = [&](const char* name, auto&& f) {
-        const auto ts = Clock::now();
-        const double cs = cpu_seconds();
-        auto r = f();
-        stages[name] = seconds_since(ts);
-        stages_cpu[name] = cpu_seconds() - cs;
-        return r;
-      };
-      // Normalized pixels as the conditioner makes them, one image per view.
-      const models::Tensor pixels = uniform({model.views, 3, image, image}, 4, -2.0f, 2.0f);
-      const models::Tensor cond = timed("dinov2", [&] {
-        models::Tensor hidden = encoder.forward(pixels);
-        if (model.views == 1) return hidden;
-        std::vector<int> idxs(static_cast<std::size_t>(model.views));
-        for (int v = 0; v < model.views; ++v) idxs[static_cast<std::size_t>(v)] = v;
-        return models::add_multiview_embedding(
-            hidden, idxs, models::multiview_embedding(model.dino.hidden_size, model.views));
-      });
-      const models::Tensor noise = uniform({1, vae_cfg.num_latents, dit->latent_channels()}, 5,
-                                           -1.7f, 1.7f);  // unit variance
-      models::SamplerOptions so;
-      so.steps = steps;
-      so.guidance_scale = guidance;
-      so.schedule = model.schedule;
-      int forwards = 0;
-      const models::StepObserver count = [&](const models::StepObservation& o) {
-        if (o.v) ++forwards;
-      };
-      const models::Tensor latents = timed("sampler", [&] {
-        return models::sample(*dit, so, nullptr, noise, cond, nullptr, &count);
-      });
-      const models::Tensor decoded = timed("vae_decode", [&] { return vae.decode(latents); });
-      models::VolumeDecodeOptions vo;
-      vo.method = method;
-      vo.resolution = opt.octree;
-      // A device field takes whole blocks of points per call; fewer, larger calls.
-      if (device != models::Device::kCpu) vo.num_chunks = i64{1} << 16;
-      models::VolumeDecodeStats stats;
-      const models::VolumeGrid grid = timed("volume_decode", [&] {
-        const CostedSurfaceField field(vae.geometry_field(decoded, 0));
-        return models::decode_volume(field, vo, &stats);
-      });
-      const mesh::Mesh m = timed("marching_cubes", [&] {
-        return mesh::marching_cubes({grid.values.data(), grid.n(), grid.n(), grid.n()});
-      });
-      const double total_s = seconds_since(t0), total_cpu_s = cpu_seconds() - c0;
-      const bool cfg = guidance >= 0.0 && !dit->guidance_embedded();
+    for (const long long chunk : opt.chunks)
+      for (int rep = 0; rep < opt.reps; ++rep) {
+        const int steps = steps_list[run];
+        const double guidance = guidance_list[guidance_list.size() == 1 ? 0 : run];
+        nlohmann::json stages, stages_cpu;
+        const auto t0 = Clock::now();
+        const double c0 = cpu_seconds();
+        auto timed = [&](const char* name, auto&& f) {
+          const auto ts = Clock::now();
+          const double cs = cpu_seconds();
+          auto r = f();
+          stages[name] = seconds_since(ts);
+          stages_cpu[name] = cpu_seconds() - cs;
+          return r;
+        };
+        // Normalized pixels as the conditioner makes them, one image per view.
+        const models::Tensor pixels = uniform({model.views, 3, image, image}, 4, -2.0f, 2.0f);
+        const models::Tensor cond = timed("dinov2", [&] {
+          models::Tensor hidden = encoder.forward(pixels);
+          if (model.views == 1) return hidden;
+          std::vector<int> idxs(static_cast<std::size_t>(model.views));
+          for (int v = 0; v < model.views; ++v) idxs[static_cast<std::size_t>(v)] = v;
+          return models::add_multiview_embedding(
+              hidden, idxs, models::multiview_embedding(model.dino.hidden_size, model.views));
+        });
+        const models::Tensor noise = uniform({1, vae_cfg.num_latents, dit->latent_channels()}, 5,
+                                             -1.7f, 1.7f);  // unit variance
+        models::SamplerOptions so;
+        so.steps = steps;
+        so.guidance_scale = guidance;
+        so.schedule = model.schedule;
+        int forwards = 0;
+        const models::StepObserver count = [&](const models::StepObservation& o) {
+          if (o.v) ++forwards;
+        };
+        const models::Tensor latents = timed("sampler", [&] {
+          return models::sample(*dit, so, nullptr, noise, cond, nullptr, &count);
+        });
+        const models::Tensor decoded = timed("vae_decode", [&] { return vae.decode(latents); });
+        models::VolumeDecodeOptions vo;
+        vo.method = method;
+        vo.resolution = opt.octree;
+        // A device field takes whole blocks of points per call; fewer, larger calls.
+        if (device != models::Device::kCpu) vo.num_chunks = chunk;
+        models::VolumeDecodeStats stats;
+        double decoder_s = 0.0;
+        i64 decoder_calls = 0;
+        const models::VolumeGrid grid = timed("volume_decode", [&] {
+          const CostedSurfaceField field(vae.geometry_field(decoded, 0));
+          models::VolumeGrid g = models::decode_volume(field, vo, &stats);
+          decoder_s = field.decoder_s();
+          decoder_calls = field.decoder_calls();
+          return g;
+        });
+        const mesh::Mesh m = timed("marching_cubes", [&] {
+          return mesh::marching_cubes({grid.values.data(), grid.n(), grid.n(), grid.n()});
+        });
+        const double total_s = seconds_since(t0), total_cpu_s = cpu_seconds() - c0;
+        const bool cfg = guidance >= 0.0 && !dit->guidance_embedded();
 
-      nlohmann::json j;
-      j["bench"] = "shape";
-      j["rep"] = rep;
-      j["model"] = opt.tiny ? model.name + " (tiny)" : model.name;
-      j["folder"] = model.folder;
-      j["vae"] = model.vae_folder.empty() ? model.folder : model.vae_folder;
-      j["device"] = models::device_name(device);
-      if (device != models::Device::kCpu) j["gpu"] = device_description(device);
-      j["precision"] = models::precision_name(precision);
-      j["views"] = model.views;
-      j["image_size"] = image;
-      j["context_tokens"] = cond.dim(1);
-      j["steps"] = steps;
-      j["guidance"] = guidance;
-      j["cfg"] = cfg;
-      j["schedule"] = model.schedule == models::ScheduleKind::kConsistency ? "consistency" : "flow";
-      j["dit_forwards"] = forwards;
-      if (forwards > 0) j["dit_forward_s"] = stages["sampler"].get<double>() / forwards;
-      j["octree"] = opt.octree;
-      j["volume"] = models::volume_method_name(method);
-      j["total_s"] = total_s;
-      j["stages"] = stages;
-      j["total_cpu_s"] = total_cpu_s;
-      j["stages_cpu_s"] = stages_cpu;
-      j["build_s"] = build_s;
-      rusage u{};
-      getrusage(RUSAGE_SELF, &u);
-      j["peak_rss_gib"] = static_cast<double>(u.ru_maxrss) / (1024.0 * 1024.0);  // KiB
-      j["points"] = stats.points_queried;
-      j["points_per_level"] = stats.points_per_level;
-      j["levels"] = stats.levels;
-      j["geo_decoder_width"] = vae_cfg.geo_width();
-      j["faces"] = m.faces.size();
-      j["surface"] = "sphere r 0.5, logit 10 sdf; the VAE decoder runs on every point";
-      std::printf("%s\n", j.dump().c_str());
-      std::fflush(stdout);
-    }
+        nlohmann::json j;
+        j["bench"] = "shape";
+        j["rep"] = rep;
+        j["model"] = opt.tiny ? model.name + " (tiny)" : model.name;
+        j["folder"] = model.folder;
+        j["vae"] = model.vae_folder.empty() ? model.folder : model.vae_folder;
+        j["device"] = models::device_name(device);
+        if (device != models::Device::kCpu) j["gpu"] = device_description(device);
+        j["precision"] = models::precision_name(precision);
+        j["views"] = model.views;
+        j["image_size"] = image;
+        j["context_tokens"] = cond.dim(1);
+        j["steps"] = steps;
+        j["guidance"] = guidance;
+        j["cfg"] = cfg;
+        j["schedule"] =
+            model.schedule == models::ScheduleKind::kConsistency ? "consistency" : "flow";
+        j["dit_forwards"] = forwards;
+        if (forwards > 0) j["dit_forward_s"] = stages["sampler"].get<double>() / forwards;
+        j["octree"] = opt.octree;
+        j["volume"] = models::volume_method_name(method);
+        j["total_s"] = total_s;
+        j["stages"] = stages;
+        j["total_cpu_s"] = total_cpu_s;
+        j["stages_cpu_s"] = stages_cpu;
+        j["build_s"] = build_s;
+        rusage u{};
+        getrusage(RUSAGE_SELF, &u);
+        j["peak_rss_gib"] = static_cast<double>(u.ru_maxrss) / (1024.0 * 1024.0);  // KiB
+        j["points"] = stats.points_queried;
+        j["points_per_call"] = vo.num_chunks;
+        j["volume_decoder_calls"] = decoder_calls;
+        j["volume_decoder_s"] = decoder_s;
+        j["points_per_level"] = stats.points_per_level;
+        j["levels"] = stats.levels;
+        j["geo_decoder_width"] = vae_cfg.geo_width();
+        j["faces"] = m.faces.size();
+        j["surface"] = "sphere r 0.5, logit 10 sdf; the VAE decoder runs on every point";
+        std::printf("%s\n", j.dump().c_str());
+        std::fflush(stdout);
+      }
   if (opt.profile && device != models::Device::kCpu) {
     const models::Tensor pixels = uniform({1, 3, image, image}, 4, -2.0f, 2.0f);
     const models::Tensor noise =
@@ -432,7 +461,7 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
     models::VolumeDecodeOptions vo;
     vo.method = method;
     vo.resolution = opt.octree;
-    vo.num_chunks = i64{1} << 16;
+    vo.num_chunks = opt.chunks.front();
     const CostedSurfaceField field(vae.geometry_field(decoded, 0));
     const auto ts = Clock::now();
     nlohmann::json ops;
@@ -443,6 +472,9 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
     j["bench"] = "shape-profile";
     j["stage"] = "volume_decode";
     j["wall_s"] = seconds_since(ts);
+    j["decoder_calls_s"] = field.decoder_s();
+    j["decoder_calls"] = field.decoder_calls();
+    j["points_per_call"] = vo.num_chunks;
     j["gpu_ms_by_op"] = ops;
     std::printf("%s\n", j.dump().c_str());
   }

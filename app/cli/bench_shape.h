@@ -30,6 +30,7 @@ struct BenchShapeOptions {
   int image_size = 0;  // the conditioner's input size in pixels (0: the model's, 518)
   std::string volume;  // dense, hierarchical, flashvdm; empty: the model's
   bool tiny = false;   // tiny networks, for a quick check of the path
+  std::vector<long long> chunks{1 << 16};  // points per volume-decoder call on a device
   int reps = 1;  // end-to-end runs after one build (the first also uploads weights to a device)
   // After the runs, one more volume decode with the device's per-operation profile (a line of
   // its own: events around every operation cost time, so the timed runs go without).

@@ -13,6 +13,7 @@
 #include "models/kernels/norms.h"
 #include "models/nn/config_reader.h"
 #include "models/nn/layers.h"
+#include "models/nn/params.h"
 #include "models/nn/weight_files.h"
 
 namespace gen3d::models {
@@ -105,11 +106,8 @@ const ClipTextConfig& ClipTextEncoder::config() const {
   return w_->cfg;
 }
 
-std::unique_ptr<ClipTextEncoder> ClipTextEncoder::load(const ClipTextConfig& cfg,
-                                                       WeightMap& weights, WeightStorage storage) {
-  nn::CheckpointParams m(weights, storage);
-  std::unique_ptr<ClipTextEncoder> e(new ClipTextEncoder());
-  Weights& w = *e->w_;
+void ClipTextEncoder::build(const ClipTextConfig& cfg, nn::ParamSource& m) {
+  Weights& w = *w_;
   w.cfg = cfg;
   const i64 D = cfg.hidden_size, F = cfg.intermediate_size;
   const auto eps = static_cast<float>(cfg.layer_norm_eps);
@@ -132,7 +130,21 @@ std::unique_ptr<ClipTextEncoder> ClipTextEncoder::load(const ClipTextConfig& cfg
     l.fc2.load(m, p + "mlp.fc2", F, D);
   }
   w.final_norm.load(m, "text_model.final_layer_norm", D, eps);
+}
+
+std::unique_ptr<ClipTextEncoder> ClipTextEncoder::load(const ClipTextConfig& cfg,
+                                                       WeightMap& weights, WeightStorage storage) {
+  nn::CheckpointParams m(weights, storage);
+  std::unique_ptr<ClipTextEncoder> e(new ClipTextEncoder());
+  e->build(cfg, m);
   return e;
+}
+
+std::vector<std::pair<std::string, Shape>> ClipTextEncoder::expected_tensors(
+    const ClipTextConfig& cfg) {
+  nn::ShapeRecorder p;
+  ClipTextEncoder().build(cfg, p);
+  return std::move(p.list);
 }
 
 std::unique_ptr<ClipTextEncoder> ClipTextEncoder::load_folder(const std::string& dir,

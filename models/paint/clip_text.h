@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/core/dtype.h"
@@ -14,6 +15,9 @@
 namespace gen3d::models {
 
 class WeightMap;
+namespace nn {
+class ParamSource;
+}
 
 struct ClipTextConfig {
   int vocab_size = 49408;
@@ -48,6 +52,8 @@ class ClipTextEncoder {
   // text_encoder/ folder: config.json + model.safetensors (or model.fp16.safetensors).
   static std::unique_ptr<ClipTextEncoder> load_folder(const std::string& dir,
                                                       WeightStorage storage = WeightStorage::kF32);
+  // The tensors load() expects, with shapes (the position-id buffer is optional and not listed).
+  static std::vector<std::pair<std::string, Shape>> expected_tensors(const ClipTextConfig& config);
   ~ClipTextEncoder();
 
   const ClipTextConfig& config() const;
@@ -57,6 +63,7 @@ class ClipTextEncoder {
  private:
   struct Weights;
   ClipTextEncoder();
+  void build(const ClipTextConfig& config, nn::ParamSource& params);
   std::unique_ptr<Weights> w_;
 };
 

@@ -32,9 +32,6 @@ std::shared_ptr<const DelightModel> load_delight_model(const std::string& dir,
                                                        WeightStorage storage, Device device) {
   if (!fs::is_directory(dir)) throw ModelError("delight model folder not found: " + dir);
   storage = storage_on(device, storage, "delight model " + dir);
-  if (device != Device::kCpu)
-    spdlog::warn("delight model on {} is unverified: its GPU tests have not yet run on a GPU",
-                 device_name(device));
   const fs::path root(dir);
   auto m = std::make_shared<DelightModel>();
   m->dir = dir;

@@ -78,9 +78,6 @@ std::shared_ptr<const PaintModel> load_paint_model(const std::string& dir, Weigh
                                                    Device device) {
   if (!fs::is_directory(dir)) throw ModelError("paint model folder not found: " + dir);
   storage = storage_on(device, storage, "paint model " + dir);
-  if (device != Device::kCpu)
-    spdlog::warn("paint model on {} is unverified: its GPU tests have not yet run on a GPU",
-                 device_name(device));
   auto m = std::make_shared<PaintModel>();
   m->dir = dir;
   const fs::path root(dir);

@@ -261,9 +261,6 @@ std::shared_ptr<const PbrPaintModel> load_pbr_paint_model(const std::string& dir
   if (!fs::is_directory(dir)) throw ModelError("PBR paint model folder not found: " + dir);
   if (!fs::is_directory(dino_dir)) throw ModelError("DINOv2 folder not found: " + dino_dir);
   storage = storage_on(device, storage, "PBR paint model");
-  if (device != Device::kCpu)
-    spdlog::warn("PBR paint model on {} is unverified: its GPU tests have not yet run on a GPU",
-                 device_name(device));
   auto m = std::make_shared<PbrPaintModel>();
   m->dir = dir;
   m->dino_dir = dino_dir;

@@ -466,6 +466,11 @@ TEST(BenchShape, EveryModelRunsInTinyForm) {
     EXPECT_GT(line["peak_rss_gib"].get<double>(), 0.0) << e.model;
     EXPECT_GE(line["dit_forwards"].get<int>(), e.steps - 1) << e.model;
     EXPECT_GT(line["faces"].get<int>(), 100) << e.model;
+    // The decoder's own calls are part of the volume decode, the rest its bookkeeping.
+    EXPECT_GT(line["volume_decoder_calls"].get<int>(), 0) << e.model;
+    EXPECT_GT(line["volume_decoder_s"].get<double>(), 0.0) << e.model;
+    EXPECT_LT(line["volume_decoder_s"].get<double>(), line["stages"]["volume_decode"].get<double>())
+        << e.model;
     for (const char* stage : {"dinov2", "sampler", "vae_decode", "volume_decode"})
       EXPECT_GT(line["stages"][stage].get<double>(), 0.0) << e.model << " " << stage;
   }

@@ -353,5 +353,27 @@ TEST(BenchPaint, TinyTurboAndNormalRuns) {
   EXPECT_NE(int8.output.find("bench paint"), std::string::npos) << int8.output;
 }
 
+// `gen3d bench paint --write-models`: the random networks as model folders in the official
+// layout, which `gen3d texture --models` loads and runs end to end (turbo: 10 paint steps).
+TEST(BenchPaint, WrittenModelFoldersTextureAMesh) {
+  const std::string models = temp_dir("bench_paint_models");
+  const auto w = run_gen3d("bench paint --tiny --write-models " + models);
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  EXPECT_TRUE(fs::exists(models + "/hunyuan3d-delight-v2-0/text_encoder/model.safetensors"));
+  EXPECT_EQ(w.output.find("{\"bench\""), std::string::npos) << w.output;  // nothing timed
+  const std::string out = temp_dir("bench_paint_models_out");
+  const auto r = run_gen3d("texture --mesh " + kBox + " --image " + kFront + " --models " + models +
+                           " --turbo --no-cache --texture-size 128 --render-size 128 " +
+                           "--set multiview.view_size=64 --set delight.size=64 --set "
+                           "delight.steps=2 -o " +
+                           out + "/box.glb --metrics " + out + "/m.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("learned delighting"), std::string::npos) << r.output;
+  std::ifstream metrics_in(out + "/m.json");
+  const json metrics = json::parse(metrics_in);
+  EXPECT_EQ(metrics["counters"]["multiview.model_steps"], 10.0);
+  EXPECT_TRUE(mesh::load_mesh(out + "/box.glb").texture);
+}
+
 }  // namespace
 }  // namespace gen3d::test
