@@ -9,14 +9,18 @@
 #               5 steps without, at octree 384, FlashVDM; SHAPE_STEPS / SHAPE_GUIDANCE change
 #               them, SHAPE_CHUNK lists the points per decoder call, e.g. 65536,262144);
 #   SHAPE21 (0) the same for the 2.1 model (50 steps with CFG);
-#   PAINT (1)   the networks of a turbo texture (`gen3d bench paint --device cuda`: delight, 50
+#   TURBO (1)   the same for the 2.0 turbo model as the official pipeline runs it (5 steps of the
+#               step-distilled DiT, guidance embedded, the turbo VAE's narrower geometry decoder,
+#               FlashVDM at octree 384), with the decode profiled;
+#   PAINT (0)   the networks of a turbo texture (`gen3d bench paint --device cuda`: delight, 50
 #               steps, then the turbo paint model on 6 views at 512 px);
-#   TEXTURE (0) a turbo texture end to end: the same random networks written as model folders in
+#   TEXTURE (1) a turbo texture end to end: the same random networks written as model folders in
 #               the official layout (`bench paint --write-models`), then `gen3d texture --models
 #               --turbo --device cuda` on TEXTURE_MESH with TEXTURE_IMAGE (one cold process), and
 #               `gen3d batch` of TEXTURE_JOBS such jobs in one process, one and then two at a time.
-# The defaults (the tests and the paint networks) fit one call of 5 minutes; the parts measured
-# before run on request, e.g. TESTS=0 PAINT=0 DIT=1 SHAPE=1. Runs the binaries that scripts/device_pack.sh packed into
+#               The mesh and image are packed beside the binaries (scripts/device_pack.sh ASSETS=...).
+# The defaults (the tests, the turbo shape and the turbo texture) fit one call of about 5
+# minutes; the parts measured before run on request, e.g. TESTS=0 TEXTURE=0 TURBO=0 DIT=1 SHAPE=1. Runs the binaries that scripts/device_pack.sh packed into
 # .device/ (the machine needs only its driver, the CUDA runtime libraries and, for the comparison,
 # PyTorch). Logs go to $OUT (or /tmp/gen3d-device); a short table is printed last.
 set -uo pipefail
@@ -94,16 +98,26 @@ else
   : > "$out/bench_shape21.json"
 fi
 
-if [ "${PAINT:-1}" = 1 ]; then
+if [ "${TURBO:-1}" = 1 ]; then
+  timeout 180 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" -q bench shape --device cuda \
+    --model turbo --octree 384 --chunk "${SHAPE_CHUNK:-65536}" --reps "$shape_reps" --profile \
+    2>&1 | tee "$out/bench_turbo.json"
+else
+  : > "$out/bench_turbo.json"
+fi
+
+if [ "${PAINT:-0}" = 1 ]; then
   timeout 240 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" -q bench paint --device cuda \
     --reps "${PAINT_REPS:-3}" 2>&1 | tee "$out/bench_paint.json"
 else
   : > "$out/bench_paint.json"
 fi
 
-if [ "${TEXTURE:-0}" = 1 ]; then
+mesh=${TEXTURE_MESH:-.device/assets/1.glb} image=${TEXTURE_IMAGE:-.device/assets/demo.png}
+if [ "${TEXTURE:-1}" = 1 ] && { [ ! -f "$mesh" ] || [ ! -f "$image" ]; }; then
+  echo "TEXTURE=1 needs $mesh and $image (scripts/device_pack.sh ASSETS=...): skipped"
+elif [ "${TEXTURE:-1}" = 1 ]; then
   models=$(mktemp -d)
-  mesh=${TEXTURE_MESH:-.device/assets/1.glb} image=${TEXTURE_IMAGE:-.device/assets/demo.png}
   timeout 240 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" bench paint --write-models "$models" \
     2>&1 | tail -3 | tee "$out/texture_models.log"
   timeout 150 env LD_LIBRARY_PATH="$libs" "$root/bin/gen3d" texture --mesh "$mesh" \
@@ -151,9 +165,10 @@ for r in rows:
     print(f"{r[0]:32} {r[1]:10.2f} {r[2] or 0:8.2f} {r[3] or 0:8.2f} {tf:>8}")
 
 # image -> mesh: the runs after the first (which also uploads the weights), median and range.
-runs, profile = {}, None
-lines = (out / "bench_shape.json").read_text(errors="replace").splitlines()
-lines += (out / "bench_shape21.json").read_text(errors="replace").splitlines()
+runs, profiles = {}, []
+lines = []
+for name in ("bench_shape", "bench_shape21", "bench_turbo"):
+    lines += (out / f"{name}.json").read_text(errors="replace").splitlines()
 for line in lines:
     if line.startswith("{"):
         try:
@@ -161,7 +176,7 @@ for line in lines:
         except ValueError:
             continue
         if j.get("bench") == "shape-profile":
-            profile = j
+            profiles.append(j)
             continue
         runs.setdefault((j.get("model", ""), j["steps"], j["guidance"], j["volume"], j["octree"],
                          j.get("points_per_call", 0)), []).append(j)
@@ -171,7 +186,8 @@ for (model, steps, g, vol, octree, chunk), js in runs.items():
     timed = sorted(timed, key=lambda j: j["total_s"])
     mid = timed[len(timed) // 2]
     st = " ".join(f"{k} {v:.2f}" for k, v in mid["stages"].items())
-    label = f"{model} {steps} steps, cfg {g}, {vol} R{octree}"
+    guide = f"cfg {g}" if js[0].get("cfg") else "no cfg"
+    label = f"{model} {steps} steps, {guide}, {vol} R{octree}"
     print(f"{label:36} {mid['total_s']:9.2f} {timed[0]['total_s']:7.2f} {timed[-1]['total_s']:7.2f}"
           f"  {st}; points {mid['points']}, faces {mid['faces']}, build {mid['build_s']:.0f} s,"
           f" first run {js[0]['total_s']:.2f} s; decoder calls {mid.get('volume_decoder_s', 0):.2f} s"
@@ -202,10 +218,10 @@ for jobs in (1, 2):
         print(f"turbo texture batch, {jobs} at a time: {j['done']} done in {j['wall_s']:.2f} s, "
               f"job walls {', '.join(f'{w:.2f}' for w in walls)} s, stage time / wall "
               f"{busy / j['wall_s']:.2f}")
-if profile:
+for profile in profiles:
     ops = ", ".join(f"{k} {v:.0f}" for k, v in
                     sorted(profile["gpu_ms_by_op"].items(), key=lambda kv: -kv[1]))
-    print(f"volume decode, profiled: {profile['wall_s']:.2f} s wall, in the decoder's calls "
+    print(f"volume decode ({profile.get('model', '')}), profiled: {profile['wall_s']:.2f} s wall, in the decoder's calls "
           f"{profile.get('decoder_calls_s', 0):.2f} s ({profile.get('decoder_calls', 0)}); "
           f"GPU ms by op: {ops}")
 PY

@@ -470,6 +470,7 @@ int cmd_bench_shape(const BenchShapeOptions& opt) {
       ops[name] = ms;
     nlohmann::json j;
     j["bench"] = "shape-profile";
+    j["model"] = opt.tiny ? model.name + " (tiny)" : model.name;
     j["stage"] = "volume_decode";
     j["wall_s"] = seconds_since(ts);
     j["decoder_calls_s"] = field.decoder_s();

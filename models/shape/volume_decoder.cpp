@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "models/core/error.h"
@@ -166,9 +167,15 @@ void dilate(std::vector<std::uint8_t>& mask, i64 n, int rad) {
   }
 }
 
-// Spec 5.3 steps 1-4: the fine vertices to query, row-major order.
-std::vector<i64> select_band(const VolumeGrid& coarse, int r_fine, bool last,
-                             const VolumeDecodeOptions& o) {
+// The fine vertices to query, in row-major order, and their coordinates.
+struct BandPoints {
+  std::vector<i64> sel;    // flat indices into the fine grid
+  std::vector<float> xyz;  // 3 per vertex
+};
+
+// Spec 5.3 steps 1-4: the fine vertices to query.
+BandPoints select_band(const VolumeGrid& coarse, int r_fine, bool last,
+                       const VolumeDecodeOptions& o) {
   const i64 nc = coarse.n(), nf = r_fine + 1;
   const float* V = coarse.values.data();
   std::vector<std::uint8_t> band(static_cast<std::size_t>(nc * nc * nc), 0);
@@ -203,40 +210,42 @@ std::vector<i64> select_band(const VolumeGrid& coarse, int r_fine, bool last,
           fine[static_cast<std::size_t>((2 * i * nf + 2 * j) * nf + 2 * k)] = 1;
   });
   dilate(fine, nf, last ? 2 : 1);
-  // Row-major list: count per i-slab, then fill.
+  // Row-major list and the vertices' coordinates (float32(idx) * float32(size / r) +
+  // float32(min) per axis): count per i-slab, then fill, skipping unselected runs with memchr.
+  float step[3], lo[3];
+  for (int a = 0; a < 3; ++a) {
+    step[a] = static_cast<float>((o.bbox_max[a] - o.bbox_min[a]) / r_fine);
+    lo[a] = static_cast<float>(o.bbox_min[a]);
+  }
   std::vector<i64> counts(static_cast<std::size_t>(nf + 1), 0);
   tbb::parallel_for(i64{0}, nf, [&](i64 i) {
-    i64 c = 0;
-    for (i64 t = i * nf * nf; t < (i + 1) * nf * nf; ++t) c += fine[static_cast<std::size_t>(t)];
-    counts[static_cast<std::size_t>(i + 1)] = c;
+    const auto* slab = fine.data() + i * nf * nf;
+    counts[static_cast<std::size_t>(i + 1)] = std::count(slab, slab + nf * nf, std::uint8_t{1});
   });
   for (i64 i = 0; i < nf; ++i)
     counts[static_cast<std::size_t>(i + 1)] += counts[static_cast<std::size_t>(i)];
-  std::vector<i64> sel(static_cast<std::size_t>(counts.back()));
+  BandPoints points;
+  points.sel.resize(static_cast<std::size_t>(counts.back()));
+  points.xyz.resize(3 * points.sel.size());
   tbb::parallel_for(i64{0}, nf, [&](i64 i) {
-    i64 o2 = counts[static_cast<std::size_t>(i)];
-    for (i64 t = i * nf * nf; t < (i + 1) * nf * nf; ++t)
-      if (fine[static_cast<std::size_t>(t)]) sel[static_cast<std::size_t>(o2++)] = t;
+    auto q = static_cast<std::size_t>(counts[static_cast<std::size_t>(i)]);
+    const float x = static_cast<float>(i) * step[0] + lo[0];
+    for (i64 j = 0; j < nf; ++j) {
+      const float y = static_cast<float>(j) * step[1] + lo[1];
+      const i64 row = (i * nf + j) * nf;
+      const std::uint8_t* begin = fine.data() + row;
+      const auto row_bytes = static_cast<std::size_t>(nf);
+      for (const void* hit = std::memchr(begin, 1, row_bytes); hit != nullptr; ++q) {
+        const i64 k = static_cast<const std::uint8_t*>(hit) - begin;
+        points.sel[q] = row + k;
+        points.xyz[3 * q] = x;
+        points.xyz[3 * q + 1] = y;
+        points.xyz[3 * q + 2] = static_cast<float>(k) * step[2] + lo[2];
+        hit = std::memchr(begin + k + 1, 1, row_bytes - static_cast<std::size_t>(k + 1));
+      }
+    }
   });
-  return sel;
-}
-
-// Fine-level coordinates: float32(idx) * float32(size / r) + float32(min) per axis.
-void fine_coords(const std::vector<i64>& sel, int r, const VolumeDecodeOptions& o,
-                 std::vector<float>& xyz) {
-  const i64 n = r + 1;
-  float step[3], lo[3];
-  for (int a = 0; a < 3; ++a) {
-    step[a] = static_cast<float>((o.bbox_max[a] - o.bbox_min[a]) / r);
-    lo[a] = static_cast<float>(o.bbox_min[a]);
-  }
-  xyz.resize(3 * sel.size());
-  tbb::parallel_for(std::size_t{0}, sel.size(), [&](std::size_t q) {
-    const i64 t = sel[q];
-    const i64 idx[3] = {t / (n * n), (t / n) % n, t % n};
-    for (int a = 0; a < 3; ++a)
-      xyz[3 * q + static_cast<std::size_t>(a)] = static_cast<float>(idx[a]) * step[a] + lo[a];
-  });
+  return points;
 }
 
 // Hierarchical refinement: query the selected vertices in row-major chunks.
@@ -288,31 +297,49 @@ void query_buckets(const Field& field, const std::vector<i64>& sel, const std::v
       });
   const float lo[3] = {box[0], box[1], box[2]}, hi[3] = {box[3], box[4], box[5]};
   constexpr int nb = kBucketsPerAxis * kBucketsPerAxis * kBucketsPerAxis;
+  // Bucket ids, and a stable counting sort by them in parallel: each block of points counts its
+  // buckets, the offsets run bucket-major then block by block, so the order is the serial one.
+  constexpr std::size_t kBlock = std::size_t{1} << 16;
+  const std::size_t blocks = (P + kBlock - 1) / kBlock;
   std::vector<int> bucket(P);
-  tbb::parallel_for(std::size_t{0}, P, [&](std::size_t q) {
-    int cell[3];
-    for (int a = 0; a < 3; ++a) {
-      const float ext = hi[a] - lo[a];
-      if (ext == 0.0f) {
-        cell[a] = 0;
-        continue;
+  std::vector<i64> block_counts(blocks * nb, 0);  // [block][bucket]
+  tbb::parallel_for(std::size_t{0}, blocks, [&](std::size_t blk) {
+    i64* counts = block_counts.data() + blk * nb;
+    for (std::size_t q = blk * kBlock; q < std::min(P, (blk + 1) * kBlock); ++q) {
+      int id = 0;
+      for (std::size_t a = 0; a < 3; ++a) {
+        const float ext = hi[a] - lo[a];
+        int cell = 0;
+        if (ext != 0.0f) {
+          const float u = (xyz[3 * q + a] - lo[a]) / ext * 5.999f;
+          cell = std::clamp(static_cast<int>(std::floor(u)), 0, kBucketsPerAxis - 1);
+        }
+        id = id * kBucketsPerAxis + cell;
       }
-      const float u = (xyz[3 * q + static_cast<std::size_t>(a)] - lo[a]) / ext * 5.999f;
-      cell[a] = std::clamp(static_cast<int>(std::floor(u)), 0, kBucketsPerAxis - 1);
+      bucket[q] = id;
+      ++counts[id];
     }
-    bucket[q] = cell[0] * 36 + cell[1] * 6 + cell[2];
   });
-  // Stable counting sort by bucket id.
-  std::vector<i64> start(nb + 1, 0);
-  for (int b : bucket) ++start[static_cast<std::size_t>(b + 1)];
-  for (int b = 0; b < nb; ++b)
-    start[static_cast<std::size_t>(b + 1)] += start[static_cast<std::size_t>(b)];
-  std::vector<std::size_t> order(P);
+  std::vector<i64> start(nb + 1, 0);  // each bucket's first position
   {
-    std::vector<i64> fill(start.begin(), start.end() - 1);
-    for (std::size_t q = 0; q < P; ++q)
-      order[static_cast<std::size_t>(fill[static_cast<std::size_t>(bucket[q])]++)] = q;
+    i64 pos = 0;
+    for (int b = 0; b < nb; ++b) {
+      start[static_cast<std::size_t>(b)] = pos;
+      for (std::size_t blk = 0; blk < blocks; ++blk) {
+        i64& c = block_counts[blk * nb + static_cast<std::size_t>(b)];
+        const i64 n = c;
+        c = pos;  // now this block's first position in bucket b
+        pos += n;
+      }
+    }
+    start[nb] = pos;
   }
+  std::vector<std::size_t> order(P);
+  tbb::parallel_for(std::size_t{0}, blocks, [&](std::size_t blk) {
+    i64* fill = block_counts.data() + blk * nb;
+    for (std::size_t q = blk * kBlock; q < std::min(P, (blk + 1) * kBlock); ++q)
+      order[static_cast<std::size_t>(fill[bucket[q]]++)] = q;
+  });
   // Chunks of whole buckets: the next one from bucket `b` on (its size and group offsets;
   // advances `b`).
   const auto next_chunk = [&](int& b, std::vector<i64>& offsets) {
@@ -442,7 +469,8 @@ VolumeGrid decode_volume(const Field& field, const VolumeDecodeOptions& o,
   record(lv[0], g.n() * g.n() * g.n(), g);
   for (std::size_t l = 1; l < lv.size(); ++l) {
     const bool last = l + 1 == lv.size();
-    const std::vector<i64> sel = select_band(g, lv[l], last, o);
+    const BandPoints band = select_band(g, lv[l], last, o);
+    const std::vector<i64>& sel = band.sel;
     VolumeGrid fine = make_grid(lv[l], o, kNaN);
     if (sel.empty()) {
       st.empty_band = true;
@@ -451,12 +479,10 @@ VolumeGrid decode_volume(const Field& field, const VolumeDecodeOptions& o,
       spdlog::info("volume decoding: level {} selected no vertex: no surface", lv[l]);
       return fine;
     }
-    std::vector<float> xyz;
-    fine_coords(sel, lv[l], o, xyz);
     if (flash)
-      query_buckets(field, sel, xyz, o, top_k, fine, label(l));
+      query_buckets(field, sel, band.xyz, o, top_k, fine, label(l));
     else
-      query_rows(field, sel, xyz, o.num_chunks, fine, label(l));
+      query_rows(field, sel, band.xyz, o.num_chunks, fine, label(l));
     record(lv[l], static_cast<i64>(sel.size()), fine);
     g = std::move(fine);
   }

@@ -150,6 +150,37 @@ TEST(VolumeBand, ChunkIndependence) {
   }
 }
 
+// Every queried vertex of a banded decode holds the field's value at that vertex's own
+// coordinates, float32(idx) * float32(size / r) + float32(min) per axis, to the bit; the fine
+// levels compute them while listing the band, the first level from the grid's axes.
+TEST(VolumeBand, QueriedValuesAreTheFieldAtTheVertexCoordinates) {
+  const AnalyticField f = torus_field(0.55, 0.18, 10.0);
+  for (VolumeMethod m : {VolumeMethod::kHierarchical, VolumeMethod::kFlashVDM}) {
+    const VolumeDecodeOptions o = opts(m, 128);
+    const VolumeGrid g = decode_volume(f, o);
+    const std::int64_t n = g.n();
+    float step[3], lo[3];
+    for (int a = 0; a < 3; ++a) {
+      step[a] = static_cast<float>((o.bbox_max[a] - o.bbox_min[a]) / g.resolution);
+      lo[a] = static_cast<float>(o.bbox_min[a]);
+    }
+    std::vector<float> xyz;
+    std::vector<float> stored;
+    for (std::int64_t t = 0; t < n * n * n; ++t) {
+      const float v = g.values[static_cast<std::size_t>(t)];
+      if (std::isnan(v)) continue;
+      const std::int64_t idx[3] = {t / (n * n), (t / n) % n, t % n};
+      for (int a = 0; a < 3; ++a) xyz.push_back(static_cast<float>(idx[a]) * step[a] + lo[a]);
+      stored.push_back(v);
+    }
+    ASSERT_GT(stored.size(), 1000u) << volume_method_name(m);
+    std::vector<float> expected(stored.size());
+    f.evaluate(xyz.data(), static_cast<std::int64_t>(stored.size()), expected.data());
+    EXPECT_EQ(0, std::memcmp(expected.data(), stored.data(), stored.size() * 4))
+        << volume_method_name(m);
+  }
+}
+
 // V7: orientation, bounds, exact mapping radius; no surface without a crash.
 TEST(VolumeBand, MeshConventionsAndNoSurface) {
   const AnalyticField f = sphere_field(0.5, 10.0);
