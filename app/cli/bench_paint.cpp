@@ -186,11 +186,9 @@ void write_pipeline_folder(const fs::path& dir, const models::UNetConfig& unet,
 // The official folders' layout with random weights: hunyuan3d-paint-v2-0-turbo/ (or
 // hunyuan3d-paint-v2-0/) and hunyuan3d-delight-v2-0/ with its text encoder (SD2's OpenCLIP text
 // tower, 23 layers of 1024) and a tokenizer holding the empty prompt's special tokens.
-void write_model_folders(const fs::path& root, const Configs& cfg, bool turbo, bool tiny) {
-  const fs::path paint = root / (turbo ? "hunyuan3d-paint-v2-0-turbo" : "hunyuan3d-paint-v2-0");
+void write_folders(const fs::path& paint, const fs::path& delight, const Configs& cfg, bool tiny) {
   write_pipeline_folder(paint, cfg.paint, models::MultiviewUNet::expected_tensors(cfg.paint),
                         cfg.vae, 21);
-  const fs::path delight = root / "hunyuan3d-delight-v2-0";
   write_pipeline_folder(delight, cfg.delight,
                         models::UNet2DCondition::expected_tensors(cfg.delight), cfg.vae, 31);
   models::ClipTextConfig text;
@@ -219,6 +217,28 @@ void write_model_folders(const fs::path& root, const Configs& cfg, bool turbo, b
   write_json(
       delight / "tokenizer" / "special_tokens_map.json",
       {{"bos_token", "<|startoftext|>"}, {"eos_token", "<|endoftext|>"}, {"pad_token", "!"}});
+}
+
+// Writes both folders under `root` beside any others, each first as NAME.partial (removed when
+// anything fails), so a folder appears only whole. A model folder already there is never
+// written over: random weights would silently replace the real ones.
+void write_model_folders(const fs::path& root, const Configs& cfg, bool turbo, bool tiny) {
+  const std::string names[2] = {turbo ? "hunyuan3d-paint-v2-0-turbo" : "hunyuan3d-paint-v2-0",
+                                "hunyuan3d-delight-v2-0"};
+  for (const std::string& name : names)
+    if (fs::exists(root / name))
+      throw pipeline::ConfigError("bench paint: --write-models " + root.string() + " already has " +
+                                  name + "/; random weights are never written over a model folder");
+  const fs::path partial[2] = {root / (names[0] + ".partial"), root / (names[1] + ".partial")};
+  try {
+    for (const fs::path& p : partial) fs::remove_all(p);
+    write_folders(partial[0], partial[1], cfg, tiny);
+    for (int i = 0; i < 2; ++i) fs::rename(partial[i], root / names[i]);
+  } catch (...) {
+    std::error_code ec;
+    for (const fs::path& p : partial) fs::remove_all(p, ec);
+    throw;
+  }
 }
 
 }  // namespace

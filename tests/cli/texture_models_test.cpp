@@ -361,6 +361,16 @@ TEST(BenchPaint, WrittenModelFoldersTextureAMesh) {
   ASSERT_EQ(w.exit_code, 0) << w.output;
   EXPECT_TRUE(fs::exists(models + "/hunyuan3d-delight-v2-0/text_encoder/model.safetensors"));
   EXPECT_EQ(w.output.find("{\"bench\""), std::string::npos) << w.output;  // nothing timed
+  // Never over a model folder: a second write is refused and leaves the first one as it was.
+  const std::string unet =
+      models + "/hunyuan3d-paint-v2-0-turbo/unet/diffusion_pytorch_model.safetensors";
+  const auto written = fs::last_write_time(unet);
+  const auto again = run_gen3d("bench paint --tiny --write-models " + models);
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_NE(again.output.find("already has hunyuan3d-paint-v2-0-turbo/"), std::string::npos)
+      << again.output;
+  EXPECT_EQ(fs::last_write_time(unet), written);
+  EXPECT_FALSE(fs::exists(models + "/hunyuan3d-delight-v2-0.partial"));
   const std::string out = temp_dir("bench_paint_models_out");
   const auto r = run_gen3d("texture --mesh " + kBox + " --image " + kFront + " --models " + models +
                            " --turbo --no-cache --texture-size 128 --render-size 128 " +
