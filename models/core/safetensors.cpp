@@ -211,6 +211,13 @@ Tensor SafetensorsFile::to_f32(const TensorInfo& info) const {
   return t;
 }
 
+void SafetensorsFile::read_f32(const TensorInfo& info, float* dst) const {
+  if (!is_float_dtype(info.dtype))
+    throw ModelError(path_ + ": tensor '" + info.name + "' has dtype " +
+                     std::string(dtype_name(info.dtype)) + ", expected a float dtype");
+  widen_to_f32(info.dtype, bytes(info).data(), static_cast<std::size_t>(info.numel()), dst);
+}
+
 Tensor SafetensorsFile::to_f32(std::string_view name) const {
   const TensorInfo* info = find(name);
   if (!info) throw ModelError(path_ + ": no tensor named '" + std::string(name) + "'");
@@ -328,6 +335,15 @@ Tensor WeightMap::take(const std::string& name, const Shape& expected) {
   const TensorInfo* info = take_info(name, expected);
   if (!info) return Tensor(expected);
   return file_->to_f32(*info);
+}
+
+void WeightMap::take_into(const std::string& name, const Shape& expected, float* dst) {
+  const TensorInfo* info = take_info(name, expected);
+  if (!info) {
+    std::fill_n(dst, expected.numel(), 0.0f);
+    return;
+  }
+  file_->read_f32(*info, dst);
 }
 
 std::vector<std::string> WeightMap::unclaimed() const {

@@ -55,6 +55,8 @@ class SafetensorsFile {
   std::span<const unsigned char> bytes(const TensorInfo& info) const;
   // Widened to float32 (F32/F16/BF16/F64), owning. Throws for integer dtypes or rank > 4.
   Tensor to_f32(const TensorInfo& info) const;
+  // The same values written to `dst` (info.numel() floats).
+  void read_f32(const TensorInfo& info, float* dst) const;
   Tensor to_f32(std::string_view name) const;  // throws if absent
   // Widened to float32 with another shape of the same element count (e.g. a rank-5
   // (B, N, C, H, W) tensor read as (B·N, C, H, W)).
@@ -105,6 +107,8 @@ class WeightMap {
   // tensor the problem is recorded and a zero tensor of `expected` shape is returned, so that a
   // model can collect all problems before finish() reports them.
   Tensor take(const std::string& name, const Shape& expected);
+  // take() into `dst` (expected.numel() floats; zeros where take() would give zeros).
+  void take_into(const std::string& name, const Shape& expected, float* dst);
   // Claims `name` and returns its stored info (for models that keep F16 storage); null after
   // recording a problem.
   const TensorInfo* take_info(const std::string& name, const Shape& expected);

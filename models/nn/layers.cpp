@@ -25,7 +25,12 @@ std::shared_ptr<const void> DeviceCopy::get(
 
 void Linear::load(ParamSource& p, const std::string& name, i64 in_features, i64 out_features,
                   bool has_bias, Quantize quantize) {
-  Tensor w = p.take(name + ".weight", {out_features, in_features});
+  // A weight kept narrower is read only to be converted: the source's reused buffer will do.
+  const bool converted = (p.storage() == WeightStorage::kInt8 && quantize == Quantize::kInt8) ||
+                         p.storage() == WeightStorage::kF16 || bf16_storage(p.storage());
+  const std::string wname = name + ".weight";
+  Tensor w = converted ? p.take_transient(wname, {out_features, in_features})
+                       : p.take(wname, {out_features, in_features});
   Tensor b = has_bias ? p.take(name + ".bias", {out_features}) : Tensor();
   set(p, std::move(w), std::move(b), in_features, out_features, quantize);
 }
@@ -118,7 +123,7 @@ void Conv2d::load(ParamSource& p, const std::string& name, i64 cout, i64 cin, i6
                   kernels::ConvGeometry g) {
   geometry = g;
   device_copy = DeviceCopy();
-  const Tensor w = p.take(name + ".weight", {cout, cin, k, k});
+  const Tensor& w = p.take_transient(name + ".weight", {cout, cin, k, k});  // packed below
   const Tensor b = p.take(name + ".bias", {cout});
   if (w.empty()) {  // a shape recorder: nothing to pack
     weight = {};

@@ -10,6 +10,13 @@ Tensor ParamSource::take(const std::string& name, const Shape& shape) {
   return fetch(name, shape);
 }
 
+const Tensor& ParamSource::take_transient(const std::string& name, const Shape& shape) {
+  params_ += shape.numel();
+  bytes_ += static_cast<std::size_t>(shape.numel()) * sizeof(float);
+  transient_ = fetch_transient(name, shape);
+  return transient_;
+}
+
 void ParamSource::kept_as(std::int64_t elements, std::size_t bytes_per_element) {
   const auto n = static_cast<std::size_t>(elements);
   bytes_ = bytes_ - n * sizeof(float) + n * bytes_per_element;
@@ -25,6 +32,15 @@ void CheckpointParams::skip(const std::string& name) {
 
 Tensor CheckpointParams::fetch(const std::string& name, const Shape& shape) {
   return weights_.take(name, shape);
+}
+
+Tensor CheckpointParams::fetch_transient(const std::string& name, const Shape& shape) {
+  if (scratch_.numel() < shape.numel()) {
+    scratch_ = Tensor();  // freed before the larger one is made
+    scratch_ = Tensor(Shape{shape.numel()});
+  }
+  weights_.take_into(name, shape, scratch_.data());
+  return Tensor::view(scratch_.data(), shape);
 }
 
 Tensor RandomParams::fetch(const std::string& name, const Shape& shape) {

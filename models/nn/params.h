@@ -31,6 +31,10 @@ class ParamSource {
   // as parameters and 4 bytes each as memory (see kept_as for weights held narrower). A recorder
   // returns an empty tensor: layers then skip packing.
   Tensor take(const std::string& name, const Shape& shape);
+  // As take(), for a caller that reads the values only until its next take_transient() (to
+  // convert or pack them): a checkpoint reads them into one reused buffer, where a fresh
+  // float32 copy per weight made its first touches most of a network's load.
+  const Tensor& take_transient(const std::string& name, const Shape& shape);
   // Whether an optional parameter is there (a random source has whatever is asked for).
   virtual bool has(const std::string& name) const = 0;
   // Claims a stored non-parameter buffer without reading it (e.g. an int64 position-id table).
@@ -48,11 +52,16 @@ class ParamSource {
 
  protected:
   virtual Tensor fetch(const std::string& name, const Shape& shape) = 0;
+  // take_transient()'s values; a fresh fetch() unless a source reuses memory.
+  virtual Tensor fetch_transient(const std::string& name, const Shape& shape) {
+    return fetch(name, shape);
+  }
 
  private:
   WeightStorage storage_;
   std::int64_t params_ = 0;
   std::size_t bytes_ = 0;
+  Tensor transient_;
 };
 
 // Parameters claimed from a checkpoint's WeightMap (names relative to its prefix). Problems
@@ -67,9 +76,11 @@ class CheckpointParams final : public ParamSource {
 
  protected:
   Tensor fetch(const std::string& name, const Shape& shape) override;
+  Tensor fetch_transient(const std::string& name, const Shape& shape) override;
 
  private:
   WeightMap& weights_;
+  Tensor scratch_;  // take_transient()'s buffer, grown to the largest weight
 };
 
 // Seeded random parameters: `fill` writes the values of each requested tensor (a network's own
