@@ -76,24 +76,30 @@ Configs configs(bool tiny) {
   return c;
 }
 
+// Seeded random values for `expected` (nn::uniform_init's recipe: ±0.02, norm scales 1, biases
+// 0), written as one fp16 safetensors file as the official folders ship them.
+void write_random_weights(const fs::path& path,
+                          const std::vector<std::pair<std::string, models::Shape>>& expected,
+                          std::uint64_t seed) {
+  fs::create_directories(path.parent_path());
+  models::nn::RandomParams rnd(models::nn::uniform_init(seed));
+  std::vector<models::Tensor> owned;
+  owned.reserve(expected.size());
+  std::vector<std::pair<std::string, const models::Tensor*>> list;
+  for (const auto& [name, shape] : expected) {
+    owned.push_back(rnd.take(name, shape));
+    list.emplace_back(name, &owned.back());
+  }
+  models::write_safetensors(path.string(), list, models::DType::kF16);
+}
+
 // An SD VAE with random weights: through a temporary safetensors file, as a folder would load.
 std::shared_ptr<const models::SdVae> random_vae(const models::SdVaeConfig& cfg,
                                                 models::WeightStorage storage,
                                                 models::Device device) {
   const fs::path path = fs::temp_directory_path() /
                         ("gen3d_bench_paint_vae_" + std::to_string(::getpid()) + ".safetensors");
-  {
-    models::nn::RandomParams rnd(models::nn::uniform_init(7));
-    const auto expected = models::SdVae::expected_tensors(cfg);
-    std::vector<models::Tensor> owned;
-    owned.reserve(expected.size());
-    std::vector<std::pair<std::string, const models::Tensor*>> list;
-    for (const auto& [name, shape] : expected) {
-      owned.push_back(rnd.take(name, shape));
-      list.emplace_back(name, &owned.back());
-    }
-    models::write_safetensors(path.string(), list, models::DType::kF16);
-  }
+  write_random_weights(path, models::SdVae::expected_tensors(cfg), 7);
   std::unique_ptr<models::SdVae> vae;
   try {
     models::WeightMap wm(models::SafetensorsFile::open(path.string()), "");
@@ -145,23 +151,6 @@ void write_json(const fs::path& path, const nlohmann::json& j) {
   std::ofstream out(path);
   out << j.dump(2) << '\n';
   if (!out) throw std::runtime_error("bench paint: cannot write " + path.string());
-}
-
-// Seeded random values for `expected` (nn::uniform_init's recipe: ±0.02, norm scales 1, biases
-// 0), written as one fp16 safetensors file as the official folders ship them.
-void write_random_weights(const fs::path& path,
-                          const std::vector<std::pair<std::string, models::Shape>>& expected,
-                          std::uint64_t seed) {
-  fs::create_directories(path.parent_path());
-  models::nn::RandomParams rnd(models::nn::uniform_init(seed));
-  std::vector<models::Tensor> owned;
-  owned.reserve(expected.size());
-  std::vector<std::pair<std::string, const models::Tensor*>> list;
-  for (const auto& [name, shape] : expected) {
-    owned.push_back(rnd.take(name, shape));
-    list.emplace_back(name, &owned.back());
-  }
-  models::write_safetensors(path.string(), list, models::DType::kF16);
 }
 
 // unet/ vae/ scheduler/ of one diffusers pipeline folder.

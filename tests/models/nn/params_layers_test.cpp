@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,50 @@ TEST(ParamSource, CheckpointSourceClaimsAndReportsEveryProblem) {
   } catch (const ModelError& e) {
     EXPECT_NE(std::string(e.what()).find("fc.weight"), std::string::npos) << e.what();
   }
+}
+
+// take_transient reads a checkpoint's values into one buffer reused from call to call; a layer
+// that keeps its float32 weight takes its own copy, so a later transient read leaves it intact,
+// and a bf16 layer built from the transient read equals one built from its own copy.
+TEST(ParamSource, TransientReadsReuseOneBufferAndLeaveKeptWeightsIntact) {
+  const Tensor big = gaussian_noise({8, 9}, 7), small = gaussian_noise({4, 3}, 8),
+               bias = gaussian_noise({4}, 9), conv = gaussian_noise({2, 3, 3, 3}, 10);
+  const std::vector<std::pair<std::string, const Tensor*>> list{{"big", &big},
+                                                                {"fc.weight", &small},
+                                                                {"fc.bias", &bias},
+                                                                {"conv.weight", &conv},
+                                                                {"conv.bias", &bias}};
+  const std::string path = ::testing::TempDir() + "nn_params_transient.safetensors";
+  write_safetensors(path, list);
+
+  WeightMap map(SafetensorsFile::open(path), "");
+  CheckpointParams p(map);
+  const float* first = p.take_transient("big", {8, 9}).data();
+  EXPECT_EQ(0, std::memcmp(first, big.data(), 72 * sizeof(float)));
+  Linear kept;  // float32 storage: keeps its own weight
+  kept.load(p, "fc", 3, 4);
+  const Tensor& t = p.take_transient("conv.weight", {2, 3, 3, 3});
+  EXPECT_EQ(t.data(), first) << "a read that fits takes the same buffer";
+  EXPECT_EQ(0, std::memcmp(t.data(), conv.data(), 54 * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(kept.weight.data(), small.data(), 12 * sizeof(float)));
+  EXPECT_EQ(p.parameters(), 72 + 12 + 4 + 54);
+
+  WeightMap map16(SafetensorsFile::open(path), "");
+  CheckpointParams p16(map16, WeightStorage::kBF16);
+  (void)p16.take_transient("big", {8, 9});
+  Linear from_file;
+  from_file.load(p16, "fc", 3, 4);          // through the reused buffer
+  (void)p16.take_transient("big", {8, 9});  // overwrites that buffer
+  RandomParams own(
+      [&](const std::string& name, Tensor& x) { x = name == "fc.weight" ? small : bias; },
+      WeightStorage::kBF16);
+  Linear from_copy;
+  from_copy.load(own, "fc", 3, 4);
+  const Tensor x = gaussian_noise({5, 3}, 11);
+  Tensor a({5, 4}), b({5, 4});
+  from_file(a.data(), x.data(), 5);
+  from_copy(b.data(), x.data(), 5);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), 20 * sizeof(float)));
 }
 
 TEST(Layers, LinearMatchesTheReferenceKernelInBothStorages) {
