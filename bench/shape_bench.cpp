@@ -1,5 +1,6 @@
 // Volume decoding and surface extraction benchmarks (specs/volume-decoding.md).
-//  * Volume decoders on an analytic field (sphere r 0.5, logit = 10 * sdf) and on a tiny random
+//  * Volume decoders on analytic fields (sphere r 0.5 and a torus, logit = 10 * sdf) and on a tiny
+//  random
 //    ShapeVAE (golden-sized: width 32, 4 heads, 32 latents, 2 layers): dense (the baseline,
 //    measured in the same run), hierarchical and FlashVDM at R = 256 and 384. Counters: points
 //    queried and their fraction of the dense grid.
@@ -24,6 +25,12 @@ using namespace gen3d;
 
 const models::Field& sphere() {
   static const models::AnalyticField f = models::sphere_field(0.5, 10.0);
+  return f;
+}
+
+// A second analytic surface, so a change tuned on the sphere is also timed on another shape.
+const models::Field& torus() {
+  static const models::AnalyticField f = models::torus_field(0.55, 0.18, 10.0);
   return f;
 }
 
@@ -68,6 +75,9 @@ void run_volume(benchmark::State& state, const models::Field& field) {
 void BM_VolumeAnalytic(benchmark::State& state) {
   run_volume(state, sphere());
 }
+void BM_VolumeTorus(benchmark::State& state) {
+  run_volume(state, torus());
+}
 void BM_VolumeTinyVAE(benchmark::State& state) {
   run_volume(state, tiny_vae_field());
 }
@@ -78,6 +88,7 @@ void volume_args(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 BENCHMARK(BM_VolumeAnalytic)->Apply(volume_args);
+BENCHMARK(BM_VolumeTorus)->Apply(volume_args);
 BENCHMARK(BM_VolumeTinyVAE)->Apply(volume_args)->Iterations(1);
 
 // Dense sphere grids, built once per resolution.

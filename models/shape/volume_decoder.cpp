@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "models/core/error.h"
 #include "models/shape/shape_vae.h"
@@ -167,15 +168,19 @@ void dilate(std::vector<std::uint8_t>& mask, i64 n, int rad) {
   }
 }
 
-// The fine vertices to query, in row-major order, and their coordinates.
-struct BandPoints {
-  std::vector<i64> sel;    // flat indices into the fine grid
-  std::vector<float> xyz;  // 3 per vertex
+// A refinement level's band: one byte per fine vertex (1: query it), how many fall in each
+// i-slab, and the vertices' coordinates per axis, float32(idx) * float32(size / r) +
+// float32(min) (spec 5.3; monotone in idx, so a box of indices is a box of coordinates).
+struct Band {
+  i64 n = 0;                               // fine vertices per axis
+  std::vector<std::uint8_t> mask;          // n^3, row-major
+  std::vector<i64> slab_start;             // n + 1 prefix counts of selected vertices per i
+  std::array<std::vector<float>, 3> axis;  // coordinates per axis
+  i64 count() const { return slab_start.back(); }
 };
 
 // Spec 5.3 steps 1-4: the fine vertices to query.
-BandPoints select_band(const VolumeGrid& coarse, int r_fine, bool last,
-                       const VolumeDecodeOptions& o) {
+Band select_band(const VolumeGrid& coarse, int r_fine, bool last, const VolumeDecodeOptions& o) {
   const i64 nc = coarse.n(), nf = r_fine + 1;
   const float* V = coarse.values.data();
   std::vector<std::uint8_t> band(static_cast<std::size_t>(nc * nc * nc), 0);
@@ -201,7 +206,10 @@ BandPoints select_band(const VolumeGrid& coarse, int r_fine, bool last,
       }
   });
   if (!last) dilate(band, nc, 1);
-  std::vector<std::uint8_t> fine(static_cast<std::size_t>(nf * nf * nf), 0);
+  Band out;
+  out.n = nf;
+  out.mask.assign(static_cast<std::size_t>(nf * nf * nf), 0);
+  std::vector<std::uint8_t>& fine = out.mask;
   tbb::parallel_for(i64{0}, nc, [&](i64 i) {
     if (2 * i >= nf) return;
     for (i64 j = 0; j < nc && 2 * j < nf; ++j)
@@ -210,49 +218,75 @@ BandPoints select_band(const VolumeGrid& coarse, int r_fine, bool last,
           fine[static_cast<std::size_t>((2 * i * nf + 2 * j) * nf + 2 * k)] = 1;
   });
   dilate(fine, nf, last ? 2 : 1);
-  // Row-major list and the vertices' coordinates (float32(idx) * float32(size / r) +
-  // float32(min) per axis): count per i-slab, then fill, skipping unselected runs with memchr.
-  float step[3], lo[3];
   for (int a = 0; a < 3; ++a) {
-    step[a] = static_cast<float>((o.bbox_max[a] - o.bbox_min[a]) / r_fine);
-    lo[a] = static_cast<float>(o.bbox_min[a]);
+    const auto step = static_cast<float>((o.bbox_max[a] - o.bbox_min[a]) / r_fine);
+    const auto lo = static_cast<float>(o.bbox_min[a]);
+    auto& axis = out.axis[static_cast<std::size_t>(a)];
+    axis.resize(static_cast<std::size_t>(nf));
+    for (i64 i = 0; i < nf; ++i)
+      axis[static_cast<std::size_t>(i)] = static_cast<float>(i) * step + lo;
   }
-  std::vector<i64> counts(static_cast<std::size_t>(nf + 1), 0);
+  out.slab_start.assign(static_cast<std::size_t>(nf + 1), 0);
   tbb::parallel_for(i64{0}, nf, [&](i64 i) {
     const auto* slab = fine.data() + i * nf * nf;
-    counts[static_cast<std::size_t>(i + 1)] = std::count(slab, slab + nf * nf, std::uint8_t{1});
+    out.slab_start[static_cast<std::size_t>(i + 1)] =
+        std::count(slab, slab + nf * nf, std::uint8_t{1});
   });
   for (i64 i = 0; i < nf; ++i)
-    counts[static_cast<std::size_t>(i + 1)] += counts[static_cast<std::size_t>(i)];
-  BandPoints points;
-  points.sel.resize(static_cast<std::size_t>(counts.back()));
-  points.xyz.resize(3 * points.sel.size());
-  tbb::parallel_for(i64{0}, nf, [&](i64 i) {
-    auto q = static_cast<std::size_t>(counts[static_cast<std::size_t>(i)]);
-    const float x = static_cast<float>(i) * step[0] + lo[0];
-    for (i64 j = 0; j < nf; ++j) {
-      const float y = static_cast<float>(j) * step[1] + lo[1];
-      const i64 row = (i * nf + j) * nf;
-      const std::uint8_t* begin = fine.data() + row;
-      const auto row_bytes = static_cast<std::size_t>(nf);
-      for (const void* hit = std::memchr(begin, 1, row_bytes); hit != nullptr; ++q) {
-        const i64 k = static_cast<const std::uint8_t*>(hit) - begin;
-        points.sel[q] = row + k;
-        points.xyz[3 * q] = x;
-        points.xyz[3 * q + 1] = y;
-        points.xyz[3 * q + 2] = static_cast<float>(k) * step[2] + lo[2];
-        hit = std::memchr(begin + k + 1, 1, row_bytes - static_cast<std::size_t>(k + 1));
-      }
-    }
-  });
-  return points;
+    out.slab_start[static_cast<std::size_t>(i + 1)] += out.slab_start[static_cast<std::size_t>(i)];
+  return out;
 }
 
-// Hierarchical refinement: query the selected vertices in row-major chunks.
-void query_rows(const Field& field, const std::vector<i64>& sel, const std::vector<float>& xyz,
-                i64 chunk, VolumeGrid& g, const std::string& label) {
+// Calls f(k) for each selected k in [k0, k1) of a mask row, in order (memchr skips the runs of
+// unselected vertices).
+template <typename F>
+void for_each_selected(const std::uint8_t* row, i64 k0, i64 k1, F&& f) {
+  const std::uint8_t* end = row + k1;
+  for (const void* hit = k0 < k1 ? std::memchr(row + k0, 1, static_cast<std::size_t>(k1 - k0))
+                                 : nullptr;
+       hit != nullptr;) {
+    const auto* p = static_cast<const std::uint8_t*>(hit);
+    f(p - row);
+    hit = p + 1 < end ? std::memchr(p + 1, 1, static_cast<std::size_t>(end - p - 1)) : nullptr;
+  }
+}
+
+// The band's vertices as a row-major list and their coordinates, each i-slab filled in parallel
+// from its prefix count.
+struct RowPoints {
+  std::vector<i64> sel;    // flat indices into the fine grid
+  std::vector<float> xyz;  // 3 per vertex
+};
+RowPoints row_points(const Band& band) {
+  const i64 nf = band.n;
+  RowPoints out;
+  out.sel.resize(static_cast<std::size_t>(band.count()));
+  out.xyz.resize(3 * out.sel.size());
+  tbb::parallel_for(i64{0}, nf, [&](i64 i) {
+    auto q = static_cast<std::size_t>(band.slab_start[static_cast<std::size_t>(i)]);
+    const float x = band.axis[0][static_cast<std::size_t>(i)];
+    for (i64 j = 0; j < nf; ++j) {
+      const float y = band.axis[1][static_cast<std::size_t>(j)];
+      const i64 row = (i * nf + j) * nf;
+      for_each_selected(band.mask.data() + row, 0, nf, [&](i64 k) {
+        out.sel[q] = row + k;
+        out.xyz[3 * q] = x;
+        out.xyz[3 * q + 1] = y;
+        out.xyz[3 * q + 2] = band.axis[2][static_cast<std::size_t>(k)];
+        ++q;
+      });
+    }
+  });
+  return out;
+}
+
+// Hierarchical refinement: query the band's vertices in row-major chunks.
+void query_rows(const Field& field, const RowPoints& points, i64 chunk, VolumeGrid& g,
+                const std::string& label) {
+  const std::vector<i64>& sel = points.sel;
+  const std::vector<float>& xyz = points.xyz;
+  const auto P = static_cast<i64>(sel.size());
   std::vector<float> vals;
-  const i64 P = static_cast<i64>(sel.size());
   progress::Steps steps(label, ceil_div(P, chunk));
   for (i64 c0 = 0; c0 < P; c0 += chunk) {
     const i64 c1 = std::min(P, c0 + chunk);
@@ -265,81 +299,100 @@ void query_rows(const Field& field, const std::vector<i64>& sel, const std::vect
   }
 }
 
-// FlashVDM refinement: 6x6x6 buckets over the points' box, stable order, bucket-aligned chunks,
-// one attention group per bucket (spec 6.3).
-void query_buckets(const Field& field, const std::vector<i64>& sel, const std::vector<float>& xyz,
-                   const VolumeDecodeOptions& o, i64 top_k, VolumeGrid& g,
-                   const std::string& label) {
-  const std::size_t P = sel.size();
-  // The points' box (min and max are exact whatever the order of the parallel reduction).
-  using Box = std::array<float, 6>;  // lo x y z, hi x y z
-  Box init;
-  for (int a = 0; a < 3; ++a) {
-    init[static_cast<std::size_t>(a)] = std::numeric_limits<float>::infinity();
-    init[static_cast<std::size_t>(a + 3)] = -std::numeric_limits<float>::infinity();
-  }
-  const Box box = tbb::parallel_reduce(
-      tbb::blocked_range<std::size_t>(0, P, 1 << 14), init,
-      [&](const tbb::blocked_range<std::size_t>& r, Box b) {
-        for (std::size_t q = r.begin(); q < r.end(); ++q)
-          for (std::size_t a = 0; a < 3; ++a) {
-            b[a] = std::min(b[a], xyz[3 * q + a]);
-            b[a + 3] = std::max(b[a + 3], xyz[3 * q + a]);
+// FlashVDM refinement (spec 6.3): 6x6x6 buckets over the points' box, the points of each bucket
+// in row-major order (a stable sort by bucket), bucket-aligned chunks, one attention group per
+// bucket. A bucket is a box of indices (a cell is a monotone function of the coordinate, which
+// is one of the index), so each bucket is listed straight from the band's mask.
+void query_buckets(const Field& field, const Band& band, const VolumeDecodeOptions& o, i64 top_k,
+                   VolumeGrid& g, const std::string& label) {
+  constexpr int kB = kBucketsPerAxis, kPlane = kB * kB, nb = kB * kB * kB;
+  const i64 nf = band.n;
+  const std::uint8_t* mask = band.mask.data();
+  // The selected vertices' index bounds per axis: their box.
+  using Bounds = std::array<i64, 6>;  // lo i j k, hi i j k
+  const Bounds bounds = tbb::parallel_reduce(
+      tbb::blocked_range<i64>(0, nf), Bounds{nf, nf, nf, -1, -1, -1},
+      [&](const tbb::blocked_range<i64>& r, Bounds b) {
+        for (i64 i = r.begin(); i < r.end(); ++i) {
+          if (band.slab_start[static_cast<std::size_t>(i + 1)] ==
+              band.slab_start[static_cast<std::size_t>(i)])
+            continue;
+          b[0] = std::min(b[0], i);
+          b[3] = std::max(b[3], i);
+          for (i64 j = 0; j < nf; ++j) {
+            const std::uint8_t* row = mask + (i * nf + j) * nf;
+            const void* first = std::memchr(row, 1, static_cast<std::size_t>(nf));
+            if (first == nullptr) continue;
+            const void* last = memrchr(row, 1, static_cast<std::size_t>(nf));
+            b[1] = std::min(b[1], j);
+            b[4] = std::max(b[4], j);
+            b[2] = std::min(b[2], static_cast<const std::uint8_t*>(first) - row);
+            b[5] = std::max(b[5], static_cast<const std::uint8_t*>(last) - row);
           }
+        }
         return b;
       },
-      [](Box a, const Box& b) {
-        for (std::size_t i = 0; i < 3; ++i) {
-          a[i] = std::min(a[i], b[i]);
-          a[i + 3] = std::max(a[i + 3], b[i + 3]);
+      [](Bounds a, const Bounds& b) {
+        for (std::size_t t = 0; t < 3; ++t) {
+          a[t] = std::min(a[t], b[t]);
+          a[t + 3] = std::max(a[t + 3], b[t + 3]);
         }
         return a;
       });
-  const float lo[3] = {box[0], box[1], box[2]}, hi[3] = {box[3], box[4], box[5]};
-  constexpr int nb = kBucketsPerAxis * kBucketsPerAxis * kBucketsPerAxis;
-  // Bucket ids, and a stable counting sort by them in parallel: each block of points counts its
-  // buckets, the offsets run bucket-major then block by block, so the order is the serial one.
-  constexpr std::size_t kBlock = std::size_t{1} << 16;
-  const std::size_t blocks = (P + kBlock - 1) / kBlock;
-  std::vector<int> bucket(P);
-  std::vector<i64> block_counts(blocks * nb, 0);  // [block][bucket]
-  tbb::parallel_for(std::size_t{0}, blocks, [&](std::size_t blk) {
-    i64* counts = block_counts.data() + blk * nb;
-    for (std::size_t q = blk * kBlock; q < std::min(P, (blk + 1) * kBlock); ++q) {
-      int id = 0;
-      for (std::size_t a = 0; a < 3; ++a) {
-        const float ext = hi[a] - lo[a];
-        int cell = 0;
-        if (ext != 0.0f) {
-          const float u = (xyz[3 * q + a] - lo[a]) / ext * 5.999f;
-          cell = std::clamp(static_cast<int>(std::floor(u)), 0, kBucketsPerAxis - 1);
-        }
-        id = id * kBucketsPerAxis + cell;
+  // Each cell's index range per axis: cell = floor((x - lo) / (hi - lo) * 5.999), clamped.
+  std::array<std::array<i64, kB + 1>, 3> cell_start{};  // cell c: [start[c], start[c + 1])
+  for (std::size_t a = 0; a < 3; ++a) {
+    const auto& axis = band.axis[a];
+    const i64 i0 = bounds[a], i1 = bounds[a + 3];
+    const float lo = axis[static_cast<std::size_t>(i0)], hi = axis[static_cast<std::size_t>(i1)];
+    const float ext = hi - lo;
+    std::array<i64, kB> count{};
+    for (i64 i = i0; i <= i1; ++i) {
+      int cell = 0;
+      if (ext != 0.0f) {
+        const float u = (axis[static_cast<std::size_t>(i)] - lo) / ext * 5.999f;
+        cell = std::clamp(static_cast<int>(std::floor(u)), 0, kB - 1);
       }
-      bucket[q] = id;
-      ++counts[id];
+      ++count[static_cast<std::size_t>(cell)];
+    }
+    cell_start[a][0] = i0;
+    for (int c = 0; c < kB; ++c)
+      cell_start[a][static_cast<std::size_t>(c + 1)] =
+          cell_start[a][static_cast<std::size_t>(c)] + count[static_cast<std::size_t>(c)];
+  }
+  const auto range = [&](std::size_t a, int c) {
+    return std::pair{cell_start[a][static_cast<std::size_t>(c)],
+                     cell_start[a][static_cast<std::size_t>(c + 1)]};
+  };
+  // Selected vertices per i and (y, z) cell, then where each such run starts in bucket order.
+  const i64 i0 = bounds[0], rows = bounds[3] - i0 + 1;
+  std::vector<i64> at(static_cast<std::size_t>(rows * kPlane), 0);  // [i - i0][cy * 6 + cz]
+  tbb::parallel_for(i64{0}, rows, [&](i64 r) {
+    i64* counts = at.data() + r * kPlane;
+    for (int cy = 0; cy < kB; ++cy) {
+      const auto [j0, j1] = range(1, cy);
+      for (i64 j = j0; j < j1; ++j) {
+        const std::uint8_t* row = mask + ((i0 + r) * nf + j) * nf;
+        for (int cz = 0; cz < kB; ++cz) {
+          const auto [k0, k1] = range(2, cz);
+          counts[cy * kB + cz] += std::count(row + k0, row + k1, std::uint8_t{1});
+        }
+      }
     }
   });
   std::vector<i64> start(nb + 1, 0);  // each bucket's first position
-  {
-    i64 pos = 0;
-    for (int b = 0; b < nb; ++b) {
-      start[static_cast<std::size_t>(b)] = pos;
-      for (std::size_t blk = 0; blk < blocks; ++blk) {
-        i64& c = block_counts[blk * nb + static_cast<std::size_t>(b)];
-        const i64 n = c;
-        c = pos;  // now this block's first position in bucket b
-        pos += n;
-      }
+  i64 pos = 0;
+  for (int b = 0; b < nb; ++b) {
+    start[static_cast<std::size_t>(b)] = pos;
+    const auto [r0, r1] = range(0, b / kPlane);
+    for (i64 i = r0; i < r1; ++i) {
+      i64& c = at[static_cast<std::size_t>((i - i0) * kPlane + b % kPlane)];
+      const i64 n = c;
+      c = pos;  // now the first position of this row run
+      pos += n;
     }
-    start[nb] = pos;
   }
-  std::vector<std::size_t> order(P);
-  tbb::parallel_for(std::size_t{0}, blocks, [&](std::size_t blk) {
-    i64* fill = block_counts.data() + blk * nb;
-    for (std::size_t q = blk * kBlock; q < std::min(P, (blk + 1) * kBlock); ++q)
-      order[static_cast<std::size_t>(fill[bucket[q]]++)] = q;
-  });
+  start[nb] = pos;
   // Chunks of whole buckets: the next one from bucket `b` on (its size and group offsets;
   // advances `b`).
   const auto next_chunk = [&](int& b, std::vector<i64>& offsets) {
@@ -355,7 +408,8 @@ void query_buckets(const Field& field, const std::vector<i64>& sel, const std::v
     return size;
   };
   std::vector<float> cx, vals;
-  std::vector<i64> offsets;
+  std::vector<i64> offsets, where;
+  std::vector<std::pair<int, i64>> runs;  // (bucket, i) of a chunk
   i64 chunks = 0;
   for (int b = 0; b < nb && next_chunk(b, offsets) > 0;) ++chunks;
   progress::Steps steps(label, chunks);
@@ -367,12 +421,33 @@ void query_buckets(const Field& field, const std::vector<i64>& sel, const std::v
     const i64 base = start[static_cast<std::size_t>(first)];
     cx.resize(static_cast<std::size_t>(3 * size));
     vals.resize(static_cast<std::size_t>(size));
-    tbb::parallel_for(i64{0}, size, [&](i64 t) {
-      std::copy_n(xyz.data() + 3 * order[static_cast<std::size_t>(base + t)], 3, cx.data() + 3 * t);
+    where.resize(static_cast<std::size_t>(size));
+    runs.clear();
+    for (int q = first; q < b; ++q) {
+      const auto [r0, r1] = range(0, q / kPlane);
+      for (i64 i = r0; i < r1; ++i) runs.emplace_back(q, i);
+    }
+    tbb::parallel_for(std::size_t{0}, runs.size(), [&](std::size_t t) {
+      const auto [q, i] = runs[t];
+      auto p = static_cast<std::size_t>(
+          at[static_cast<std::size_t>((i - i0) * kPlane + q % kPlane)] - base);
+      const auto [j0, j1] = range(1, (q / kB) % kB);
+      const auto [k0, k1] = range(2, q % kB);
+      const float x = band.axis[0][static_cast<std::size_t>(i)];
+      for (i64 j = j0; j < j1; ++j) {
+        const float y = band.axis[1][static_cast<std::size_t>(j)];
+        const i64 row = (i * nf + j) * nf;
+        for_each_selected(mask + row, k0, k1, [&](i64 k) {
+          cx[3 * p] = x;
+          cx[3 * p + 1] = y;
+          cx[3 * p + 2] = band.axis[2][static_cast<std::size_t>(k)];
+          where[p++] = row + k;
+        });
+      }
     });
     field.evaluate_groups(cx.data(), offsets, KeySelection{top_k, kBucketStride}, vals.data());
     tbb::parallel_for(i64{0}, size, [&](i64 t) {  // distinct vertices: no two writes collide
-      g.values[static_cast<std::size_t>(sel[order[static_cast<std::size_t>(base + t)]])] =
+      g.values[static_cast<std::size_t>(where[static_cast<std::size_t>(t)])] =
           vals[static_cast<std::size_t>(t)];
     });
     steps.next();
@@ -469,21 +544,26 @@ VolumeGrid decode_volume(const Field& field, const VolumeDecodeOptions& o,
   record(lv[0], g.n() * g.n() * g.n(), g);
   for (std::size_t l = 1; l < lv.size(); ++l) {
     const bool last = l + 1 == lv.size();
-    const BandPoints band = select_band(g, lv[l], last, o);
-    const std::vector<i64>& sel = band.sel;
-    VolumeGrid fine = make_grid(lv[l], o, kNaN);
-    if (sel.empty()) {
+    std::optional<Band> band = select_band(g, lv[l], last, o);
+    const i64 count = band->count();
+    if (count == 0) {
       st.empty_band = true;
-      fine = make_grid(lv.back(), o, kNaN);
-      record(lv[l], 0, fine);
+      VolumeGrid none = make_grid(lv.back(), o, kNaN);
+      record(lv[l], 0, none);
       spdlog::info("volume decoding: level {} selected no vertex: no surface", lv[l]);
-      return fine;
+      return none;
     }
-    if (flash)
-      query_buckets(field, sel, band.xyz, o, top_k, fine, label(l));
-    else
-      query_rows(field, sel, band.xyz, o.num_chunks, fine, label(l));
-    record(lv[l], static_cast<i64>(sel.size()), fine);
+    VolumeGrid fine;
+    if (flash) {
+      fine = make_grid(lv[l], o, kNaN);
+      query_buckets(field, *band, o, top_k, fine, label(l));
+    } else {
+      const RowPoints points = row_points(*band);
+      band.reset();  // the list replaces the mask
+      fine = make_grid(lv[l], o, kNaN);
+      query_rows(field, points, o.num_chunks, fine, label(l));
+    }
+    record(lv[l], count, fine);
     g = std::move(fine);
   }
   return g;

@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <span>
 
 #include "mesh/marching_cubes.h"
 #include "models/core/error.h"
@@ -265,6 +268,101 @@ TEST(VolumeFlashVDM, KeySelectionDegenerateCaseAndDeterminism) {
     if (!std::isnan(a.values[v]))
       diff = std::max(diff, double(std::abs(a.values[v] - ref.values[v])));
   EXPECT_GT(diff, 1e-3);
+}
+
+// Records every grouped call (points and group offsets) and answers with the wrapped field.
+class GroupRecorder final : public Field {
+ public:
+  explicit GroupRecorder(const Field& f) : f_(f) {}
+  void evaluate(const float* xyz, i64 n, float* out) const override { f_.evaluate(xyz, n, out); }
+  void evaluate_groups(const float* xyz, std::span<const i64> offsets, const KeySelection&,
+                       float* out) const override {
+    calls.push_back({std::vector<float>(xyz, xyz + 3 * offsets.back()),
+                     std::vector<i64>(offsets.begin(), offsets.end())});
+    f_.evaluate(xyz, offsets.back(), out);
+  }
+  i64 key_count() const override { return 64; }
+  struct Call {
+    std::vector<float> xyz;
+    std::vector<i64> offsets;
+  };
+  mutable std::vector<Call> calls;
+
+ private:
+  const Field& f_;
+};
+
+// Spec 6.3: a refinement level's points go to the field in 6x6x6 buckets over the points' box
+// (cell = floor((x - min) / (max - min) * 5.999) per axis), bucket by bucket in id order, each
+// bucket one attention group holding its points in row-major order, and every call whole buckets
+// (below the chunk size unless one bucket alone exceeds it).
+TEST(VolumeFlashVDM, RefinementGroupsAreTheSpecsBuckets) {
+  const AnalyticField torus = torus_field(0.55, 0.18, 10.0);
+  const AnalyticField sphere = sphere_field(0.3, 10.0, {0.2, -0.1, 0.05});
+  for (const AnalyticField* f : {&torus, &sphere})
+    for (const i64 chunk : {i64{3000}, i64{40000}}) {
+      const GroupRecorder rec(*f);
+      VolumeDecodeOptions o = opts(VolumeMethod::kFlashVDM, 256);
+      o.num_chunks = chunk;
+      VolumeDecodeStats st;
+      decode_volume(rec, o, &st);
+      ASSERT_EQ(st.levels.size(), 3u);
+      // Split the calls by level (level 0 is the block grid).
+      std::size_t c = 0;
+      i64 level0 = 0;
+      for (; level0 < st.points_per_level[0]; ++c) level0 += rec.calls[c].offsets.back();
+      ASSERT_EQ(level0, st.points_per_level[0]);
+      for (std::size_t l = 1; l < st.levels.size(); ++l) {
+        const std::size_t first = c;
+        i64 points = 0;
+        for (; c < rec.calls.size() && points < st.points_per_level[l]; ++c)
+          points += rec.calls[c].offsets.back();
+        ASSERT_EQ(points, st.points_per_level[l]) << "level " << l;
+        float lo[3], hi[3];
+        for (int a = 0; a < 3; ++a) {
+          lo[a] = std::numeric_limits<float>::infinity();
+          hi[a] = -lo[a];
+        }
+        for (std::size_t k = first; k < c; ++k)
+          for (std::size_t q = 0; q < rec.calls[k].xyz.size(); ++q) {
+            lo[q % 3] = std::min(lo[q % 3], rec.calls[k].xyz[q]);
+            hi[q % 3] = std::max(hi[q % 3], rec.calls[k].xyz[q]);
+          }
+        const auto bucket = [&](const float* p) {
+          int id = 0;
+          for (int a = 0; a < 3; ++a) {
+            const float u = (p[a] - lo[a]) / (hi[a] - lo[a]) * 5.999f;
+            id = id * 6 + std::clamp(static_cast<int>(std::floor(u)), 0, 5);
+          }
+          return id;
+        };
+        int last_bucket = -1;
+        for (std::size_t k = first; k < c; ++k) {
+          const auto& call = rec.calls[k];
+          const i64 groups = static_cast<i64>(call.offsets.size()) - 1;
+          if (groups > 1) {
+            EXPECT_LT(call.offsets.back(), chunk) << "level " << l;
+          }
+          for (i64 gi = 0; gi < groups; ++gi) {
+            const i64 b0 = call.offsets[static_cast<std::size_t>(gi)];
+            const i64 b1 = call.offsets[static_cast<std::size_t>(gi + 1)];
+            ASSERT_LT(b0, b1);
+            const int id = bucket(call.xyz.data() + 3 * b0);
+            EXPECT_GT(id, last_bucket) << "level " << l << " call " << k << " group " << gi;
+            last_bucket = id;
+            for (i64 q = b0; q < b1; ++q) {
+              const float* p = call.xyz.data() + 3 * q;
+              ASSERT_EQ(bucket(p), id) << "level " << l << " point " << q;
+              if (q > b0) {
+                ASSERT_TRUE(std::lexicographical_compare(p - 3, p, p, p + 3))
+                    << "level " << l << " point " << q << " out of row-major order";
+              }
+            }
+          }
+        }
+      }
+      EXPECT_EQ(c, rec.calls.size());
+    }
 }
 
 TEST(VolumeDecode, RejectsBadOptions) {
