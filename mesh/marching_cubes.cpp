@@ -171,35 +171,74 @@ Mesh marching_cubes(const GridView& g, const MarchingCubesOptions& o, MarchingCu
     scale[a] = (static_cast<double>(o.bbox_max[a]) - o.bbox_min[a]) / div;
   }
 
-  // Corner classes: 0 outside, 1 inside (value - level > 0), 2 NaN (unqueried).
+  // Corner classes: 0 outside, 1 inside (value - level > 0), 2 NaN (unqueried); and per k-row
+  // (i, j) its one class, or kMixed. Most rows of a grid are all outside, all inside or (after a
+  // banded decode) all unqueried, and whole rows of vertices and cubes are skipped by them.
+  constexpr std::uint8_t kMixed = 3;
   std::vector<std::uint8_t> cls(static_cast<std::size_t>(nx * ny * nz));
+  std::vector<std::uint8_t> row_cls(static_cast<std::size_t>(nx * ny));
   tbb::parallel_for(i64{0}, nx, [&](i64 i) {
-    for (i64 t = i * ny * nz; t < (i + 1) * ny * nz; ++t) {
-      const float v = V[t];
-      cls[static_cast<std::size_t>(t)] = std::isnan(v) ? 2 : (v - level > 0.0f ? 1 : 0);
+    for (i64 j = 0; j < ny; ++j) {
+      const i64 r = i * ny + j;
+      const float* in = V + r * nz;
+      std::uint8_t* out = cls.data() + r * nz;
+      for (i64 k = 0; k < nz; ++k)
+        out[k] = std::isnan(in[k]) ? 2 : static_cast<std::uint8_t>(in[k] - level > 0.0f);
+      std::uint8_t any = 0, all = 3;
+      for (i64 k = 0; k < nz; ++k) {
+        any |= out[k];
+        all &= out[k];
+      }
+      row_cls[static_cast<std::size_t>(r)] = any == all ? any : kMixed;
     }
   });
   const std::uint8_t* C = cls.data();
+  const auto row = [&](i64 i, i64 j) { return row_cls[static_cast<std::size_t>(i * ny + j)]; };
+  // No edge from row (i, j) to a neighbour row crosses the level: either end unqueried, or both
+  // rows one same class.
+  const auto quiet = [&](std::uint8_t a, std::uint8_t b) {
+    return a == 2 || b == 2 || (a != kMixed && a == b);
+  };
 
   // Pass 1: one vertex per crossed edge whose two ends are finite, grouped by the plane i of the
   // edge's lower end; key = (j * nz + k) * 3 + axis, increasing within a plane.
   std::vector<std::vector<i64>> keys(static_cast<std::size_t>(nx));
   std::vector<std::vector<Vec3>> pos(static_cast<std::size_t>(nx));
+  // Where each row's keys start in its plane's list (row j of plane i: [i * (ny + 1) + j]), so a
+  // cube finds an edge's vertex among its row's few keys instead of the whole plane's.
+  std::vector<i64> row_keys(static_cast<std::size_t>(nx * (ny + 1)), 0);
   std::atomic<bool> exact_hits{false};
+  // Rows are scanned as bytes first (vectorised): flags[k] bit a is set when the edge from (i, j,
+  // k) along axis a crosses; then only the flagged vertices are visited, in the same order.
+  const std::vector<std::uint8_t> unqueried(static_cast<std::size_t>(nz), 2);
   tbb::parallel_for(i64{0}, nx, [&](i64 i) {
     auto& K = keys[static_cast<std::size_t>(i)];
     auto& P = pos[static_cast<std::size_t>(i)];
     const i64 step[3] = {ny * nz, nz, 1};
-    for (i64 j = 0; j < ny; ++j)
+    std::vector<std::uint8_t> flags(static_cast<std::size_t>(nz));
+    i64* row_start = row_keys.data() + i * (ny + 1);
+    for (i64 j = 0; j < ny; ++j) {
+      row_start[j] = static_cast<i64>(K.size());
+      const std::uint8_t rc = row(i, j);
+      if (rc != kMixed && (i + 1 == nx || quiet(rc, row(i + 1, j))) &&
+          (j + 1 == ny || quiet(rc, row(i, j + 1))))
+        continue;  // no crossed edge starts in this row
+      const std::uint8_t* c0 = C + (i * ny + j) * nz;
+      const std::uint8_t* ci = i + 1 < nx ? c0 + step[0] : unqueried.data();
+      const std::uint8_t* cj = j + 1 < ny ? c0 + step[1] : unqueried.data();
+      const auto crosses = [](std::uint8_t a, std::uint8_t b) {
+        return static_cast<std::uint8_t>(a != 2 && b != 2 && a != b);
+      };
+      for (i64 k = 0; k + 1 < nz; ++k)
+        flags[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(
+            crosses(c0[k], ci[k]) | crosses(c0[k], cj[k]) << 1 | crosses(c0[k], c0[k + 1]) << 2);
+      flags[static_cast<std::size_t>(nz - 1)] = static_cast<std::uint8_t>(
+          crosses(c0[nz - 1], ci[nz - 1]) | crosses(c0[nz - 1], cj[nz - 1]) << 1);
       for (i64 k = 0; k < nz; ++k) {
+        if (flags[static_cast<std::size_t>(k)] == 0) continue;
         const i64 idx = (i * ny + j) * nz + k;
-        const std::uint8_t c0 = C[idx];
-        if (c0 == 2) continue;
-        const bool has[3] = {i + 1 < nx, j + 1 < ny, k + 1 < nz};
         for (int a = 0; a < 3; ++a) {
-          if (!has[a]) continue;
-          const std::uint8_t c1 = C[idx + step[a]];
-          if (c1 == 2 || c1 == c0) continue;
+          if (!(flags[static_cast<std::size_t>(k)] >> a & 1)) continue;
           const float v0 = V[idx], v1 = V[idx + step[a]];
           const double t = (static_cast<double>(level) - v0) / (static_cast<double>(v1) - v0);
           if (t == 0.0) exact_hits = true;  // a corner exactly at the level: shared position
@@ -211,6 +250,8 @@ Mesh marching_cubes(const GridView& g, const MarchingCubesOptions& o, MarchingCu
                        static_cast<float>(o.bbox_min[2] + u[2] * scale[2])});
         }
       }
+    }
+    row_start[ny] = static_cast<i64>(K.size());
   });
   std::vector<i64> base(static_cast<std::size_t>(nx) + 1, 0);
   for (i64 i = 0; i < nx; ++i)
@@ -224,23 +265,36 @@ Mesh marching_cubes(const GridView& g, const MarchingCubesOptions& o, MarchingCu
   tbb::parallel_for(i64{0}, nx - 1, [&](i64 i) {
     auto& F = slab_faces[static_cast<std::size_t>(i)];
     std::size_t skipped = 0;
+    std::vector<std::uint8_t> flags(static_cast<std::size_t>(nz));
     for (i64 j = 0; j + 1 < ny; ++j) {
+      const std::uint8_t q00 = row(i, j), q10 = row(i + 1, j), q01 = row(i, j + 1),
+                         q11 = row(i + 1, j + 1);
+      if (q00 == 2 || q10 == 2 || q01 == 2 || q11 == 2) {  // every cube has an unqueried corner
+        skipped += static_cast<std::size_t>(nz - 1);
+        continue;
+      }
+      if (q00 != kMixed && q00 == q10 && q00 == q01 && q00 == q11) continue;  // no crossing
       // Rows of the four cube edges along k: r[y][x] for corner offsets (x, y).
       const std::uint8_t* r00 = C + (i * ny + j) * nz;
       const std::uint8_t* r10 = C + ((i + 1) * ny + j) * nz;
       const std::uint8_t* r01 = C + (i * ny + j + 1) * nz;
       const std::uint8_t* r11 = C + ((i + 1) * ny + j + 1) * nz;
+      // Per cube, as bytes (vectorised): 2 an unqueried corner, 1 crossed, 0 neither.
       for (i64 k = 0; k + 1 < nz; ++k) {
+        const int any =
+            r00[k] | r10[k] | r11[k] | r01[k] | r00[k + 1] | r10[k + 1] | r11[k + 1] | r01[k + 1];
+        const int all =
+            r00[k] & r10[k] & r11[k] & r01[k] & r00[k + 1] & r10[k + 1] & r11[k + 1] & r01[k + 1];
+        flags[static_cast<std::size_t>(k)] =
+            static_cast<std::uint8_t>((any & 2) ? 2 : static_cast<int>(any != all));
+      }
+      skipped += static_cast<std::size_t>(
+          std::count(flags.begin(), flags.begin() + (nz - 1), std::uint8_t{2}));
+      for (i64 k = 0; k + 1 < nz; ++k) {
+        if (flags[static_cast<std::size_t>(k)] != 1) continue;
         // Standard corner order: (0,0,0) (1,0,0) (1,1,0) (0,1,0), then the same at z + 1.
         const std::uint8_t c[8] = {r00[k],     r10[k],     r11[k],     r01[k],
                                    r00[k + 1], r10[k + 1], r11[k + 1], r01[k + 1]};
-        const int any = c[0] | c[1] | c[2] | c[3] | c[4] | c[5] | c[6] | c[7];
-        if (any & 2) {
-          ++skipped;
-          continue;
-        }
-        const int all = c[0] & c[1] & c[2] & c[3] & c[4] & c[5] & c[6] & c[7];
-        if (any == all) continue;  // all outside or all inside
         int cfg = 0;
         for (int q = 0; q < 8; ++q) cfg |= c[q] << q;
         const int nt = T.count[static_cast<std::size_t>(cfg)];
@@ -250,11 +304,11 @@ Mesh marching_cubes(const GridView& g, const MarchingCubesOptions& o, MarchingCu
             const int e = T.tris[static_cast<std::size_t>(cfg)][static_cast<std::size_t>(t)]
                                 [static_cast<std::size_t>(s)];
             const auto& st = T.start[static_cast<std::size_t>(e)];
-            const i64 pi = i + st[0];
-            const i64 key =
-                ((j + st[1]) * nz + (k + st[2])) * 3 + T.axis[static_cast<std::size_t>(e)];
+            const i64 pi = i + st[0], pj = j + st[1];
+            const i64 key = (pj * nz + (k + st[2])) * 3 + T.axis[static_cast<std::size_t>(e)];
             const auto& K = keys[static_cast<std::size_t>(pi)];
-            const auto it = std::lower_bound(K.begin(), K.end(), key);
+            const i64* rs = row_keys.data() + pi * (ny + 1) + pj;
+            const auto it = std::lower_bound(K.begin() + rs[0], K.begin() + rs[1], key);
             tri[static_cast<std::size_t>(s)] =
                 static_cast<std::uint32_t>(base[static_cast<std::size_t>(pi)] + (it - K.begin()));
           }
