@@ -46,15 +46,15 @@ class ByteWriter {
     u64(s.size());
     out_.append(s.data(), s.size());
   }
-  template <class T>
-  void vec(const std::vector<T>& v) {
+  template <class T, class A>
+  void vec(const std::vector<T, A>& v) {
     static_assert(std::is_trivially_copyable_v<T>);
     u64(v.size());
     raw(v.data(), v.size() * sizeof(T));
   }
   // A vector that does not outlive the call (a temporary): always copied, never borrowed.
-  template <class T>
-  void vec_copied(const std::vector<T>& v) {
+  template <class T, class A>
+  void vec_copied(const std::vector<T, A>& v) {
     static_assert(std::is_trivially_copyable_v<T>);
     u64(v.size());
     if (!v.empty()) out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
@@ -107,12 +107,12 @@ class ByteReader {
     p_ += n;
     return s;
   }
-  template <class T>
-  std::vector<T> vec() {
+  template <class T, class A = std::allocator<T>>
+  std::vector<T, A> vec() {
     static_assert(std::is_trivially_copyable_v<T>);
     const uint64_t n = u64();
     if (n > remaining() / (sizeof(T) ? sizeof(T) : 1)) throw CacheFormatError("truncated vector");
-    std::vector<T> v(static_cast<size_t>(n));
+    std::vector<T, A> v(static_cast<size_t>(n));
     if (n) std::memcpy(v.data(), p_, static_cast<size_t>(n) * sizeof(T));
     p_ += n * sizeof(T);
     return v;

@@ -16,8 +16,8 @@ using pipeline::ByteReader;
 using pipeline::ByteWriter;
 using pipeline::CacheFormatError;
 
-template <class T>
-uint64_t vec_bytes(const std::vector<T>& v) {
+template <class T, class A>
+uint64_t vec_bytes(const std::vector<T, A>& v) {
   return 8 + v.size() * sizeof(T);
 }
 
@@ -474,7 +474,7 @@ models::VolumeGrid load_grid(ByteReader& r) {
   g.resolution = static_cast<int>(r.i64());
   g.bbox_min = r.pod<std::array<double, 3>>();
   g.bbox_max = r.pod<std::array<double, 3>>();
-  g.values = r.vec<float>();
+  g.values = r.vec<float, models::GridValues::allocator_type>();
   return g;
 }
 

@@ -25,6 +25,8 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr i64 kLevel0Stride = 100;  // FlashVDM sampled-query strides (spec 6.2 / 6.3)
 constexpr i64 kBucketStride = 50;
 constexpr int kBucketsPerAxis = 6;
+// Byte masks over a grid; every pass writes each byte it makes, so none is cleared first.
+using Mask = std::vector<std::uint8_t, UninitAllocator<std::uint8_t>>;
 
 void validate(const VolumeDecodeOptions& o) {
   std::vector<std::string> e;
@@ -47,7 +49,10 @@ VolumeGrid make_grid(int r, const VolumeDecodeOptions& o, float fill) {
   g.resolution = r;
   g.bbox_min = o.bbox_min;
   g.bbox_max = o.bbox_max;
-  g.values.assign(static_cast<std::size_t>(g.n() * g.n() * g.n()), fill);
+  const i64 n = g.n();
+  g.values.resize(static_cast<std::size_t>(n * n * n));  // uninitialised: filled in parallel
+  tbb::parallel_for(i64{0}, n,
+                    [&](i64 i) { std::fill_n(g.values.begin() + i * n * n, n * n, fill); });
   return g;
 }
 
@@ -141,9 +146,9 @@ void or_into(std::uint8_t* __restrict out, const std::uint8_t* __restrict in, i6
 // separable: per axis, each k-row of the result is the OR of the source's rows (or, along k, of
 // the row's own bytes) shifted by -rad..rad, clipped at the grid's edges. Whole-row byte ORs
 // vectorize; per-voxel neighbour loops took most of a FlashVDM decode's bookkeeping.
-void dilate(std::vector<std::uint8_t>& mask, i64 n, int rad) {
+void dilate(Mask& mask, i64 n, int rad) {
   if (rad <= 0) return;
-  std::vector<std::uint8_t> tmp(mask.size());
+  Mask tmp(mask.size());
   for (int axis = 0; axis < 3; ++axis) {
     const std::uint8_t* src = mask.data();
     std::uint8_t* dst = tmp.data();
@@ -168,12 +173,72 @@ void dilate(std::vector<std::uint8_t>& mask, i64 n, int rad) {
   }
 }
 
+// Calls f(k) for each selected k in [k0, k1) of a mask row, in order (memchr skips the runs of
+// unselected vertices).
+template <typename F>
+void for_each_selected(const std::uint8_t* row, i64 k0, i64 k1, F&& f) {
+  const std::uint8_t* end = row + k1;
+  for (const void* hit = k0 < k1 ? std::memchr(row + k0, 1, static_cast<std::size_t>(k1 - k0))
+                                 : nullptr;
+       hit != nullptr;) {
+    const auto* p = static_cast<const std::uint8_t*>(hit);
+    f(p - row);
+    hit = p + 1 < end ? std::memchr(p + 1, 1, static_cast<std::size_t>(end - p - 1)) : nullptr;
+  }
+}
+
+// The coarse vertices whose fine twin (2c) lies within `rad` of fine index f: [first, last]
+// (empty when first > last). Only coarse c with 2c < nf have a twin.
+std::pair<i64, i64> coarse_window(i64 f, int rad, i64 nc, i64 nf) {
+  const i64 first = f - rad <= 0 ? 0 : (f - rad + 1) / 2;
+  const i64 last = std::min({(f + rad) / 2, nc - 1, (nf - 1) / 2});
+  return {first, last};
+}
+
+// The fine mask of spec 5.3 step 4: every coarse vertex c of `band` set at fine 2c (if inside the
+// fine grid), then a (2 rad + 1)^3 box dilation clipped at the grid's edges. Both are separable,
+// so they run axis by axis from the coarse grid up (k, then j, then i), each pass one coarse axis
+// finer: the full-size mask is written once instead of set, then dilated in three passes.
+Mask upsample_dilate(const Mask& band, i64 nc, i64 nf, int rad) {
+  // Along k: a[ci][cj][fk].
+  Mask a(static_cast<std::size_t>(nc * nc * nf));
+  tbb::parallel_for(i64{0}, nc * nc, [&](i64 r) {
+    const std::uint8_t* in = band.data() + r * nc;
+    std::uint8_t* out = a.data() + r * nf;
+    std::fill(out, out + nf, std::uint8_t{0});
+    for_each_selected(in, 0, std::min(nc, (nf + 1) / 2), [&](i64 c) {
+      const i64 f0 = std::max<i64>(0, 2 * c - rad), f1 = std::min(nf, 2 * c + rad + 1);
+      std::fill(out + f0, out + f1, std::uint8_t{1});
+    });
+  });
+  // Along j: b[ci][fj][fk], each row the OR of its coarse window's rows.
+  Mask b(static_cast<std::size_t>(nc * nf * nf));
+  tbb::parallel_for(i64{0}, nc, [&](i64 ci) {
+    for (i64 fj = 0; fj < nf; ++fj) {
+      std::uint8_t* out = b.data() + (ci * nf + fj) * nf;
+      std::fill(out, out + nf, std::uint8_t{0});
+      const auto [c0, c1] = coarse_window(fj, rad, nc, nf);
+      for (i64 cj = c0; cj <= c1; ++cj) or_into(out, a.data() + (ci * nc + cj) * nf, nf);
+    }
+  });
+  a = {};
+  // Along i: fine[fi] = the OR of its coarse window's slabs.
+  Mask fine(static_cast<std::size_t>(nf * nf * nf));
+  tbb::parallel_for(i64{0}, nf, [&](i64 fi) {
+    std::uint8_t* out = fine.data() + fi * nf * nf;
+    std::fill(out, out + nf * nf, std::uint8_t{0});
+    const auto [c0, c1] = coarse_window(fi, rad, nc, nf);
+    for (i64 ci = c0; ci <= c1; ++ci) or_into(out, b.data() + ci * nf * nf, nf * nf);
+  });
+  return fine;
+}
+
 // A refinement level's band: one byte per fine vertex (1: query it), how many fall in each
 // i-slab, and the vertices' coordinates per axis, float32(idx) * float32(size / r) +
 // float32(min) (spec 5.3; monotone in idx, so a box of indices is a box of coordinates).
 struct Band {
   i64 n = 0;                               // fine vertices per axis
-  std::vector<std::uint8_t> mask;          // n^3, row-major
+  Mask mask;                               // n^3, row-major
   std::vector<i64> slab_start;             // n + 1 prefix counts of selected vertices per i
   std::array<std::vector<float>, 3> axis;  // coordinates per axis
   i64 count() const { return slab_start.back(); }
@@ -183,12 +248,13 @@ struct Band {
 Band select_band(const VolumeGrid& coarse, int r_fine, bool last, const VolumeDecodeOptions& o) {
   const i64 nc = coarse.n(), nf = r_fine + 1;
   const float* V = coarse.values.data();
-  std::vector<std::uint8_t> band(static_cast<std::size_t>(nc * nc * nc), 0);
+  Mask band(static_cast<std::size_t>(nc * nc * nc));
   tbb::parallel_for(i64{0}, nc, [&](i64 i) {
     for (i64 j = 0; j < nc; ++j)
       for (i64 k = 0; k < nc; ++k) {
         const i64 idx = (i * nc + j) * nc + k;
         const float v = V[idx];
+        band[static_cast<std::size_t>(idx)] = 0;
         if (std::isnan(v)) continue;
         const float f = v - o.level;
         bool on = std::abs(f) < o.band_abs_logit;
@@ -208,16 +274,8 @@ Band select_band(const VolumeGrid& coarse, int r_fine, bool last, const VolumeDe
   if (!last) dilate(band, nc, 1);
   Band out;
   out.n = nf;
-  out.mask.assign(static_cast<std::size_t>(nf * nf * nf), 0);
-  std::vector<std::uint8_t>& fine = out.mask;
-  tbb::parallel_for(i64{0}, nc, [&](i64 i) {
-    if (2 * i >= nf) return;
-    for (i64 j = 0; j < nc && 2 * j < nf; ++j)
-      for (i64 k = 0; k < nc && 2 * k < nf; ++k)
-        if (band[static_cast<std::size_t>((i * nc + j) * nc + k)])
-          fine[static_cast<std::size_t>((2 * i * nf + 2 * j) * nf + 2 * k)] = 1;
-  });
-  dilate(fine, nf, last ? 2 : 1);
+  out.mask = upsample_dilate(band, nc, nf, last ? 2 : 1);
+  const Mask& fine = out.mask;
   for (int a = 0; a < 3; ++a) {
     const auto step = static_cast<float>((o.bbox_max[a] - o.bbox_min[a]) / r_fine);
     const auto lo = static_cast<float>(o.bbox_min[a]);
@@ -235,20 +293,6 @@ Band select_band(const VolumeGrid& coarse, int r_fine, bool last, const VolumeDe
   for (i64 i = 0; i < nf; ++i)
     out.slab_start[static_cast<std::size_t>(i + 1)] += out.slab_start[static_cast<std::size_t>(i)];
   return out;
-}
-
-// Calls f(k) for each selected k in [k0, k1) of a mask row, in order (memchr skips the runs of
-// unselected vertices).
-template <typename F>
-void for_each_selected(const std::uint8_t* row, i64 k0, i64 k1, F&& f) {
-  const std::uint8_t* end = row + k1;
-  for (const void* hit = k0 < k1 ? std::memchr(row + k0, 1, static_cast<std::size_t>(k1 - k0))
-                                 : nullptr;
-       hit != nullptr;) {
-    const auto* p = static_cast<const std::uint8_t*>(hit);
-    f(p - row);
-    hit = p + 1 < end ? std::memchr(p + 1, 1, static_cast<std::size_t>(end - p - 1)) : nullptr;
-  }
 }
 
 // The band's vertices as a row-major list and their coordinates, each i-slab filled in parallel

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "models/core/tensor.h"
+#include "models/shape/volume_decoder.h"
 
 namespace gen3d::models {
 
@@ -17,7 +18,7 @@ struct BandError {
   double nmse = 0.0;
   std::int64_t common = 0, golden_queried = 0, differ = 0;
 };
-inline BandError band_error(const std::vector<float>& a, const Tensor& g, const Tensor& scale) {
+inline BandError band_error(const GridValues& a, const Tensor& g, const Tensor& scale) {
   BandError e;
   double num = 0.0, den = 0.0;
   for (std::int64_t i = 0; i < g.numel(); ++i) {
