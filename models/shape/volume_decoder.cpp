@@ -73,13 +73,13 @@ VolumeGrid decode_dense(const Field& field, int r, const VolumeDecodeOptions& o,
   for (i64 c0 = 0; c0 < total; c0 += o.num_chunks) {
     const i64 c1 = std::min(total, c0 + o.num_chunks);
     xyz.resize(static_cast<std::size_t>(3 * (c1 - c0)));
-    for (i64 t = c0; t < c1; ++t) {
+    tbb::parallel_for(c0, c1, [&](i64 t) {
       const i64 i = t / (n * n), j = (t / n) % n, k = t % n;
       float* p = xyz.data() + 3 * (t - c0);
       p[0] = axis[0][static_cast<std::size_t>(i)];
       p[1] = axis[1][static_cast<std::size_t>(j)];
       p[2] = axis[2][static_cast<std::size_t>(k)];
-    }
+    });
     field.evaluate(xyz.data(), c1 - c0, g.values.data() + c0);
     steps.next();
   }
@@ -108,9 +108,9 @@ VolumeGrid decode_blocks(const Field& field, int r, const VolumeDecodeOptions& o
     vals.resize(static_cast<std::size_t>(P));
     where.resize(static_cast<std::size_t>(P));
     offsets.clear();
-    i64 t = 0;
-    for (i64 b = b0; b < b1; ++b) {
-      offsets.push_back(t);
+    for (i64 b = b0; b <= b1; ++b) offsets.push_back((b - b0) * m3);
+    tbb::parallel_for(b0, b1, [&](i64 b) {  // each block's m^3 points at its own offset
+      i64 t = (b - b0) * m3;
       const i64 ba = b / (G * G), bb = (b / G) % G, bc = b % G;
       for (i64 u = 0; u < m; ++u)
         for (i64 v = 0; v < m; ++v)
@@ -122,12 +122,12 @@ VolumeGrid decode_blocks(const Field& field, int r, const VolumeDecodeOptions& o
             p[2] = axis[2][static_cast<std::size_t>(k)];
             where[static_cast<std::size_t>(t)] = g.index(i, j, k);
           }
-    }
-    offsets.push_back(t);
+    });
     field.evaluate_groups(xyz.data(), offsets, KeySelection{top_k, kLevel0Stride}, vals.data());
-    for (i64 q = 0; q < P; ++q)
+    tbb::parallel_for(i64{0}, P, [&](i64 q) {  // distinct vertices
       g.values[static_cast<std::size_t>(where[static_cast<std::size_t>(q)])] =
           vals[static_cast<std::size_t>(q)];
+    });
     steps.next();
   }
   return g;
